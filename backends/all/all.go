@@ -1,0 +1,6 @@
+// Package all registers every backend compiled into s4d.
+package all
+
+import (
+	_ "github.com/s4d-project/s4d/backends/cpu"
+)

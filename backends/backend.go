@@ -1,0 +1,165 @@
+// Package backends defines the batch compression interface every engine
+// implements, the page classes and stored formats they share, and the
+// registry that reports which engines are usable on this machine.
+package backends
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+)
+
+// Class is how a page is stored. The formats are a contract: any backend
+// must be able to decode what any other backend stored.
+type Class uint8
+
+const (
+	ClassZero Class = 1 // all bytes zero; nothing stored
+	ClassSame Class = 2 // every 8-byte word equal; the word is stored
+	ClassLZ4  Class = 3 // a raw standard LZ4 block
+	ClassZstd Class = 4 // a standard zstd frame
+	ClassRaw  Class = 5 // compressed size over the threshold; stored as is
+)
+
+func (c Class) String() string {
+	switch c {
+	case ClassZero:
+		return "zero"
+	case ClassSame:
+		return "same"
+	case ClassLZ4:
+		return "lz4"
+	case ClassZstd:
+		return "zstd"
+	case ClassRaw:
+		return "raw"
+	}
+	return fmt.Sprintf("class(%d)", uint8(c))
+}
+
+// Codec is the compressor asked for; pages that do not compress well
+// enough are stored raw whatever the codec.
+type Codec uint8
+
+const (
+	CodecLZ4  Codec = 1
+	CodecZstd Codec = 2
+)
+
+func (c Codec) String() string {
+	switch c {
+	case CodecLZ4:
+		return "lz4"
+	case CodecZstd:
+		return "zstd"
+	}
+	return fmt.Sprintf("codec(%d)", uint8(c))
+}
+
+// ParseCodec maps a codec name to its value.
+func ParseCodec(s string) (Codec, error) {
+	switch s {
+	case "lz4":
+		return CodecLZ4, nil
+	case "zstd":
+		return CodecZstd, nil
+	}
+	return 0, fmt.Errorf("unknown codec %q (want lz4 or zstd)", s)
+}
+
+// Class returns the class a compressed page of this codec is stored as.
+func (c Codec) Class() Class {
+	if c == CodecZstd {
+		return ClassZstd
+	}
+	return ClassLZ4
+}
+
+// Batch is a run of whole pages to compress.
+type Batch struct {
+	PageSize  int
+	Pages     []byte // len = n * PageSize
+	Codec     Codec
+	Threshold int // a compressed page larger than this is stored raw
+}
+
+// Len is the number of pages in the batch.
+func (b *Batch) Len() int { return len(b.Pages) / b.PageSize }
+
+// Page returns page i of the batch.
+func (b *Batch) Page(i int) []byte { return b.Pages[i*b.PageSize : (i+1)*b.PageSize] }
+
+// Compressed is the result of compressing a batch: per page its class and,
+// for lz4/zstd pages, where its bytes sit in Data. Raw pages are not copied
+// into Data: the caller still holds them. Slices are reused across calls.
+type Compressed struct {
+	Class []Class
+	Fill  []uint64 // the repeated word of same-filled pages
+	Off   []uint32 // offset in Data (lz4/zstd)
+	Size  []uint32 // stored size: 0 zero, 8 same, n lz4/zstd, PageSize raw
+	Data  []byte
+}
+
+// Reset sizes the per-page slices for n pages, keeping their capacity.
+func (c *Compressed) Reset(n int) {
+	c.Class = resize(c.Class, n)
+	c.Fill = resize(c.Fill, n)
+	c.Off = resize(c.Off, n)
+	c.Size = resize(c.Size, n)
+	c.Data = c.Data[:0]
+}
+
+// Bytes returns the stored bytes of page i (nil for zero, the 8-byte word
+// for same, the page itself for raw).
+func (c *Compressed) Bytes(i int, b *Batch) []byte {
+	switch c.Class[i] {
+	case ClassZero:
+		return nil
+	case ClassSame:
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], c.Fill[i])
+		return w[:]
+	case ClassRaw:
+		return b.Page(i)
+	}
+	return c.Data[c.Off[i] : c.Off[i]+c.Size[i]]
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// Stored is one page as kept by the store, to be decompressed.
+type Stored struct {
+	Class Class
+	Fill  uint64
+	Data  []byte
+}
+
+// Decompression is a batch of stored pages to expand into Dst.
+type Decompression struct {
+	PageSize int
+	Src      []Stored
+	Dst      []byte // len = len(Src) * PageSize
+	Failed   []bool // set by the backend: page i did not decode
+}
+
+// Backend compresses and decompresses batches of pages. Implementations
+// must be safe for concurrent use.
+type Backend interface {
+	Name() string
+	// Describe says what the backend runs on, for stats ("16 workers",
+	// "NVIDIA H100 via Vulkan").
+	Describe() string
+	// Compress classifies and compresses every page of b into out. An
+	// error means the backend failed as a whole: nothing in out is valid
+	// and the caller redoes the batch elsewhere.
+	Compress(ctx context.Context, b *Batch, out *Compressed) error
+	// Decompress expands every page of d. Pages whose data does not decode
+	// are flagged in d.Failed; an error means the backend failed as a whole.
+	Decompress(ctx context.Context, d *Decompression) error
+	Close() error
+}

@@ -1,0 +1,254 @@
+// Package backendtest is the conformance suite every backend passes: each
+// page class, every corpus kind, the raw threshold, corrupt input, and the
+// stored LZ4/zstd bytes decoded by independent reference decoders (the C
+// liblz4 through Debian's python3-lz4, and the zstd command).
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os/exec"
+	"sync"
+	"testing"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
+)
+
+// Config says what the backend under test supports.
+type Config struct {
+	PageSizes []int // default 4096 only
+	Codecs    []backends.Codec
+	BatchSize int // pages per batch; default 256
+}
+
+// Run runs the whole suite against b.
+func Run(t *testing.T, b backends.Backend, cfg Config) {
+	if len(cfg.PageSizes) == 0 {
+		cfg.PageSizes = []int{4096}
+	}
+	if len(cfg.Codecs) == 0 {
+		cfg.Codecs = []backends.Codec{backends.CodecLZ4, backends.CodecZstd}
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 256
+	}
+	for _, ps := range cfg.PageSizes {
+		for _, codec := range cfg.Codecs {
+			t.Run(fmt.Sprintf("%s/%d", codec, ps), func(t *testing.T) {
+				for _, kind := range corpus.Kinds {
+					t.Run(string(kind), func(t *testing.T) {
+						pages := corpus.Pages(kind, cfg.BatchSize, ps, 7)
+						checkBatch(t, b, pages, ps, codec, ps*3/4, kind)
+					})
+				}
+				t.Run("threshold-low", func(t *testing.T) {
+					// A threshold of 64 bytes: text still compresses below
+					// it only rarely, so raw and compressed pages mix.
+					pages := corpus.Pages(corpus.Text, 64, ps, 3)
+					checkBatch(t, b, pages, ps, codec, 64, corpus.Text)
+				})
+				t.Run("single-page", func(t *testing.T) {
+					checkBatch(t, b, corpus.Pages(corpus.Pointers, 1, ps, 5), ps, codec, ps*3/4, corpus.Pointers)
+				})
+				t.Run("concurrent", func(t *testing.T) { concurrent(t, b, ps, codec) })
+				t.Run("corrupt", func(t *testing.T) { corrupt(t, b, ps, codec) })
+			})
+		}
+	}
+	t.Run("empty", func(t *testing.T) {
+		var out backends.Compressed
+		in := &backends.Batch{PageSize: 4096, Codec: backends.CodecLZ4, Threshold: 3072}
+		if err := b.Compress(context.Background(), in, &out); err != nil {
+			t.Fatalf("empty batch: %v", err)
+		}
+		if len(out.Class) != 0 {
+			t.Fatalf("empty batch gave %d results", len(out.Class))
+		}
+	})
+}
+
+var (
+	refOnce sync.Once
+	ref     *cpu.Backend
+)
+
+func reference(t *testing.T) *cpu.Backend {
+	refOnce.Do(func() {
+		var err error
+		if ref, err = cpu.New(backends.Options{}); err != nil {
+			panic(err)
+		}
+	})
+	return ref
+}
+
+func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec backends.Codec, threshold int, kind corpus.Kind) {
+	t.Helper()
+	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: threshold}
+	var out backends.Compressed
+	if err := b.Compress(context.Background(), in, &out); err != nil {
+		t.Fatalf("compress: %v", err)
+	}
+	n := in.Len()
+	if len(out.Class) != n || len(out.Size) != n || len(out.Off) != n || len(out.Fill) != n {
+		t.Fatalf("result has %d classes for %d pages", len(out.Class), n)
+	}
+	var lz4s, zstds [][]byte
+	var lz4Want, zstdWant []byte
+	for i := range n {
+		page := in.Page(i)
+		wantClass, wantFill := backends.Classify(page)
+		c := out.Class[i]
+		switch {
+		case wantClass != 0 && (c != wantClass || out.Fill[i] != wantFill):
+			t.Fatalf("page %d: class %v fill %#x, want %v fill %#x", i, c, out.Fill[i], wantClass, wantFill)
+		case wantClass == 0 && c != codec.Class() && c != backends.ClassRaw:
+			t.Fatalf("page %d: class %v for a %v page with codec %v", i, c, kind, codec)
+		case c == backends.ClassRaw && out.Size[i] != uint32(ps):
+			t.Fatalf("page %d: raw with size %d", i, out.Size[i])
+		case (c == backends.ClassLZ4 || c == backends.ClassZstd) && (out.Size[i] == 0 || out.Size[i] > uint32(threshold)):
+			t.Fatalf("page %d: %v size %d over threshold %d", i, c, out.Size[i], threshold)
+		}
+		if kind == corpus.Random && c != backends.ClassRaw {
+			t.Fatalf("page %d: random page stored as %v (%d bytes)", i, c, out.Size[i])
+		}
+		data := out.Bytes(i, in)
+		got := make([]byte, ps)
+		if !reference(t).DecodePage(backends.Stored{Class: c, Fill: out.Fill[i], Data: data}, got) || !bytes.Equal(got, page) {
+			t.Fatalf("page %d (%v, %d bytes): reference decoder does not give back the page", i, c, len(data))
+		}
+		switch c {
+		case backends.ClassLZ4:
+			lz4s = append(lz4s, data)
+			lz4Want = append(lz4Want, page...)
+		case backends.ClassZstd:
+			zstds = append(zstds, data)
+			zstdWant = append(zstdWant, page...)
+		}
+	}
+	if kind == corpus.Text && threshold >= ps/2 && len(lz4s)+len(zstds) == 0 {
+		t.Fatalf("no text page compressed")
+	}
+	if len(lz4s) > 0 {
+		if got := ExternalLZ4(t, lz4s, ps); !bytes.Equal(got, lz4Want) {
+			t.Fatalf("liblz4 (python3-lz4) decodes %d blocks differently", len(lz4s))
+		}
+	}
+	if len(zstds) > 0 {
+		if got := ExternalZstd(t, zstds); !bytes.Equal(got, zstdWant) {
+			t.Fatalf("zstd CLI decodes %d frames differently", len(zstds))
+		}
+	}
+	// Round trip through the backend's own decompressor.
+	d := &backends.Decompression{PageSize: ps, Dst: make([]byte, n*ps)}
+	for i := range n {
+		d.Src = append(d.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+	}
+	if err := b.Decompress(context.Background(), d); err != nil {
+		t.Fatalf("decompress: %v", err)
+	}
+	for i := range n {
+		if d.Failed[i] || !bytes.Equal(d.Dst[i*ps:(i+1)*ps], in.Page(i)) {
+			t.Fatalf("page %d (%v): backend's own decompress differs (failed=%v)", i, out.Class[i], d.Failed[i])
+		}
+	}
+}
+
+func concurrent(t *testing.T, b backends.Backend, ps int, codec backends.Codec) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages := corpus.Pages(corpus.Mixed, 64, ps, uint64(100+g))
+			in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
+			var out backends.Compressed
+			if err := b.Compress(context.Background(), in, &out); err != nil {
+				errs <- err
+				return
+			}
+			got := make([]byte, ps)
+			for i := range in.Len() {
+				s := backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
+				if !reference(t).DecodePage(s, got) || !bytes.Equal(got, in.Page(i)) {
+					errs <- fmt.Errorf("goroutine %d page %d: wrong bytes", g, i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// corrupt checks that damaged stored bytes are flagged, never returned as
+// a page and never a crash.
+func corrupt(t *testing.T, b backends.Backend, ps int, codec backends.Codec) {
+	class := codec.Class()
+	src := []backends.Stored{
+		{Class: class, Data: nil},
+		{Class: class, Data: []byte{0xff, 0xff, 0xff, 0xff, 0xff}},
+		{Class: class, Data: bytes.Repeat([]byte{0x1f, 0, 0, 0}, 8)},
+		{Class: backends.ClassRaw, Data: make([]byte, ps-1)},
+	}
+	d := &backends.Decompression{PageSize: ps, Src: src, Dst: make([]byte, len(src)*ps)}
+	if err := b.Decompress(context.Background(), d); err != nil {
+		t.Fatalf("decompress of corrupt pages failed the whole batch: %v", err)
+	}
+	for i := range src {
+		if !d.Failed[i] {
+			t.Errorf("corrupt page %d (%v) not flagged", i, src[i].Class)
+		}
+	}
+}
+
+// ExternalLZ4 decodes raw LZ4 blocks with the reference C liblz4 (Debian's
+// python3-lz4 calls LZ4_decompress_safe) and returns the pages concatenated.
+func ExternalLZ4(t testing.TB, blocks [][]byte, pageSize int) []byte {
+	t.Helper()
+	var in bytes.Buffer
+	for _, b := range blocks {
+		binary.Write(&in, binary.LittleEndian, uint32(len(b)))
+		in.Write(b)
+	}
+	const script = `
+import sys, struct, lz4.block
+ps = int(sys.argv[1]); data = sys.stdin.buffer.read(); out = sys.stdout.buffer; i = 0
+while i < len(data):
+    (n,) = struct.unpack_from('<I', data, i); i += 4
+    page = lz4.block.decompress(data[i:i+n], uncompressed_size=ps); i += n
+    assert len(page) == ps, len(page)
+    out.write(page)
+`
+	return external(t, in.Bytes(), "/usr/bin/python3", "-c", script, fmt.Sprint(pageSize))
+}
+
+// ExternalZstd decodes zstd frames with the zstd command.
+func ExternalZstd(t testing.TB, frames [][]byte) []byte {
+	t.Helper()
+	return external(t, bytes.Join(frames, nil), "zstd", "-q", "-d", "-c")
+}
+
+func external(t testing.TB, stdin []byte, name string, args ...string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("%s not found: the reference decoders come with `make deps` (python3-lz4, zstd)", name)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", name, err, stderr.String())
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+// Package cpu is the reference backend: LZ4 (pierrec/lz4) and zstd
+// (klauspost/compress) on every core. Every other backend's output must
+// decode here.
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+func init() {
+	backends.Register("cpu", 0, func(o backends.Options) (backends.Backend, error) { return New(o) })
+}
+
+// chunk is how many pages one goroutine takes at a time: large enough to
+// amortise the hand-off, small enough to balance a batch over all cores.
+const chunk = 16
+
+// Backend compresses on the CPU. It is safe for concurrent use.
+type Backend struct {
+	workers int
+	lz4     sync.Pool // *lz4.Compressor, reused for its hash table
+	zenc    *zstd.Encoder
+	zdec    *zstd.Decoder
+}
+
+// New opens a CPU backend with o.Workers goroutines per batch (0 = one per core).
+func New(o backends.Options) (*Backend, error) {
+	w := o.Workers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderConcurrency(w),
+		zstd.WithEncoderCRC(false), // pages carry their own integrity
+		zstd.WithZeroFrames(true),
+		zstd.WithSingleSegment(true),
+		zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		return nil, fmt.Errorf("zstd encoder: %w", err)
+	}
+	maxPage := uint64(64 << 10)
+	dec, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(w),
+		zstd.WithDecoderMaxMemory(maxPage),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	b := &Backend{workers: w, zenc: enc, zdec: dec}
+	b.lz4.New = func() any { return new(lz4.Compressor) }
+	return b, nil
+}
+
+func (b *Backend) Name() string     { return "cpu" }
+func (b *Backend) Describe() string { return fmt.Sprintf("%d workers", b.workers) }
+func (b *Backend) Close() error {
+	b.zdec.Close()
+	return b.zenc.Close()
+}
+
+// parallel runs fn over [0,n) in chunks, on up to b.workers goroutines.
+// Small batches run on the caller's goroutine: a 4 KiB PUT must not pay
+// for a hand-off.
+func (b *Backend) parallel(n int, fn func(lo, hi int)) {
+	chunks := (n + chunk - 1) / chunk
+	g := min(b.workers, chunks)
+	if g <= 1 {
+		fn(0, n)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				c := int(next.Add(1)) - 1
+				if c >= chunks {
+					return
+				}
+				fn(c*chunk, min((c+1)*chunk, n))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Compress classifies every page and compresses the rest with the batch's
+// codec. Page i's bytes go to Data[i*Threshold:], so pages compress in
+// parallel without a packing pass; the gaps are never read.
+func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+	n := in.Len()
+	out.Reset(n)
+	t := in.Threshold
+	if cap(out.Data) < n*t {
+		out.Data = make([]byte, n*t)
+	}
+	out.Data = out.Data[:n*t]
+	b.parallel(n, func(lo, hi int) {
+		var lc *lz4.Compressor
+		if in.Codec == backends.CodecLZ4 {
+			lc = b.lz4.Get().(*lz4.Compressor)
+			defer b.lz4.Put(lc)
+		}
+		for i := lo; i < hi; i++ {
+			b.compressPage(in, out, i, lc)
+		}
+	})
+	return ctx.Err()
+}
+
+func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i int, lc *lz4.Compressor) {
+	page := in.Page(i)
+	if c, fill := backends.Classify(page); c != 0 {
+		out.Class[i], out.Fill[i], out.Off[i], out.Size[i] = c, fill, 0, 8
+		if c == backends.ClassZero {
+			out.Size[i] = 0
+		}
+		return
+	}
+	t := in.Threshold
+	dst := out.Data[i*t : i*t+t : i*t+t]
+	n := 0
+	switch in.Codec {
+	case backends.CodecLZ4:
+		// A block that does not fit in the threshold comes back as 0 or an
+		// error: either way the page is stored raw.
+		if m, err := lc.CompressBlock(page, dst); err == nil {
+			n = m
+		}
+	case backends.CodecZstd:
+		if r := b.zenc.EncodeAll(page, dst[:0]); len(r) <= t {
+			n = len(r)
+		}
+	}
+	out.Fill[i], out.Off[i] = 0, uint32(i*t)
+	if n == 0 {
+		out.Class[i], out.Size[i] = backends.ClassRaw, uint32(in.PageSize)
+		return
+	}
+	out.Class[i], out.Size[i] = in.Codec.Class(), uint32(n)
+}
+
+// Decompress expands every page; a page that does not decode to exactly
+// one page is flagged, never returned short.
+func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
+	n := len(d.Src)
+	d.Failed = resizeBool(d.Failed, n)
+	ps := d.PageSize
+	b.parallel(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d.Failed[i] = !b.DecodePage(d.Src[i], d.Dst[i*ps:(i+1)*ps:(i+1)*ps])
+		}
+	})
+	return ctx.Err()
+}
+
+// DecodePage expands one stored page into dst (exactly one page long).
+func (b *Backend) DecodePage(s backends.Stored, dst []byte) bool {
+	switch s.Class {
+	case backends.ClassZero:
+		clear(dst)
+		return true
+	case backends.ClassSame:
+		backends.FillPage(dst, s.Fill)
+		return true
+	case backends.ClassRaw:
+		return copy(dst, s.Data) == len(dst) && len(s.Data) == len(dst)
+	case backends.ClassLZ4:
+		n, err := lz4.UncompressBlock(s.Data, dst)
+		return err == nil && n == len(dst)
+	case backends.ClassZstd:
+		r, err := b.zdec.DecodeAll(s.Data, dst[:0])
+		return err == nil && len(r) == len(dst) && &r[0] == &dst[0]
+	}
+	return false
+}
+
+func resizeBool(s []bool, n int) []bool {
+	if cap(s) < n {
+		return make([]bool, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}

@@ -1,0 +1,203 @@
+package backends
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// State is a backend's standing on this machine.
+type State string
+
+const (
+	StateOK          State = "ok"
+	StateUnavailable State = "unavailable" // library or device missing: skipped
+	StateFailed      State = "failed"      // present but broken
+)
+
+// Status reports one backend.
+type Status struct {
+	Name     string
+	State    State
+	Reason   string // why it is unavailable or failed
+	Describe string // what it runs on, when ok
+}
+
+// Options are the settings backends read when they are opened.
+type Options struct {
+	PageSize    int
+	Workers     int    // CPU workers; 0 means one per core
+	WebGPULib   string // path of a webgpu.h implementation; "" searches
+	NvcompLib   string // path of libnvcomp; "" searches
+	GPUMemLimit int64  // bytes of device memory a GPU backend may hold; 0 = its default
+}
+
+// Opener opens a backend or says why it cannot. Return an error made by
+// Unavailable when a library or device is simply absent.
+type Opener func(Options) (Backend, error)
+
+type registration struct {
+	name string
+	rank int // higher is preferred by "auto"
+	open Opener
+}
+
+var (
+	regMu sync.Mutex
+	regs  []registration
+)
+
+// Register makes a backend known. Backends register themselves from init.
+func Register(name string, rank int, open Opener) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, r := range regs {
+		if r.name == name {
+			panic("backends: duplicate registration of " + name)
+		}
+	}
+	regs = append(regs, registration{name, rank, open})
+	sort.SliceStable(regs, func(i, j int) bool { return regs[i].rank > regs[j].rank })
+}
+
+// Names lists registered backends, most preferred first.
+func Names() []string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	out := make([]string, len(regs))
+	for i, r := range regs {
+		out[i] = r.name
+	}
+	return out
+}
+
+// UnavailableError marks a backend that is skipped, not broken.
+type UnavailableError struct{ Reason string }
+
+func (e *UnavailableError) Error() string { return "unavailable: " + e.Reason }
+
+// Unavailable builds an UnavailableError.
+func Unavailable(format string, a ...any) error {
+	return &UnavailableError{Reason: fmt.Sprintf(format, a...)}
+}
+
+// IsUnavailable reports whether err says a backend is absent here.
+func IsUnavailable(err error) bool {
+	var u *UnavailableError
+	return errors.As(err, &u)
+}
+
+// Set holds the backends opened on this machine and their status.
+type Set struct {
+	mu       sync.Mutex
+	order    []string
+	backends map[string]Backend
+	status   map[string]*Status
+}
+
+// Open probes every registered backend named in only (all when empty).
+// It never fails: each backend ends up ok, unavailable or failed.
+func Open(opts Options, only ...string) *Set {
+	regMu.Lock()
+	rs := append([]registration(nil), regs...)
+	regMu.Unlock()
+	s := &Set{backends: map[string]Backend{}, status: map[string]*Status{}}
+	for _, r := range rs {
+		if len(only) > 0 && !contains(only, r.name) {
+			continue
+		}
+		s.order = append(s.order, r.name)
+		st := &Status{Name: r.name}
+		s.status[r.name] = st
+		b, err := safeOpen(r.open, opts)
+		switch {
+		case err == nil:
+			st.State, st.Describe = StateOK, b.Describe()
+			s.backends[r.name] = b
+		case IsUnavailable(err):
+			var u *UnavailableError
+			errors.As(err, &u)
+			st.State, st.Reason = StateUnavailable, u.Reason
+		default:
+			st.State, st.Reason = StateFailed, err.Error()
+		}
+	}
+	return s
+}
+
+// safeOpen turns a panicking probe into a failed status: a broken driver
+// must not take the daemon down.
+func safeOpen(open Opener, opts Options) (b Backend, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("panic while opening: %v", r)
+		}
+	}()
+	return open(opts)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Get returns the named backend if it is ok.
+func (s *Set) Get(name string) (Backend, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.backends[name]
+	return b, ok
+}
+
+// Usable lists the ok backends, most preferred first.
+func (s *Set) Usable() []Backend {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Backend
+	for _, n := range s.order {
+		if b, ok := s.backends[n]; ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// MarkFailed takes a backend out of service after a runtime fault.
+func (s *Set) MarkFailed(name string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.backends[name]
+	if !ok {
+		return
+	}
+	delete(s.backends, name)
+	s.status[name].State = StateFailed
+	s.status[name].Reason = err.Error()
+	go b.Close() // a wedged driver must not block the caller
+}
+
+// Statuses reports every probed backend, most preferred first.
+func (s *Set) Statuses() []Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Status, 0, len(s.order))
+	for _, n := range s.order {
+		out = append(out, *s.status[n])
+	}
+	return out
+}
+
+// Close closes every open backend.
+func (s *Set) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, b := range s.backends {
+		b.Close()
+		delete(s.backends, n)
+	}
+}
