@@ -1,0 +1,340 @@
+package ipc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// HelloMagic opens a HELLO request: "S4DP".
+const HelloMagic = 0x50443453
+
+// Hello is what the daemon announces.
+type Hello struct {
+	Version       uint16
+	PageSize      uint32
+	MaxFrame      uint32
+	MaxBatchPages uint32
+	Server        string // daemon name and version
+	Codec         string // codec used for compressible pages
+}
+
+// PutRequest stores pages under keys.
+type PutRequest struct {
+	Pool     string
+	PageSize uint32
+	Keys     []uint64
+	Pages    []byte // len(Keys) * PageSize
+}
+
+// KeysRequest names keys of a pool (GET, DEL, INSPECT).
+type KeysRequest struct {
+	Pool     string
+	Keys     []uint64
+	WithData bool // INSPECT only: include stored bytes
+}
+
+// PageInfo is INSPECT's answer for one key.
+type PageInfo struct {
+	Key     uint64
+	Status  Code
+	Class   string // zero, same, lz4, zstd, raw
+	Size    uint32 // stored bytes
+	Fill    uint64 // the word of a same-filled page
+	Backend string // which backend compressed it
+	Data    []byte // stored bytes, when asked for
+}
+
+// Class numbers on the wire (INSPECT).
+var classNames = []string{1: "zero", 2: "same", 3: "lz4", 4: "zstd", 5: "raw"}
+
+// ClassName names a wire class number.
+func ClassName(c uint8) string {
+	if int(c) < len(classNames) && classNames[c] != "" {
+		return classNames[c]
+	}
+	return fmt.Sprintf("class(%d)", c)
+}
+
+func classNumber(name string) uint8 {
+	for i, n := range classNames {
+		if n == name && n != "" {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+var errMalformed = errors.New("malformed body")
+
+// reader walks a body with bounds checks; the first overrun sticks.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil || n < 0 || n > len(r.b) {
+		r.err = errMalformed
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+func (r *reader) u8() uint8 {
+	if b := r.take(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+func (r *reader) u16() uint16 {
+	if b := r.take(2); b != nil {
+		return binary.LittleEndian.Uint16(b)
+	}
+	return 0
+}
+func (r *reader) u32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+func (r *reader) u64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+func (r *reader) str() string { return string(r.take(int(r.u16()))) }
+
+// keys reads a count and that many keys, refusing counts the body cannot hold.
+func (r *reader) keys() []uint64 {
+	n := int(r.u32())
+	if r.err != nil || n > len(r.b)/8 {
+		r.err = errMalformed
+		return nil
+	}
+	ks := make([]uint64, n)
+	for i := range ks {
+		ks[i] = binary.LittleEndian.Uint64(r.b[8*i:])
+	}
+	r.b = r.b[8*n:]
+	return ks
+}
+
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", errMalformed, len(r.b))
+	}
+	return r.err
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+func appendKeys(b []byte, keys []uint64) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(keys)))
+	for _, k := range keys {
+		b = binary.LittleEndian.AppendUint64(b, k)
+	}
+	return b
+}
+
+// EncodeHelloRequest builds a HELLO body.
+func EncodeHelloRequest(client string) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, HelloMagic)
+	b = binary.LittleEndian.AppendUint16(b, Version)
+	b = binary.LittleEndian.AppendUint16(b, Version)
+	return appendStr(b, client)
+}
+
+// DecodeHelloRequest parses a HELLO body into the version range asked for.
+func DecodeHelloRequest(body []byte) (minV, maxV uint16, client string, err error) {
+	r := reader{b: body}
+	if r.u32() != HelloMagic && r.err == nil {
+		return 0, 0, "", fmt.Errorf("%w: bad magic", errMalformed)
+	}
+	minV, maxV, client = r.u16(), r.u16(), r.str()
+	return minV, maxV, client, r.done()
+}
+
+// Encode builds a HELLO response body.
+func (h *Hello) Encode() []byte {
+	b := binary.LittleEndian.AppendUint16(nil, h.Version)
+	b = binary.LittleEndian.AppendUint32(b, h.PageSize)
+	b = binary.LittleEndian.AppendUint32(b, h.MaxFrame)
+	b = binary.LittleEndian.AppendUint32(b, h.MaxBatchPages)
+	b = appendStr(b, h.Server)
+	return appendStr(b, h.Codec)
+}
+
+// DecodeHello parses a HELLO response body.
+func DecodeHello(body []byte) (*Hello, error) {
+	r := reader{b: body}
+	h := &Hello{Version: r.u16(), PageSize: r.u32(), MaxFrame: r.u32(), MaxBatchPages: r.u32()}
+	h.Server, h.Codec = r.str(), r.str()
+	return h, r.done()
+}
+
+// PutBodySize is the size of a PUT body, so callers can build it in place.
+func PutBodySize(pool string, n, pageSize int) int { return 2 + len(pool) + 8 + 8*n + n*pageSize }
+
+// AppendPut appends a PUT body.
+func AppendPut(b []byte, p *PutRequest) []byte {
+	b = appendStr(b, p.Pool)
+	b = binary.LittleEndian.AppendUint32(b, p.PageSize)
+	b = appendKeys(b, p.Keys)
+	return append(b, p.Pages...)
+}
+
+// DecodePut parses a PUT body. Pages aliases body.
+func DecodePut(body []byte) (*PutRequest, error) {
+	r := reader{b: body}
+	p := &PutRequest{Pool: r.str(), PageSize: r.u32()}
+	p.Keys = r.keys()
+	if r.err == nil && uint64(len(r.b)) != uint64(len(p.Keys))*uint64(p.PageSize) {
+		return nil, fmt.Errorf("%w: %d page bytes for %d keys of %d bytes", errMalformed, len(r.b), len(p.Keys), p.PageSize)
+	}
+	p.Pages = r.take(len(r.b))
+	return p, r.done()
+}
+
+// AppendKeys appends a GET/DEL/INSPECT body. flags is written only for INSPECT.
+func AppendKeys(b []byte, op Op, k *KeysRequest) []byte {
+	b = appendStr(b, k.Pool)
+	if op == OpInspect {
+		var f uint8
+		if k.WithData {
+			f = 1
+		}
+		b = append(b, f)
+	}
+	return appendKeys(b, k.Keys)
+}
+
+// DecodeKeys parses a GET/DEL/INSPECT body.
+func DecodeKeys(op Op, body []byte) (*KeysRequest, error) {
+	r := reader{b: body}
+	k := &KeysRequest{Pool: r.str()}
+	if op == OpInspect {
+		f := r.u8()
+		if f&^1 != 0 {
+			return nil, fmt.Errorf("%w: unknown INSPECT flags %#x", errMalformed, f)
+		}
+		k.WithData = f&1 != 0
+	}
+	k.Keys = r.keys()
+	return k, r.done()
+}
+
+// AppendCodes appends a per-page status list (PUT/DEL responses).
+func AppendCodes(b []byte, codes []Code) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(codes)))
+	for _, c := range codes {
+		b = append(b, uint8(c))
+	}
+	return b
+}
+
+// DecodeCodes parses a per-page status list of exactly n entries.
+func DecodeCodes(body []byte, n int) ([]Code, error) {
+	r := reader{b: body}
+	codes := readCodes(&r, n)
+	return codes, r.done()
+}
+
+func readCodes(r *reader, n int) []Code {
+	if int(r.u32()) != n && r.err == nil {
+		r.err = fmt.Errorf("%w: status count differs from key count", errMalformed)
+	}
+	raw := r.take(n)
+	if raw == nil {
+		return nil
+	}
+	codes := make([]Code, n)
+	for i, c := range raw {
+		codes[i] = Code(c)
+	}
+	return codes
+}
+
+// GetResponseSize is the size of a GET response with ok pages present.
+func GetResponseSize(n, ok, pageSize int) int { return 8 + n + ok*pageSize }
+
+// DecodeGet parses a GET response into pages (zeroed where a key failed).
+func DecodeGet(body []byte, n int) (pageSize int, pages []byte, codes []Code, err error) {
+	r := reader{b: body}
+	pageSize = int(r.u32())
+	codes = readCodes(&r, n)
+	if r.err != nil {
+		return 0, nil, nil, r.err
+	}
+	pages = make([]byte, n*pageSize)
+	for i, c := range codes {
+		if c == OK {
+			copy(pages[i*pageSize:], r.take(pageSize))
+		}
+	}
+	return pageSize, pages, codes, r.done()
+}
+
+// AppendPageInfo appends one INSPECT entry.
+func AppendPageInfo(b []byte, p *PageInfo, withData bool) []byte {
+	b = append(b, uint8(p.Status), classNumber(p.Class))
+	b = binary.LittleEndian.AppendUint32(b, p.Size)
+	b = binary.LittleEndian.AppendUint64(b, p.Fill)
+	b = appendStr(b, p.Backend)
+	if withData {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.Data)))
+		b = append(b, p.Data...)
+	}
+	return b
+}
+
+// DecodeInspect parses an INSPECT response for keys.
+func DecodeInspect(body []byte, keys []uint64, withData bool) ([]PageInfo, error) {
+	r := reader{b: body}
+	if int(r.u32()) != len(keys) && r.err == nil {
+		return nil, fmt.Errorf("%w: entry count differs from key count", errMalformed)
+	}
+	out := make([]PageInfo, len(keys))
+	for i := range out {
+		p := &out[i]
+		p.Key, p.Status = keys[i], Code(r.u8())
+		if c := r.u8(); c != 0 {
+			p.Class = ClassName(c)
+		}
+		p.Size, p.Fill, p.Backend = r.u32(), r.u64(), r.str()
+		if withData {
+			p.Data = append([]byte(nil), r.take(int(r.u32()))...)
+		}
+	}
+	return out, r.done()
+}
+
+// DecodeString parses a body holding one string (error messages, a STATS pool).
+func DecodeString(body []byte) (string, error) {
+	r := reader{b: body}
+	s := r.str()
+	return s, r.done()
+}
+
+// EncodeString builds a body holding one string.
+func EncodeString(s string) []byte { return appendStr(nil, s) }
+
+// ValidPool reports whether name is an acceptable pool name: 1 to
+// MaxPoolName printable ASCII bytes, no spaces.
+func ValidPool(name string) bool {
+	if len(name) == 0 || len(name) > MaxPoolName {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] <= ' ' || name[i] > '~' {
+			return false
+		}
+	}
+	return true
+}

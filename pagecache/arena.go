@@ -1,0 +1,138 @@
+package pagecache
+
+import "errors"
+
+// The arena keeps compressed pages in large slabs split into equal slots,
+// one slab size class per slot size (zsmalloc's scheme): no Go allocation
+// per page, freed slots are reused, and an empty slab goes back at once.
+//
+// A handle is slabIndex<<slotBits | slot.
+type handle uint32
+
+const (
+	slotBits  = 12      // up to 4096 slots per slab
+	maxSlabs  = 1 << 20 // handles must fit in 32 bits
+	numClass  = 256     // class k holds objects of up to k*step bytes
+	slabPages = 16      // a slab is 16 pages
+)
+
+var errArenaFull = errors.New("arena full")
+var errLimit = errors.New("memory limit reached")
+
+type slab struct {
+	buf      []byte
+	class    uint16
+	used     uint16   // live slots
+	fresh    uint16   // slots below this were handed out at least once
+	free     []uint16 // freed slots to reuse
+	partial  int32    // position in its class's partial list, -1 if not there
+	draining bool     // being emptied by compaction: no new objects
+}
+
+type arena struct {
+	step     int // bytes between size classes (pageSize/256)
+	slabSize int
+	slabs    []*slab  // by index; nil once released
+	spare    []uint32 // released indexes to reuse
+	partial  [numClass + 1][]uint32
+	used     uint64 // bytes of slabs held
+	limit    uint64 // 0 = none
+}
+
+func newArena(pageSize int) *arena {
+	return &arena{step: pageSize / numClass, slabSize: pageSize * slabPages}
+}
+
+func (a *arena) classOf(size int) int { return (size + a.step - 1) / a.step }
+
+func (a *arena) slotSize(class int) int { return class * a.step }
+
+func (a *arena) slotsPer(class int) int { return min(a.slabSize/a.slotSize(class), 1<<slotBits) }
+
+// alloc reserves a slot for size bytes and returns it for writing.
+func (a *arena) alloc(size int) (handle, []byte, error) {
+	c := a.classOf(size)
+	if len(a.partial[c]) == 0 {
+		if err := a.newSlab(c); err != nil {
+			return 0, nil, err
+		}
+	}
+	list := a.partial[c]
+	idx := list[len(list)-1]
+	s := a.slabs[idx]
+	var slot uint16
+	if n := len(s.free); n > 0 {
+		slot, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		slot = s.fresh
+		s.fresh++
+	}
+	s.used++
+	if int(s.used) == a.slotsPer(c) {
+		a.unlist(idx)
+	}
+	off := int(slot) * a.slotSize(c)
+	return handle(idx<<slotBits | uint32(slot)), s.buf[off : off+size : off+size], nil
+}
+
+func (a *arena) newSlab(c int) error {
+	if a.limit > 0 && a.used+uint64(a.slabSize) > a.limit {
+		return errLimit
+	}
+	var idx uint32
+	if n := len(a.spare); n > 0 {
+		idx, a.spare = a.spare[n-1], a.spare[:n-1]
+	} else {
+		if len(a.slabs) >= maxSlabs {
+			return errArenaFull
+		}
+		idx = uint32(len(a.slabs))
+		a.slabs = append(a.slabs, nil)
+	}
+	a.slabs[idx] = &slab{buf: make([]byte, a.slabSize), class: uint16(c), partial: -1}
+	a.used += uint64(a.slabSize)
+	a.list(idx)
+	return nil
+}
+
+func (a *arena) list(idx uint32) {
+	s := a.slabs[idx]
+	s.partial = int32(len(a.partial[s.class]))
+	a.partial[s.class] = append(a.partial[s.class], idx)
+}
+
+func (a *arena) unlist(idx uint32) {
+	s := a.slabs[idx]
+	l := a.partial[s.class]
+	last := l[len(l)-1]
+	l[s.partial] = last
+	a.slabs[last].partial = s.partial
+	a.partial[s.class] = l[:len(l)-1]
+	s.partial = -1
+}
+
+// bytes returns the object behind h.
+func (a *arena) bytes(h handle, size int) []byte {
+	s := a.slabs[h>>slotBits]
+	off := int(h&(1<<slotBits-1)) * a.slotSize(int(s.class))
+	return s.buf[off : off+size]
+}
+
+// free releases h; a slab left empty is returned to the runtime.
+func (a *arena) free(h handle) {
+	idx := uint32(h >> slotBits)
+	s := a.slabs[idx]
+	s.free = append(s.free, uint16(h&(1<<slotBits-1)))
+	s.used--
+	switch {
+	case s.used == 0:
+		if s.partial >= 0 {
+			a.unlist(idx)
+		}
+		a.slabs[idx] = nil
+		a.spare = append(a.spare, idx)
+		a.used -= uint64(a.slabSize)
+	case s.partial < 0 && !s.draining:
+		a.list(idx)
+	}
+}

@@ -1,0 +1,346 @@
+package pagecache
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
+)
+
+func TestIndexAgainstMap(t *testing.T) {
+	var ix index
+	want := map[uint64]entry{}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 200000 {
+		k := r.Uint64N(20000)
+		if i%7 == 0 {
+			k = r.Uint64() // sparse keys too
+		}
+		switch r.IntN(3) {
+		case 0, 1:
+			e := entry(r.Uint64() | 1<<49)
+			old, ok := ix.set(k, e)
+			if wo, wok := want[k]; ok != wok || old != wo {
+				t.Fatalf("set %d: replaced=%v old=%x, want %v %x", k, ok, old, wok, wo)
+			}
+			want[k] = e
+		case 2:
+			old, ok := ix.del(k)
+			if wo, wok := want[k]; ok != wok || old != wo {
+				t.Fatalf("del %d: %v %x, want %v %x", k, ok, old, wok, wo)
+			}
+			delete(want, k)
+		}
+		if ix.n != len(want) {
+			t.Fatalf("n=%d want %d", ix.n, len(want))
+		}
+	}
+	for k, e := range want {
+		if got, ok := ix.get(k); !ok || got != e {
+			t.Fatalf("get %d = %x %v, want %x", k, got, ok, e)
+		}
+	}
+	seen := 0
+	ix.each(func(k uint64, e *entry) {
+		if want[k] != *e {
+			t.Fatalf("each: %d", k)
+		}
+		seen++
+	})
+	if seen != len(want) {
+		t.Fatalf("each saw %d of %d", seen, len(want))
+	}
+}
+
+func TestEntryPacking(t *testing.T) {
+	for _, c := range []backends.Class{backends.ClassZero, backends.ClassSame, backends.ClassLZ4, backends.ClassZstd, backends.ClassRaw} {
+		e := makeEntry(0xFFFFFFFF, 65536, c, 15)
+		if e.handle() != 0xFFFFFFFF || e.size() != 65536 || e.class() != c || e.backend() != 15 || e == 0 {
+			t.Fatalf("%v: %x unpacks to %x %d %v %d", c, uint64(e), e.handle(), e.size(), e.class(), e.backend())
+		}
+		if e2 := e.withHandle(7); e2.handle() != 7 || e2.size() != 65536 || e2.class() != c {
+			t.Fatalf("withHandle broke %x", uint64(e2))
+		}
+	}
+}
+
+func TestArenaReuse(t *testing.T) {
+	a := newArena(4096)
+	var hs []handle
+	for i := range 5000 {
+		h, buf, err := a.alloc(100 + i%50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range buf {
+			buf[j] = byte(i)
+		}
+		hs = append(hs, h)
+	}
+	for i, h := range hs {
+		if b := a.bytes(h, 100+i%50); b[0] != byte(i) || b[len(b)-1] != byte(i) {
+			t.Fatalf("object %d overwritten", i)
+		}
+	}
+	peak := a.used
+	for _, h := range hs {
+		a.free(h)
+	}
+	if a.used != 0 {
+		t.Fatalf("%d bytes held after freeing everything", a.used)
+	}
+	for i := range 5000 {
+		if _, _, err := a.alloc(100 + i%50); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.used != peak {
+		t.Fatalf("refill used %d, first fill %d", a.used, peak)
+	}
+}
+
+// fill compresses pages with the cpu backend, as the daemon does.
+func fill(t testing.TB, pages []byte, ps int) (*backends.Batch, *backends.Compressed) {
+	cb, err := cpu.New(backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
+	var c backends.Compressed
+	if err := cb.Compress(context.Background(), b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return b, &c
+}
+
+func keysFrom(first uint64, n int) []uint64 {
+	k := make([]uint64, n)
+	for i := range k {
+		k[i] = first + uint64(i)
+	}
+	return k
+}
+
+func getAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64) ([]byte, []Result) {
+	t.Helper()
+	res := make([]Result, len(keys))
+	st, _, err := s.Get(uid, pool, keys, nil, nil, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := cpu.New(backends.Options{})
+	out := make([]byte, len(keys)*s.PageSize())
+	for i := range keys {
+		if res[i] == OK && !cb.DecodePage(st[i], out[i*s.PageSize():(i+1)*s.PageSize()]) {
+			t.Fatalf("key %d does not decode", keys[i])
+		}
+	}
+	return out, res
+}
+
+func TestPutGetReplaceDel(t *testing.T) {
+	const ps = 4096
+	s := New(ps, 0)
+	pages := corpus.Pages(corpus.Mixed, 300, ps, 1)
+	b, c := fill(t, pages, ps)
+	keys := keysFrom(1000, 300)
+	res := make([]Result, 300)
+	if err := s.Put(1000, "p", keys, b, c, s.BackendID("cpu"), res); err != nil {
+		t.Fatal(err)
+	}
+	got, gres := getAll(t, s, 1000, "p", keys)
+	for i := range gres {
+		if gres[i] != OK {
+			t.Fatalf("key %d: %v", keys[i], gres[i])
+		}
+	}
+	if !bytes.Equal(got, pages) {
+		t.Fatal("pages differ after round trip")
+	}
+	st := s.Stats()
+	if st.Pages != 300 || st.OrigDataSize != 300*ps {
+		t.Fatalf("stats %+v", st)
+	}
+	var zero, same, huge uint64
+	for i := range c.Class {
+		switch c.Class[i] {
+		case backends.ClassZero:
+			zero++
+		case backends.ClassSame:
+			same++
+		case backends.ClassRaw:
+			huge++
+		}
+	}
+	if st.ZeroPages != zero || st.SamePages != same || st.HugePages != huge || zero == 0 || same == 0 || huge == 0 {
+		t.Fatalf("stats %+v, want zero %d same %d huge %d", st, zero, same, huge)
+	}
+
+	// Replace the first 100 keys with text; the rest must stay.
+	text := corpus.Pages(corpus.Text, 100, ps, 2)
+	b2, c2 := fill(t, text, ps)
+	if err := s.Put(1000, "p", keys[:100], b2, c2, 0, res[:100]); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = getAll(t, s, 1000, "p", keys)
+	if !bytes.Equal(got[:100*ps], text) || !bytes.Equal(got[100*ps:], pages[100*ps:]) {
+		t.Fatal("replace changed the wrong pages")
+	}
+	if st := s.Stats(); st.Pages != 300 {
+		t.Fatalf("pages after replace: %d", st.Pages)
+	}
+
+	if err := s.Del(1000, "p", append([]uint64{5}, keys[:150]...), res[:151]); err != nil {
+		t.Fatal(err)
+	}
+	if res[0] != NotFound || res[1] != OK {
+		t.Fatalf("del results %v %v", res[0], res[1])
+	}
+	_, gres = getAll(t, s, 1000, "p", keys)
+	if gres[0] != NotFound || gres[149] != NotFound || gres[150] != OK {
+		t.Fatalf("after del: %v %v %v", gres[0], gres[149], gres[150])
+	}
+	if err := s.Del(1000, "p", keys[150:], res[:150]); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Pages != 0 || st.ComprDataSize != 0 || s.arena.used != 0 {
+		t.Fatalf("empty store holds %+v, arena %d", st, s.arena.used)
+	}
+}
+
+func TestPermissions(t *testing.T) {
+	const ps = 4096
+	s := New(ps, 0)
+	b, c := fill(t, corpus.Pages(corpus.Text, 2, ps, 1), ps)
+	res := make([]Result, 2)
+	if err := s.Put(1000, "alice", []uint64{1, 2}, b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(1001, "alice", []uint64{1, 2}, b, c, 0, res); err != ErrPermission {
+		t.Fatalf("foreign put: %v", err)
+	}
+	if _, _, err := s.Get(1001, "alice", []uint64{1}, nil, nil, res); err != ErrPermission {
+		t.Fatalf("foreign get: %v", err)
+	}
+	if err := s.Del(1001, "alice", []uint64{1}, res); err != ErrPermission {
+		t.Fatalf("foreign del: %v", err)
+	}
+	if _, err := s.Inspect(1001, "alice", []uint64{1}, true); err != ErrPermission {
+		t.Fatalf("foreign inspect: %v", err)
+	}
+	if _, err := s.PoolInfo(1001, "alice"); err != ErrPermission {
+		t.Fatalf("foreign pool info: %v", err)
+	}
+	if len(s.Pools(1001)) != 0 || len(s.Pools(1000)) != 1 || len(s.Pools(0)) != 1 {
+		t.Fatal("pool listing crosses users")
+	}
+	if _, _, err := s.Get(0, "alice", []uint64{1}, nil, nil, res); err != nil {
+		t.Fatalf("root get: %v", err)
+	}
+	if _, _, err := s.Get(1000, "nobody", []uint64{1}, nil, nil, res); err != ErrNoPool {
+		t.Fatalf("missing pool: %v", err)
+	}
+}
+
+func TestMemLimit(t *testing.T) {
+	const ps = 4096
+	limit := uint64(4 * ps * slabPages) // four slabs
+	s := New(ps, limit)
+	pages := corpus.Pages(corpus.Random, 200, ps, 9) // raw: 16 per slab
+	b, c := fill(t, pages, ps)
+	keys := keysFrom(0, 200)
+	res := make([]Result, 200)
+	if err := s.Put(7, "p", keys, b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for _, r := range res {
+		if r == OK {
+			stored++
+		} else if r != NoSpace {
+			t.Fatalf("result %v", r)
+		}
+	}
+	if stored != 64 {
+		t.Fatalf("stored %d pages under a 4-slab limit, want 64", stored)
+	}
+	if st := s.Stats(); st.MemUsedTotal-st.MetadataBytes > limit || st.MemUsedMax > limit {
+		t.Fatalf("over the limit: %+v", st)
+	}
+	// A replacement that does not fit leaves the old page readable.
+	b2, c2 := fill(t, corpus.Pages(corpus.Random, 1, ps, 10), ps)
+	if err := s.Put(7, "p", keys[:1], b2, c2, 0, res[:1]); err != nil || res[0] != NoSpace {
+		t.Fatalf("replace at the limit: %v %v", err, res[0])
+	}
+	got, _ := getAll(t, s, 7, "p", keys[:64])
+	if !bytes.Equal(got, pages[:64*ps]) {
+		t.Fatal("stored pages changed at the limit")
+	}
+	// Zero pages need no memory and are still taken.
+	b3, c3 := fill(t, make([]byte, ps), ps)
+	if err := s.Put(7, "p", []uint64{999}, b3, c3, 0, res[:1]); err != nil || res[0] != OK {
+		t.Fatalf("zero page at the limit: %v %v", err, res[0])
+	}
+}
+
+func TestCompact(t *testing.T) {
+	const ps = 4096
+	s := New(ps, 0)
+	pages := corpus.Pages(corpus.Text, 4000, ps, 3)
+	b, c := fill(t, pages, ps)
+	keys := keysFrom(0, 4000)
+	res := make([]Result, 4000)
+	if err := s.Put(1, "p", keys, b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	// Delete 3 of every 4 pages: slabs end up a quarter full.
+	var del []uint64
+	for i, k := range keys {
+		if i%4 != 0 {
+			del = append(del, k)
+		}
+	}
+	if err := s.Del(1, "p", del, make([]Result, len(del))); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats().MemUsedTotal
+	moved, freed := s.Compact()
+	after := s.Stats()
+	t.Logf("compact moved %d pages, freed %d bytes (%d -> %d)", moved, freed, before, after.MemUsedTotal)
+	if moved == 0 || freed == 0 || after.MemUsedTotal >= before || after.PagesCompacted != moved {
+		t.Fatalf("compaction did nothing: moved %d freed %d", moved, freed)
+	}
+	for i := 0; i < 4000; i += 4 {
+		got, r := getAll(t, s, 1, "p", keys[i:i+1])
+		if r[0] != OK || !bytes.Equal(got, pages[i*ps:(i+1)*ps]) {
+			t.Fatalf("key %d wrong after compaction", i)
+		}
+	}
+	if m, _ := s.Compact(); m != 0 {
+		t.Fatalf("second compaction moved %d", m)
+	}
+}
+
+// BenchmarkMetadata stores 1M+ pages and reports index bytes per page.
+func BenchmarkMetadata(b *testing.B) {
+	for _, n := range []int{1 << 20, 1500000, 2 << 20} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				s := New(4096, 0)
+				bt, c := fill(b, make([]byte, 4096*1024), 4096) // zero pages: metadata only
+				res := make([]Result, 1024)
+				for k := 0; k < n; k += 1024 {
+					cnt := min(1024, n-k)
+					s.Put(1, "p", keysFrom(uint64(k)*7919, cnt), bt, c, 0, res[:cnt])
+				}
+				st := s.Stats()
+				b.ReportMetric(float64(st.MetadataBytes)/float64(st.Pages), "meta-B/page")
+			}
+		})
+	}
+}

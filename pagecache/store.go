@@ -1,0 +1,348 @@
+// Package pagecache keeps compressed pages in RAM: named pools of uint64
+// keys owned by a user, an index per pool, an arena of size-classed slabs,
+// a memory limit, compaction and zram-style statistics.
+package pagecache
+
+import (
+	"encoding/binary"
+	"errors"
+	"sort"
+	"sync"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+// Result is the outcome for one page of a batch.
+type Result uint8
+
+const (
+	OK       Result = iota
+	NoSpace         // the memory limit refused the page
+	NotFound        // no such key
+	Failed          // the page could not be stored or read
+)
+
+// Errors for whole requests.
+var (
+	ErrPermission = errors.New("permission denied")
+	ErrNoPool     = errors.New("no such pool")
+)
+
+// Store holds every pool. It is safe for concurrent use.
+type Store struct {
+	pageSize int
+
+	mu        sync.RWMutex
+	arena     *arena
+	pools     map[string]*pool
+	backends  []string // entry backend number -> name
+	memMax    uint64
+	compr     uint64 // compressed bytes held
+	compacted uint64
+}
+
+type pool struct {
+	name string
+	uid  uint32
+	ix   index
+	st   PoolStats
+}
+
+// PoolStats counts one pool's pages.
+type PoolStats struct {
+	Pages, StoredBytes, Zero, Same, Huge uint64
+}
+
+// New makes a store for pages of pageSize bytes, holding at most memLimit
+// bytes of arena memory (0 = no limit).
+func New(pageSize int, memLimit uint64) *Store {
+	a := newArena(pageSize)
+	a.limit = memLimit
+	return &Store{pageSize: pageSize, arena: a, pools: map[string]*pool{}}
+}
+
+// PageSize is the size of every page in the store.
+func (s *Store) PageSize() int { return s.pageSize }
+
+// SetMemLimit changes the limit; pages already stored stay.
+func (s *Store) SetMemLimit(limit uint64) {
+	s.mu.Lock()
+	s.arena.limit = limit
+	s.mu.Unlock()
+}
+
+// BackendID returns the small number entries use for a backend name.
+func (s *Store) BackendID(name string) uint8 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, n := range s.backends {
+		if n == name {
+			return uint8(i)
+		}
+	}
+	if len(s.backends) == 16 {
+		return 15 // entries hold 4 bits; more backends than that share the last
+	}
+	s.backends = append(s.backends, name)
+	return uint8(len(s.backends) - 1)
+}
+
+func (s *Store) backendName(id uint8) string {
+	if int(id) < len(s.backends) {
+		return s.backends[id]
+	}
+	return "?"
+}
+
+// lookup finds a pool the caller may use; root may use every pool.
+func (s *Store) lookup(uid uint32, name string) (*pool, error) {
+	p := s.pools[name]
+	if p == nil {
+		return nil, ErrNoPool
+	}
+	if uid != 0 && p.uid != uid {
+		return nil, ErrPermission
+	}
+	return p, nil
+}
+
+// CheckPool reports whether uid may use pool (nil if it does not exist yet
+// and would be created by a PUT).
+func (s *Store) CheckPool(uid uint32, name string) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, err := s.lookup(uid, name); err != nil && err != ErrNoPool {
+		return err
+	}
+	return nil
+}
+
+// Put stores a compressed batch under keys, page by page: each page either
+// replaces its key whole or, when the memory limit refuses it, leaves the
+// key as it was and is reported NoSpace. res must have len(keys) entries.
+func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.lookup(uid, name)
+	if err == ErrNoPool {
+		p = &pool{name: name, uid: uid}
+		s.pools[name] = p
+	} else if err != nil {
+		return err
+	}
+	for i, key := range keys {
+		class := c.Class[i]
+		size := int(c.Size[i])
+		var h handle
+		if class != backends.ClassZero {
+			var buf []byte
+			h, buf, err = s.arena.alloc(size)
+			if err != nil {
+				res[i] = NoSpace
+				continue
+			}
+			copy(buf, c.Bytes(i, b))
+		}
+		e := makeEntry(h, size, class, backend)
+		if old, ok := p.ix.set(key, e); ok {
+			s.forget(p, old)
+		}
+		s.account(p, e, +1)
+		res[i] = OK
+	}
+	s.memMax = max(s.memMax, s.arena.used)
+	return nil
+}
+
+func (s *Store) forget(p *pool, e entry) {
+	if e.hasObject() {
+		s.arena.free(e.handle())
+	}
+	s.account(p, e, -1)
+}
+
+func (s *Store) account(p *pool, e entry, sign int) {
+	d := uint64(sign) // wraps to subtract
+	p.st.Pages += d
+	p.st.StoredBytes += uint64(e.size()) * d
+	s.compr += uint64(e.size()) * d
+	switch e.class() {
+	case backends.ClassZero:
+		p.st.Zero += d
+	case backends.ClassSame:
+		p.st.Same += d
+	case backends.ClassRaw:
+		p.st.Huge += d
+	}
+}
+
+// Get copies out the stored form of each key, ready to decompress; the
+// returned Stored entries point into scratch, which is grown as needed and
+// returned for reuse. Decompression then runs without the lock.
+func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out []backends.Stored, res []Result) ([]backends.Stored, []byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return out, scratch, err
+	}
+	out = out[:0]
+	need := 0
+	for i, key := range keys {
+		e, ok := p.ix.get(key)
+		res[i] = OK
+		if !ok {
+			res[i] = NotFound
+		} else if e.hasObject() {
+			need += e.size()
+		}
+		// Park the entry in Fill until the bytes are copied below.
+		out = append(out, backends.Stored{Class: e.class(), Fill: uint64(e)})
+	}
+	if cap(scratch) < need {
+		scratch = make([]byte, need)
+	}
+	scratch = scratch[:need]
+	off := 0
+	for i := range out {
+		e := entry(out[i].Fill)
+		out[i].Fill = 0
+		if res[i] != OK || !e.hasObject() {
+			continue
+		}
+		n := copy(scratch[off:], s.arena.bytes(e.handle(), e.size()))
+		out[i].Data = scratch[off : off+n : off+n]
+		off += n
+		if e.class() == backends.ClassSame {
+			out[i].Fill = binary.LittleEndian.Uint64(out[i].Data)
+		}
+	}
+	return out, scratch, nil
+}
+
+// Del removes keys.
+func (s *Store) Del(uid uint32, name string, keys []uint64, res []Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return err
+	}
+	for i, key := range keys {
+		if old, ok := p.ix.del(key); ok {
+			s.forget(p, old)
+			res[i] = OK
+		} else {
+			res[i] = NotFound
+		}
+	}
+	return nil
+}
+
+// PageInfo describes how one key is stored.
+type PageInfo struct {
+	Result  Result
+	Class   backends.Class
+	Size    int
+	Fill    uint64
+	Backend string
+	Data    []byte // stored bytes, when asked for
+}
+
+// Inspect describes keys, copying their stored bytes if withData.
+func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) ([]PageInfo, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PageInfo, len(keys))
+	for i, key := range keys {
+		e, ok := p.ix.get(key)
+		if !ok {
+			out[i].Result = NotFound
+			continue
+		}
+		pi := PageInfo{Class: e.class(), Size: e.size(), Backend: s.backendName(e.backend())}
+		if e.hasObject() {
+			obj := s.arena.bytes(e.handle(), e.size())
+			if pi.Class == backends.ClassSame {
+				pi.Fill = binary.LittleEndian.Uint64(obj)
+			}
+			if withData {
+				pi.Data = append([]byte(nil), obj...)
+			}
+		}
+		out[i] = pi
+	}
+	return out, nil
+}
+
+// Stats is a snapshot of the whole store.
+type Stats struct {
+	OrigDataSize, ComprDataSize, MemUsedTotal, MemLimit, MemUsedMax uint64
+	Pages, ZeroPages, SamePages, HugePages, PagesCompacted          uint64
+	MetadataBytes                                                   uint64
+}
+
+// Stats returns totals over every pool.
+func (s *Store) Stats() Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := Stats{ComprDataSize: s.compr, MemLimit: s.arena.limit, MemUsedMax: s.memMax,
+		PagesCompacted: s.compacted}
+	for _, p := range s.pools {
+		st.Pages += p.st.Pages
+		st.ZeroPages += p.st.Zero
+		st.SamePages += p.st.Same
+		st.HugePages += p.st.Huge
+		st.MetadataBytes += p.ix.bytes()
+	}
+	st.OrigDataSize = st.Pages * uint64(s.pageSize)
+	st.MemUsedTotal = s.arena.used + st.MetadataBytes
+	return st
+}
+
+// PoolInfo describes one pool.
+type PoolInfo struct {
+	Name string
+	UID  uint32
+	PoolStats
+}
+
+// Pools lists the pools uid may see (all for root), by name.
+func (s *Store) Pools(uid uint32) []PoolInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []PoolInfo
+	for _, p := range s.pools {
+		if uid == 0 || p.uid == uid {
+			out = append(out, PoolInfo{Name: p.name, UID: p.uid, PoolStats: p.st})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// PoolInfo returns one pool's description if uid may see it.
+func (s *Store) PoolInfo(uid uint32, name string) (PoolInfo, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return PoolInfo{}, err
+	}
+	return PoolInfo{Name: p.name, UID: p.uid, PoolStats: p.st}, nil
+}
+
+// ResetMemUsedMax sets mem_used_max back to the current usage.
+func (s *Store) ResetMemUsedMax() {
+	s.mu.Lock()
+	s.memMax = s.arena.used
+	s.mu.Unlock()
+}
+
+func (r Result) String() string {
+	return [...]string{"ok", "no space", "not found", "failed"}[r]
+}
