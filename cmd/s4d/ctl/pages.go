@@ -1,0 +1,190 @@
+package ctl
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+var poolFlag = &cli.StringFlag{Name: "pool", Required: true, Usage: "pool name"}
+var keysFlag = &cli.StringFlag{Name: "keys", Required: true, Usage: "key or inclusive range K-L"}
+
+var putCommand = &cli.Command{
+	Name:      "put",
+	Usage:     "store a file's pages under consecutive keys",
+	UsageText: "s4d ctl put --pool P --file F [--first-key K]",
+	Flags: withSocket(poolFlag,
+		&cli.StringFlag{Name: "file", Required: true, Usage: "file whose size is a multiple of the page size"},
+		&cli.Uint64Flag{Name: "first-key", Usage: "key of the file's first page"}),
+	Action: func(cx *cli.Context) error {
+		ctx, cancel := timeout(cx)
+		defer cancel()
+		c := client(cx)
+		defer c.Close()
+		h, err := c.Hello(ctx)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(cx.String("file"))
+		if err != nil {
+			return err
+		}
+		ps := int(h.PageSize)
+		if len(data) == 0 || len(data)%ps != 0 {
+			return fmt.Errorf("%s is %d bytes: not a whole number of %d-byte pages", cx.String("file"), len(data), ps)
+		}
+		n := len(data) / ps
+		first := cx.Uint64("first-key")
+		keys := make([]uint64, n)
+		for i := range keys {
+			keys[i] = first + uint64(i)
+		}
+		codes := make([]ipc.Code, 0, n)
+		for _, b := range batches(h, n) {
+			cs, err := c.Put(ctx, cx.String("pool"), keys[b[0]:b[1]], data[b[0]*ps:b[1]*ps])
+			if err != nil {
+				return err
+			}
+			codes = append(codes, cs...)
+		}
+		if err := pageFailure("put", keys, codes); err != nil {
+			return err
+		}
+		fmt.Printf("stored %d pages in pool %s, keys %d-%d\n", n, cx.String("pool"), first, keys[n-1])
+		return nil
+	},
+}
+
+var getCommand = &cli.Command{
+	Name:      "get",
+	Usage:     "fetch pages into a file",
+	UsageText: "s4d ctl get --pool P --keys K-L --out F",
+	Flags:     withSocket(poolFlag, keysFlag, &cli.StringFlag{Name: "out", Required: true, Usage: "file to write ('-' for stdout)"}),
+	Action: func(cx *cli.Context) error {
+		ctx, cancel := timeout(cx)
+		defer cancel()
+		keys, err := parseKeys(cx.String("keys"))
+		if err != nil {
+			return err
+		}
+		c := client(cx)
+		defer c.Close()
+		h, err := c.Hello(ctx)
+		if err != nil {
+			return err
+		}
+		var data []byte
+		var codes []ipc.Code
+		for _, b := range batches(h, len(keys)) {
+			pages, cs, err := c.Get(ctx, cx.String("pool"), keys[b[0]:b[1]])
+			if err != nil {
+				return err
+			}
+			data, codes = append(data, pages...), append(codes, cs...)
+		}
+		if err := pageFailure("get", keys, codes); err != nil {
+			return err
+		}
+		if cx.String("out") == "-" {
+			_, err = os.Stdout.Write(data)
+			return err
+		}
+		return os.WriteFile(cx.String("out"), data, 0o644)
+	},
+}
+
+var delCommand = &cli.Command{
+	Name:      "del",
+	Usage:     "delete pages",
+	UsageText: "s4d ctl del --pool P --keys K-L",
+	Flags:     withSocket(poolFlag, keysFlag),
+	Action: func(cx *cli.Context) error {
+		ctx, cancel := timeout(cx)
+		defer cancel()
+		keys, err := parseKeys(cx.String("keys"))
+		if err != nil {
+			return err
+		}
+		c := client(cx)
+		defer c.Close()
+		h, err := c.Hello(ctx)
+		if err != nil {
+			return err
+		}
+		var codes []ipc.Code
+		for _, b := range batches(h, len(keys)) {
+			cs, err := c.Del(ctx, cx.String("pool"), keys[b[0]:b[1]])
+			if err != nil {
+				return err
+			}
+			codes = append(codes, cs...)
+		}
+		if err := pageFailure("del", keys, codes); err != nil {
+			return err
+		}
+		fmt.Printf("deleted %d pages from pool %s\n", len(keys), cx.String("pool"))
+		return nil
+	},
+}
+
+var inspectCommand = &cli.Command{
+	Name:      "inspect",
+	Usage:     "show how pages are stored",
+	UsageText: "s4d ctl inspect --pool P --keys K-L [--raw-out DIR]",
+	Flags: withSocket(poolFlag, keysFlag,
+		&cli.StringFlag{Name: "raw-out", Usage: "write each page's stored bytes to DIR/<key>.<codec>"}),
+	Action: func(cx *cli.Context) error {
+		ctx, cancel := timeout(cx)
+		defer cancel()
+		keys, err := parseKeys(cx.String("keys"))
+		if err != nil {
+			return err
+		}
+		dir := cx.String("raw-out")
+		if dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+		}
+		c := client(cx)
+		defer c.Close()
+		h, err := c.Hello(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%-12s %-6s %8s %7s %-8s %s\n", "KEY", "CLASS", "STORED", "RATIO", "BACKEND", "FILL")
+		var codes []ipc.Code
+		for _, b := range batches(h, len(keys)) {
+			infos, err := c.Inspect(ctx, cx.String("pool"), keys[b[0]:b[1]], dir != "")
+			if err != nil {
+				return err
+			}
+			for _, in := range infos {
+				codes = append(codes, in.Status)
+				if in.Status != ipc.OK {
+					fmt.Printf("%-12d %s\n", in.Key, in.Status)
+					continue
+				}
+				ratio := "-"
+				if in.Size > 0 {
+					ratio = fmt.Sprintf("%.2f", float64(h.PageSize)/float64(in.Size))
+				}
+				fill := ""
+				if in.Class == "same" {
+					fill = fmt.Sprintf("%#016x", in.Fill)
+				}
+				fmt.Printf("%-12d %-6s %8d %7s %-8s %s\n", in.Key, in.Class, in.Size, ratio, in.Backend, fill)
+				if dir != "" {
+					if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.%s", in.Key, in.Class)), in.Data, 0o644); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return pageFailure("inspect", keys, codes)
+	},
+}

@@ -1,0 +1,98 @@
+// Package daemon is the s4d server: the socket, peer credentials, request
+// handling, the dispatcher that picks a backend for each batch, and stats.
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// Config is everything the daemon can be told.
+type Config struct {
+	Socket        string
+	SocketMode    uint32 // permissions of a socket we create
+	MemLimit      uint64 // bytes of compressed-page memory; 0 = none
+	Backend       string // auto, or a backend name to prefer
+	Codec         string // lz4 or zstd
+	PageSize      int
+	MaxFrame      int
+	MaxBatchPages int
+	MaxConns      int
+	IdleTimeout   time.Duration // a connection with no request for this long is closed
+	FrameTimeout  time.Duration // a request must arrive whole within this
+	Workers       int
+	WebGPULib     string
+	NvcompLib     string
+	GPUMemLimit   int64
+	Log           *slog.Logger
+}
+
+// Defaults returns the configuration used when nothing is set.
+func Defaults() Config {
+	return Config{
+		Socket:        ipc.DefaultSocketPath,
+		SocketMode:    0o660,
+		Backend:       "auto",
+		Codec:         "lz4",
+		PageSize:      4096,
+		MaxFrame:      ipc.DefaultMaxFrame,
+		MaxBatchPages: ipc.DefaultMaxBatchPages,
+		MaxConns:      1024,
+		IdleTimeout:   10 * time.Minute,
+		FrameTimeout:  30 * time.Second,
+	}
+}
+
+// Validate checks the settings that can be wrong.
+func (c *Config) Validate() error {
+	if c.PageSize < 4096 || c.PageSize > 65536 || c.PageSize&(c.PageSize-1) != 0 {
+		return fmt.Errorf("page size %d: must be a power of two from 4096 to 65536", c.PageSize)
+	}
+	if c.Codec != "lz4" && c.Codec != "zstd" {
+		return fmt.Errorf("codec %q: must be lz4 or zstd", c.Codec)
+	}
+	if c.Socket == "" {
+		return fmt.Errorf("socket path is empty")
+	}
+	if c.MaxBatchPages < 1 {
+		return fmt.Errorf("max batch pages must be at least 1")
+	}
+	// The largest PUT must fit in a frame.
+	if need := ipc.HeaderSize + ipc.PutBodySize(strings.Repeat("x", ipc.MaxPoolName), c.MaxBatchPages, c.PageSize); c.MaxFrame < need {
+		return fmt.Errorf("max frame %d is too small for %d pages of %d bytes (needs %d)", c.MaxFrame, c.MaxBatchPages, c.PageSize, need)
+	}
+	return nil
+}
+
+// ParseSize reads a byte count with an optional K, M, G or T suffix
+// (powers of 1024); "0" means none.
+func ParseSize(s string) (uint64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := uint64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || (mult > 1 && v > (1<<64-1)/mult) {
+		return 0, fmt.Errorf("size %q: want a number of bytes with an optional K, M, G or T suffix", s)
+	}
+	return v * mult, nil
+}

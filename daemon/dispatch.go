@@ -1,0 +1,191 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// Dispatcher sends each batch to the preferred usable backend and, when a
+// backend fails, takes it out of service and redoes the batch on the next
+// one, ending with the CPU, so no batch is lost to a GPU fault.
+type Dispatcher struct {
+	set       *backends.Set
+	log       *slog.Logger
+	codec     backends.Codec
+	threshold int
+	fallbacks atomic.Uint64
+
+	mu     sync.Mutex
+	prefer string // "auto" or a backend name
+	ctr    map[ctrKey]*counters
+}
+
+type ctrKey struct {
+	backend string
+	codec   backends.Codec
+	dir     string
+}
+
+type counters struct {
+	batches, pages, in, out, errors atomic.Uint64
+}
+
+// NewDispatcher prefers the named backend ("auto": the best one usable).
+func NewDispatcher(set *backends.Set, prefer string, codec backends.Codec, pageSize int, log *slog.Logger) *Dispatcher {
+	return &Dispatcher{set: set, log: log, codec: codec, threshold: pageSize * 3 / 4,
+		prefer: prefer, ctr: map[ctrKey]*counters{}}
+}
+
+// SetPreference changes the preferred backend for later batches.
+func (d *Dispatcher) SetPreference(name string) {
+	d.mu.Lock()
+	d.prefer = name
+	d.mu.Unlock()
+}
+
+// Preference is the backend asked for ("auto" or a name).
+func (d *Dispatcher) Preference() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prefer
+}
+
+// chain lists the backends to try, preferred first.
+func (d *Dispatcher) chain() []backends.Backend {
+	usable := d.set.Usable()
+	pref := d.Preference()
+	if pref == "auto" {
+		return usable
+	}
+	out := make([]backends.Backend, 0, len(usable))
+	for _, b := range usable {
+		if b.Name() == pref {
+			out = append(out, b)
+		}
+	}
+	for _, b := range usable {
+		if b.Name() != pref {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// InUse is the backend the next batch goes to.
+func (d *Dispatcher) InUse() string {
+	if c := d.chain(); len(c) > 0 {
+		return c[0].Name()
+	}
+	return ""
+}
+
+func (d *Dispatcher) counters(backend string, codec backends.Codec, dir string) *counters {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := ctrKey{backend, codec, dir}
+	c := d.ctr[k]
+	if c == nil {
+		c = new(counters)
+		d.ctr[k] = c
+	}
+	return c
+}
+
+var errNoBackend = errors.New("no usable backend")
+
+// Compress compresses a batch and says which backend did it.
+func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
+	b := &backends.Batch{PageSize: pageSize, Pages: pages, Codec: d.codec, Threshold: d.threshold}
+	for i, be := range d.chain() {
+		if i > 0 {
+			d.fallbacks.Add(1)
+		}
+		c := d.counters(be.Name(), d.codec, "compress")
+		c.batches.Add(1)
+		err := be.Compress(ctx, b, out)
+		if err == nil {
+			n := b.Len()
+			c.pages.Add(uint64(n))
+			c.in.Add(uint64(len(pages)))
+			var stored uint64
+			for _, s := range out.Size[:n] {
+				stored += uint64(s)
+			}
+			c.out.Add(stored)
+			return be.Name(), nil
+		}
+		c.errors.Add(1)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		d.fail(be, err)
+	}
+	return "", errNoBackend
+}
+
+// Decompress expands a batch of stored pages.
+func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
+	for i, be := range d.chain() {
+		if i > 0 {
+			d.fallbacks.Add(1)
+		}
+		c := d.counters(be.Name(), d.codec, "decompress")
+		c.batches.Add(1)
+		err := be.Decompress(ctx, dd)
+		if err == nil {
+			c.pages.Add(uint64(len(dd.Src)))
+			for _, s := range dd.Src {
+				c.in.Add(uint64(len(s.Data)))
+			}
+			c.out.Add(uint64(len(dd.Dst)))
+			return nil
+		}
+		c.errors.Add(1)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d.fail(be, err)
+	}
+	return errNoBackend
+}
+
+// fail takes a faulty backend out of service. The CPU backend is never
+// taken out: it is the last resort, and its errors are per request.
+func (d *Dispatcher) fail(be backends.Backend, err error) {
+	d.log.Error("backend failed; batch goes to the next one", "backend", be.Name(), "err", err)
+	if be.Name() != "cpu" {
+		d.set.MarkFailed(be.Name(), fmt.Errorf("runtime fault: %w", err))
+	}
+}
+
+// Stats reports every backend with its counters.
+func (d *Dispatcher) Stats() []ipc.BackendStats {
+	inUse := d.InUse()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []ipc.BackendStats
+	for _, st := range d.set.Statuses() {
+		bs := ipc.BackendStats{Name: st.Name, State: string(st.State), Reason: st.Reason,
+			Describe: st.Describe, InUse: st.Name == inUse}
+		for _, dir := range []string{"compress", "decompress"} {
+			for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+				c := d.ctr[ctrKey{st.Name, codec, dir}]
+				if c == nil {
+					continue
+				}
+				bs.Counters = append(bs.Counters, ipc.CodecCounters{Codec: codec.String(), Direction: dir,
+					Batches: c.batches.Load(), Pages: c.pages.Load(), BytesIn: c.in.Load(),
+					BytesOut: c.out.Load(), Errors: c.errors.Load()})
+			}
+		}
+		out = append(out, bs)
+	}
+	return out
+}

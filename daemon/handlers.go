@@ -1,0 +1,322 @@
+package daemon
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/pagecache"
+)
+
+var compressedPool = sync.Pool{New: func() any { return new(backends.Compressed) }}
+
+// handle runs one request and returns the response body in parts, or an
+// error code and message.
+func (c *conn) handle(op ipc.Op, body []byte) ([][]byte, ipc.Code, string) {
+	switch op {
+	case ipc.OpHello:
+		return c.hello(body)
+	case ipc.OpPut:
+		return c.put(body)
+	case ipc.OpGet:
+		return c.get(body)
+	case ipc.OpDel:
+		return c.del(body)
+	case ipc.OpInspect:
+		return c.inspect(body)
+	case ipc.OpStats:
+		return c.stats(body)
+	case ipc.OpPools:
+		return c.pools(body)
+	case ipc.OpCompact:
+		return c.compact(body)
+	}
+	return nil, ipc.CodeUnknownOp, fmt.Sprintf("operation %d is not known", uint8(op))
+}
+
+func one(b []byte) [][]byte { return [][]byte{b} }
+
+func (c *conn) hello(body []byte) ([][]byte, ipc.Code, string) {
+	minV, maxV, _, err := ipc.DecodeHelloRequest(body)
+	if err != nil {
+		return nil, ipc.CodeMalformed, err.Error()
+	}
+	if minV > ipc.Version || maxV < ipc.Version {
+		return nil, ipc.CodeVersion, fmt.Sprintf("client speaks versions %d-%d, daemon speaks %d", minV, maxV, ipc.Version)
+	}
+	h := &ipc.Hello{Version: ipc.Version, PageSize: uint32(c.d.cfg.PageSize), MaxFrame: uint32(c.d.cfg.MaxFrame),
+		MaxBatchPages: uint32(c.d.cfg.MaxBatchPages), Server: Version, Codec: c.d.cfg.Codec}
+	return one(h.Encode()), ipc.OK, ""
+}
+
+// checkKeys applies the rules every batch shares.
+func (c *conn) checkKeys(pool string, keys []uint64) (ipc.Code, string) {
+	if !ipc.ValidPool(pool) {
+		return ipc.CodeBadPool, fmt.Sprintf("pool name %q: want 1-%d printable characters, no spaces", pool, ipc.MaxPoolName)
+	}
+	if len(keys) == 0 {
+		return ipc.CodeEmptyBatch, "batch has no keys"
+	}
+	if len(keys) > c.d.cfg.MaxBatchPages {
+		return ipc.CodeTooLarge, fmt.Sprintf("%d keys in one batch; the limit is %d", len(keys), c.d.cfg.MaxBatchPages)
+	}
+	if k, dup := duplicate(keys); dup {
+		return ipc.CodeDuplicateKey, fmt.Sprintf("key %d appears twice", k)
+	}
+	return ipc.OK, ""
+}
+
+func duplicate(keys []uint64) (uint64, bool) {
+	if len(keys) < 2 {
+		return 0, false
+	}
+	s := slices.Clone(keys)
+	slices.Sort(s)
+	for i := 1; i < len(s); i++ {
+		if s[i] == s[i-1] {
+			return s[i], true
+		}
+	}
+	return 0, false
+}
+
+func storeErr(err error, pool string) (ipc.Code, string) {
+	switch err {
+	case pagecache.ErrPermission:
+		return ipc.CodePermission, fmt.Sprintf("pool %q belongs to another user", pool)
+	case pagecache.ErrNoPool:
+		return ipc.CodeNotFound, fmt.Sprintf("no pool %q", pool)
+	}
+	return ipc.CodeInternal, err.Error()
+}
+
+func codeOf(r pagecache.Result) ipc.Code {
+	switch r {
+	case pagecache.OK:
+		return ipc.OK
+	case pagecache.NoSpace:
+		return ipc.CodeNoSpace
+	case pagecache.NotFound:
+		return ipc.CodeNotFound
+	}
+	return ipc.CodeFailed
+}
+
+func (c *conn) put(body []byte) ([][]byte, ipc.Code, string) {
+	req, err := ipc.DecodePut(body)
+	if err != nil {
+		return nil, ipc.CodeMalformed, err.Error()
+	}
+	if int(req.PageSize) != c.d.cfg.PageSize {
+		return nil, ipc.CodePageSize, fmt.Sprintf("pages of %d bytes; this daemon stores %d-byte pages", req.PageSize, c.d.cfg.PageSize)
+	}
+	if code, msg := c.checkKeys(req.Pool, req.Keys); code != ipc.OK {
+		return nil, code, msg
+	}
+	// Refuse a foreign pool before spending time compressing for it.
+	if err := c.d.store.CheckPool(c.uid, req.Pool); err != nil {
+		code, msg := storeErr(err, req.Pool)
+		return nil, code, msg
+	}
+	out := compressedPool.Get().(*backends.Compressed)
+	defer compressedPool.Put(out)
+	name, err := c.d.disp.Compress(context.Background(), c.d.cfg.PageSize, req.Pages, out)
+	if err != nil {
+		c.d.failedWr.Add(uint64(len(req.Keys)))
+		return nil, ipc.CodeFailed, "compression failed on every backend: " + err.Error()
+	}
+	res := make([]pagecache.Result, len(req.Keys))
+	batch := &backends.Batch{PageSize: c.d.cfg.PageSize, Pages: req.Pages}
+	if err := c.d.store.Put(c.uid, req.Pool, req.Keys, batch, out, c.d.store.BackendID(name), res); err != nil {
+		code, msg := storeErr(err, req.Pool)
+		return nil, code, msg
+	}
+	codes := make([]ipc.Code, len(res))
+	for i, r := range res {
+		codes[i] = codeOf(r)
+		if r == pagecache.NoSpace {
+			c.d.noSpace.Add(1)
+			c.d.failedWr.Add(1)
+		}
+	}
+	return one(ipc.AppendCodes(nil, codes)), ipc.OK, ""
+}
+
+func (c *conn) keys(op ipc.Op, body []byte) (*ipc.KeysRequest, ipc.Code, string) {
+	req, err := ipc.DecodeKeys(op, body)
+	if err != nil {
+		return nil, ipc.CodeMalformed, err.Error()
+	}
+	code, msg := c.checkKeys(req.Pool, req.Keys)
+	return req, code, msg
+}
+
+func (c *conn) get(body []byte) ([][]byte, ipc.Code, string) {
+	req, code, msg := c.keys(ipc.OpGet, body)
+	if code != ipc.OK {
+		return nil, code, msg
+	}
+	n := len(req.Keys)
+	res := make([]pagecache.Result, n)
+	stored, _, err := c.d.store.Get(c.uid, req.Pool, req.Keys, nil, nil, res)
+	if err != nil {
+		code, msg := storeErr(err, req.Pool)
+		return nil, code, msg
+	}
+	// Decompress the found pages straight into the response body.
+	src := make([]backends.Stored, 0, n)
+	for i := range stored {
+		if res[i] == pagecache.OK {
+			src = append(src, stored[i])
+		}
+	}
+	ps := c.d.cfg.PageSize
+	resp := make([]byte, 8+n, 8+n+len(src)*ps)
+	binary.LittleEndian.PutUint32(resp, uint32(ps))
+	binary.LittleEndian.PutUint32(resp[4:], uint32(n))
+	pages := resp[8+n : 8+n+len(src)*ps]
+	if len(src) > 0 {
+		dd := &backends.Decompression{PageSize: ps, Src: src, Dst: pages}
+		if err := c.d.disp.Decompress(context.Background(), dd); err != nil {
+			c.d.failedRd.Add(uint64(len(src)))
+			return nil, ipc.CodeFailed, "decompression failed on every backend: " + err.Error()
+		}
+		// A page that fails to decode is reported, never returned wrong.
+		j, w := 0, 0
+		for i := range res {
+			if res[i] != pagecache.OK {
+				continue
+			}
+			if dd.Failed[j] {
+				res[i] = pagecache.Failed
+				c.d.failedRd.Add(1)
+			} else {
+				copy(pages[w*ps:], pages[j*ps:(j+1)*ps])
+				w++
+			}
+			j++
+		}
+		pages = pages[:w*ps]
+	}
+	for i, r := range res {
+		resp[8+i] = uint8(codeOf(r))
+	}
+	return [][]byte{resp, pages}, ipc.OK, ""
+}
+
+func (c *conn) del(body []byte) ([][]byte, ipc.Code, string) {
+	req, code, msg := c.keys(ipc.OpDel, body)
+	if code != ipc.OK {
+		return nil, code, msg
+	}
+	res := make([]pagecache.Result, len(req.Keys))
+	if err := c.d.store.Del(c.uid, req.Pool, req.Keys, res); err != nil {
+		code, msg := storeErr(err, req.Pool)
+		return nil, code, msg
+	}
+	codes := make([]ipc.Code, len(res))
+	for i, r := range res {
+		codes[i] = codeOf(r)
+	}
+	return one(ipc.AppendCodes(nil, codes)), ipc.OK, ""
+}
+
+func (c *conn) inspect(body []byte) ([][]byte, ipc.Code, string) {
+	req, code, msg := c.keys(ipc.OpInspect, body)
+	if code != ipc.OK {
+		return nil, code, msg
+	}
+	infos, err := c.d.store.Inspect(c.uid, req.Pool, req.Keys, req.WithData)
+	if err != nil {
+		code, msg := storeErr(err, req.Pool)
+		return nil, code, msg
+	}
+	out := binary.LittleEndian.AppendUint32(nil, uint32(len(infos)))
+	for _, in := range infos {
+		pi := ipc.PageInfo{Status: codeOf(in.Result), Size: uint32(in.Size), Fill: in.Fill,
+			Backend: in.Backend, Data: in.Data}
+		if in.Result == pagecache.OK {
+			pi.Class = in.Class.String()
+		}
+		out = ipc.AppendPageInfo(out, &pi, req.WithData)
+	}
+	return one(out), ipc.OK, ""
+}
+
+func (c *conn) stats(body []byte) ([][]byte, ipc.Code, string) {
+	pool, err := ipc.DecodeString(body)
+	if err != nil {
+		return nil, ipc.CodeMalformed, err.Error()
+	}
+	st := c.d.Stats(c.uid)
+	if pool != "" {
+		info, err := c.d.store.PoolInfo(c.uid, pool)
+		if err != nil {
+			code, msg := storeErr(err, pool)
+			return nil, code, msg
+		}
+		st.Pools = []ipc.PoolStats{poolStats(info, c.d.cfg.PageSize)}
+	}
+	return jsonBody(st)
+}
+
+func (c *conn) pools(body []byte) ([][]byte, ipc.Code, string) {
+	if len(body) != 0 {
+		return nil, ipc.CodeMalformed, "POOLS takes no body"
+	}
+	return jsonBody(c.d.poolStats(c.uid))
+}
+
+func (c *conn) compact(body []byte) ([][]byte, ipc.Code, string) {
+	if len(body) != 0 {
+		return nil, ipc.CodeMalformed, "COMPACT takes no body"
+	}
+	moved, freed := c.d.store.Compact()
+	c.d.log.Info("compacted", "pages_moved", moved, "bytes_freed", freed, "uid", c.uid)
+	return jsonBody(ipc.CompactResult{PagesMoved: moved, BytesFreed: freed})
+}
+
+func jsonBody(v any) ([][]byte, ipc.Code, string) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, ipc.CodeInternal, err.Error()
+	}
+	return one(b), ipc.OK, ""
+}
+
+func poolStats(p pagecache.PoolInfo, pageSize int) ipc.PoolStats {
+	return ipc.PoolStats{Name: p.Name, UID: p.UID, Pages: p.Pages, OrigBytes: p.Pages * uint64(pageSize),
+		StoredBytes: p.StoredBytes, ZeroPages: p.Zero, SamePages: p.Same, HugePages: p.Huge}
+}
+
+func (d *Daemon) poolStats(uid uint32) []ipc.PoolStats {
+	out := []ipc.PoolStats{}
+	for _, p := range d.store.Pools(uid) {
+		out = append(out, poolStats(p, d.cfg.PageSize))
+	}
+	return out
+}
+
+// Stats builds the STATS answer as uid may see it: store-wide totals, every
+// backend, and uid's own pools (all pools for root).
+func (d *Daemon) Stats(uid uint32) *ipc.Stats {
+	s := d.store.Stats()
+	return &ipc.Stats{
+		Server: Version, PageSize: d.cfg.PageSize, Codec: d.cfg.Codec,
+		Uptime: time.Since(d.start).Seconds(),
+		Mem: ipc.MemStats{OrigDataSize: s.OrigDataSize, ComprDataSize: s.ComprDataSize,
+			MemUsedTotal: s.MemUsedTotal, MemLimit: s.MemLimit, MemUsedMax: s.MemUsedMax,
+			Pages: s.Pages, ZeroPages: s.ZeroPages, SamePages: s.SamePages, HugePages: s.HugePages,
+			PagesCompacted: s.PagesCompacted, MetadataBytes: s.MetadataBytes},
+		IO: ipc.IOStats{FailedReads: d.failedRd.Load(), FailedWrites: d.failedWr.Load(),
+			InvalidIO: d.invalid.Load(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.fallbacks.Load()},
+		Backends: d.disp.Stats(),
+		Pools:    d.poolStats(uid),
+	}
+}

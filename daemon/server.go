@@ -1,0 +1,368 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/pagecache"
+)
+
+// Version is reported in HELLO and STATS.
+const Version = "s4d 0.1.0"
+
+// Daemon serves the page store on a Unix socket.
+type Daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	store *pagecache.Store
+	set   *backends.Set
+	disp  *Dispatcher
+	codec backends.Codec
+	start time.Time
+
+	ln       net.Listener
+	closing  atomic.Bool
+	conns    sync.WaitGroup
+	active   atomic.Int64
+	mu       sync.Mutex
+	live     map[*conn]struct{}
+	invalid  atomic.Uint64
+	failedRd atomic.Uint64
+	failedWr atomic.Uint64
+	noSpace  atomic.Uint64
+}
+
+// New opens the backends and the store. It does not listen yet.
+func New(cfg Config) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	codec, err := backends.ParseCodec(cfg.Codec)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Backend != "auto" && !contains(backends.Names(), cfg.Backend) {
+		return nil, fmt.Errorf("backend %q: not built in (have auto, %v)", cfg.Backend, backends.Names())
+	}
+	set := backends.Open(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
+		WebGPULib: cfg.WebGPULib, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit})
+	for _, st := range set.Statuses() {
+		cfg.Log.Info("backend", "name", st.Name, "state", st.State, "reason", st.Reason, "describe", st.Describe)
+	}
+	if cfg.Backend != "auto" {
+		if _, ok := set.Get(cfg.Backend); !ok {
+			set.Close()
+			st := statusOf(set, cfg.Backend)
+			return nil, fmt.Errorf("backend %s is %s: %s", cfg.Backend, st.State, st.Reason)
+		}
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
+		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}}
+	d.disp = NewDispatcher(set, cfg.Backend, codec, cfg.PageSize, cfg.Log)
+	return d, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func statusOf(set *backends.Set, name string) backends.Status {
+	for _, st := range set.Statuses() {
+		if st.Name == name {
+			return st
+		}
+	}
+	return backends.Status{Name: name, State: backends.StateUnavailable, Reason: "not probed"}
+}
+
+// Store exposes the page store (for tests and the bench).
+func (d *Daemon) Store() *pagecache.Store { return d.store }
+
+// Dispatcher exposes the dispatcher.
+func (d *Daemon) Dispatcher() *Dispatcher { return d.disp }
+
+// Listen opens the configured socket: the parent directory is created, a
+// stale socket file is replaced, and a live daemon there is an error.
+func (d *Daemon) Listen() error {
+	path := d.cfg.Socket
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("another daemon is already serving on %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("removing stale socket %s: %w", path, err)
+		}
+		d.log.Info("replaced stale socket", "path", path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(path, os.FileMode(d.cfg.SocketMode)); err != nil {
+		ln.Close()
+		return err
+	}
+	return d.UseListener(ln)
+}
+
+// UseListener serves on an already open listener (socket activation).
+func (d *Daemon) UseListener(ln net.Listener) error {
+	if _, ok := ln.(*net.UnixListener); !ok {
+		return fmt.Errorf("listener is %T, want a Unix socket", ln)
+	}
+	d.ln = ln
+	return nil
+}
+
+// Serve accepts connections until ctx ends, then stops accepting, finishes
+// the requests already received, and returns.
+func (d *Daemon) Serve(ctx context.Context) error {
+	if d.ln == nil {
+		return errors.New("Serve before Listen")
+	}
+	d.log.Info("serving", "socket", d.ln.Addr().String(), "backend", d.disp.InUse(),
+		"codec", d.cfg.Codec, "page_size", d.cfg.PageSize, "mem_limit", d.cfg.MemLimit)
+	stop := context.AfterFunc(ctx, func() {
+		d.closing.Store(true)
+		d.ln.Close()
+	})
+	defer stop()
+	var err error
+	for {
+		var nc net.Conn
+		nc, err = d.ln.Accept()
+		if err != nil {
+			if d.closing.Load() {
+				err = nil
+				break
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			// EMFILE and friends: back off rather than spin.
+			d.log.Warn("accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		d.accept(nc.(*net.UnixConn))
+	}
+	d.shutdown()
+	return err
+}
+
+func (d *Daemon) accept(nc *net.UnixConn) {
+	cred, err := peerCred(nc)
+	if err != nil {
+		d.log.Warn("peer credentials", "err", err)
+		nc.Close()
+		return
+	}
+	c := &conn{d: d, nc: nc, uid: cred.Uid, pid: cred.Pid, queue: make(chan request, 16)}
+	if d.active.Add(1) > int64(d.cfg.MaxConns) {
+		d.active.Add(-1)
+		d.invalid.Add(1)
+		c.writeError(ipc.Header{}, ipc.CodeLimit, fmt.Sprintf("too many connections (limit %d)", d.cfg.MaxConns))
+		nc.Close()
+		return
+	}
+	d.mu.Lock()
+	d.live[c] = struct{}{}
+	d.mu.Unlock()
+	d.conns.Add(2)
+	go c.readLoop()
+	go c.serveLoop()
+}
+
+func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := nc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// shutdown stops reading from every connection and waits for the requests
+// already read to be answered.
+func (d *Daemon) shutdown() {
+	d.mu.Lock()
+	for c := range d.live {
+		c.nc.SetReadDeadline(time.Now())
+	}
+	d.mu.Unlock()
+	done := make(chan struct{})
+	go func() { d.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		d.log.Warn("requests still running after 30s; exiting anyway")
+	}
+	d.set.Close()
+	d.log.Info("stopped")
+}
+
+// conn is one client connection: a reader that queues whole requests and a
+// server that answers them in order, so requests pipeline.
+type conn struct {
+	d     *Daemon
+	nc    *net.UnixConn
+	uid   uint32
+	pid   int32
+	queue chan request
+	wmu   sync.Mutex
+}
+
+type request struct {
+	h    ipc.Header
+	body []byte
+}
+
+func (c *conn) readLoop() {
+	defer c.d.conns.Done()
+	defer close(c.queue)
+	for !c.d.closing.Load() {
+		c.nc.SetReadDeadline(time.Now().Add(c.d.cfg.IdleTimeout))
+		h, body, err := c.readFrame()
+		if err != nil {
+			c.readFailed(h, err)
+			return
+		}
+		c.queue <- request{h, body}
+	}
+}
+
+// readFrame reads one frame; once its first byte is in, the rest must
+// arrive within FrameTimeout, so a byte-at-a-time client cannot hold a slot.
+func (c *conn) readFrame() (ipc.Header, []byte, error) {
+	var first [1]byte
+	if _, err := io.ReadFull(c.nc, first[:]); err != nil {
+		return ipc.Header{}, nil, err
+	}
+	c.nc.SetReadDeadline(time.Now().Add(c.d.cfg.FrameTimeout))
+	return ipc.ReadFrame(io.MultiReader(bytesReader(first[:]), c.nc), c.d.cfg.MaxFrame, nil)
+}
+
+func bytesReader(b []byte) io.Reader { return &onceReader{b} }
+
+type onceReader struct{ b []byte }
+
+func (r *onceReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// readFailed answers what can be answered about a bad frame; the
+// connection then closes, because the stream can no longer be trusted.
+func (c *conn) readFailed(h ipc.Header, err error) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	case errors.As(err, &ne) && ne.Timeout():
+		if !c.d.closing.Load() {
+			c.d.log.Debug("closing idle or slow connection", "uid", c.uid, "pid", c.pid)
+		}
+	case errors.Is(err, ipc.ErrFrameTooLarge):
+		c.d.invalid.Add(1)
+		c.writeError(h, ipc.CodeTooLarge, fmt.Sprintf("frame over the limit of %d bytes", c.d.cfg.MaxFrame))
+	case errors.Is(err, ipc.ErrShortFrame):
+		c.d.invalid.Add(1)
+		c.writeError(h, ipc.CodeMalformed, err.Error())
+	default:
+		c.d.log.Debug("read", "uid", c.uid, "err", err)
+	}
+}
+
+func (c *conn) serveLoop() {
+	defer c.d.conns.Done()
+	defer func() {
+		c.nc.Close()
+		c.d.active.Add(-1)
+		c.d.mu.Lock()
+		delete(c.d.live, c)
+		c.d.mu.Unlock()
+	}()
+	for req := range c.queue {
+		if !c.serve(req) {
+			// A broken stream: stop reading, drop what is queued.
+			c.nc.SetReadDeadline(time.Now())
+			for range c.queue {
+			}
+			return
+		}
+	}
+}
+
+// serve answers one request; false means the connection must close.
+func (c *conn) serve(req request) bool {
+	h := req.h
+	if h.Version != ipc.Version {
+		c.d.invalid.Add(1)
+		c.writeError(h, ipc.CodeVersion, fmt.Sprintf("protocol version %d not supported (want %d)", h.Version, ipc.Version))
+		return false
+	}
+	if h.Flags != 0 || h.Status != 0 {
+		c.d.invalid.Add(1)
+		c.writeError(h, ipc.CodeMalformed, "request header has flags or status set")
+		return false
+	}
+	parts, code, msg := c.handle(h.Op, req.body)
+	if code != ipc.OK {
+		c.d.invalid.Add(1)
+		c.writeError(h, code, msg)
+		return true
+	}
+	return c.write(ipc.Header{Version: ipc.Version, Op: h.Op, Flags: ipc.FlagResponse, ID: h.ID}, parts...) == nil
+}
+
+func (c *conn) writeError(h ipc.Header, code ipc.Code, msg string) {
+	c.write(ipc.Header{Version: ipc.Version, Op: h.Op, Status: code, Flags: ipc.FlagResponse, ID: h.ID}, ipc.EncodeString(msg))
+}
+
+func (c *conn) write(h ipc.Header, parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	bufs := append(net.Buffers{ipc.AppendHeader(nil, h, n)}, parts...)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.nc.SetWriteDeadline(time.Now().Add(c.d.cfg.FrameTimeout))
+	_, err := bufs.WriteTo(c.nc)
+	return err
+}
