@@ -32,6 +32,8 @@ var Command = &cli.Command{
 		&cli.StringFlag{Name: "webgpu-lib", EnvVars: []string{"S4D_WEBGPU_LIB"}, Usage: "path of a webgpu.h library (Dawn); default: search"},
 		&cli.StringFlag{Name: "nvcomp-lib", EnvVars: []string{"S4D_NVCOMP_LIB"}, Usage: "path of libnvcomp.so; default: search"},
 		&cli.StringFlag{Name: "gpu-mem-limit", Value: "0", Usage: "device memory a GPU backend may use; 0 = its default"},
+		&cli.DurationFlag{Name: "idle-timeout", Value: daemon.Defaults().IdleTimeout, Usage: "close a connection with no request for this long"},
+		&cli.DurationFlag{Name: "frame-timeout", Value: daemon.Defaults().FrameTimeout, Usage: "a request must arrive whole within this once it starts"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"S4D_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 	},
 	Action: run,
@@ -65,6 +67,8 @@ func run(cx *cli.Context) error {
 	cfg.Workers = cx.Int("workers")
 	cfg.WebGPULib = cx.String("webgpu-lib")
 	cfg.NvcompLib = cx.String("nvcomp-lib")
+	cfg.IdleTimeout = cx.Duration("idle-timeout")
+	cfg.FrameTimeout = cx.Duration("frame-timeout")
 
 	d, err := daemon.New(cfg)
 	if err != nil {

@@ -1,0 +1,66 @@
+package ctl
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// TestTalksOnlyIPC keeps the control tool a pure client: it must not link
+// the daemon, the store or any backend.
+func TestTalksOnlyIPC(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 2 {
+		t.Fatalf("go list found too little: %v", deps)
+	}
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "github.com/s4d-project/s4d/") &&
+			dep != "github.com/s4d-project/s4d/ipc" && dep != "github.com/s4d-project/s4d/cmd/s4d/ctl" {
+			t.Errorf("s4d ctl depends on %s", dep)
+		}
+	}
+}
+
+func TestParseKeys(t *testing.T) {
+	k, err := parseKeys("5-9")
+	if err != nil || len(k) != 5 || k[0] != 5 || k[4] != 9 {
+		t.Fatalf("%v %v", k, err)
+	}
+	if k, err := parseKeys("18446744073709551615"); err != nil || len(k) != 1 {
+		t.Fatalf("max key: %v %v", k, err)
+	}
+	for _, bad := range []string{"", "x", "9-5", "1-", "0-99999999"} {
+		if _, err := parseKeys(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestBatches(t *testing.T) {
+	h := &ipc.Hello{PageSize: 65536, MaxFrame: 1 << 20, MaxBatchPages: 16384}
+	total := 0
+	for _, b := range batches(h, 100) {
+		n := b[1] - b[0]
+		if ipc.HeaderSize+ipc.PutBodySize(strings.Repeat("p", ipc.MaxPoolName), n, 65536) > 1<<20 {
+			t.Fatalf("batch of %d pages overflows the frame", n)
+		}
+		total += n
+	}
+	if total != 100 {
+		t.Fatalf("batches cover %d keys", total)
+	}
+}
+
+func TestHuman(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0B", 1023: "1023B", 4096: "4K", 1536: "1.5K", 10 << 20: "10M", 3 << 30: "3G"} {
+		if got := human(n); got != want {
+			t.Errorf("human(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
