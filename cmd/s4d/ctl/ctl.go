@@ -18,7 +18,9 @@ var socketFlag = &cli.StringFlag{Name: "socket", EnvVars: []string{"S4D_SOCKET"}
 
 var timeoutFlag = &cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"}
 
-func withSocket(flags ...cli.Flag) []cli.Flag { return append([]cli.Flag{socketFlag, timeoutFlag}, flags...) }
+func withSocket(flags ...cli.Flag) []cli.Flag {
+	return append([]cli.Flag{socketFlag, timeoutFlag}, flags...)
+}
 
 // Command groups the client subcommands.
 var Command = &cli.Command{
