@@ -12,7 +12,8 @@ type handle uint32
 const (
 	slotBits  = 12      // up to 4096 slots per slab
 	maxSlabs  = 1 << 20 // handles must fit in 32 bits
-	numClass  = 256     // class k holds objects of up to k*step bytes
+	numClass  = 64      // class k holds objects of up to k*step bytes
+	tinySize  = 16      // class 0: same-filled words and the odd tiny block
 	slabPages = 16      // a slab is 16 pages
 )
 
@@ -30,7 +31,7 @@ type slab struct {
 }
 
 type arena struct {
-	step     int // bytes between size classes (pageSize/256)
+	step     int // bytes between size classes (pageSize/numClass)
 	slabSize int
 	slabs    []*slab  // by index; nil once released
 	spare    []uint32 // released indexes to reuse
@@ -43,9 +44,22 @@ func newArena(pageSize int) *arena {
 	return &arena{step: pageSize / numClass, slabSize: pageSize * slabPages}
 }
 
-func (a *arena) classOf(size int) int { return (size + a.step - 1) / a.step }
+// Few classes keep the partly filled slabs few (at most one per class
+// is sparse in steady state); a tiny class spares same-filled pages a
+// whole step.
+func (a *arena) classOf(size int) int {
+	if size <= tinySize {
+		return 0
+	}
+	return (size + a.step - 1) / a.step
+}
 
-func (a *arena) slotSize(class int) int { return class * a.step }
+func (a *arena) slotSize(class int) int {
+	if class == 0 {
+		return tinySize
+	}
+	return class * a.step
+}
 
 func (a *arena) slotsPer(class int) int { return min(a.slabSize/a.slotSize(class), 1<<slotBits) }
 

@@ -11,7 +11,7 @@ func (s *Store) Compact() (moved, freed uint64) {
 	a := s.arena
 	before := a.used
 	victims := make(map[uint32]bool)
-	for c := 1; c <= numClass; c++ {
+	for c := 0; c <= numClass; c++ {
 		list := append([]uint32(nil), a.partial[c]...)
 		if len(list) < 2 {
 			continue

@@ -60,11 +60,16 @@ func printStats(st *ipc.Stats) {
 		m.ZeroPages, m.SamePages, m.HugePages, limit, human(m.MemUsedMax), m.PagesCompacted)
 	w.Flush()
 	fmt.Println()
-	fmt.Fprintln(w, "BACKEND\tSTATE\tIN-USE\tPAGES\tIN\tOUT\tERRORS\tDETAIL")
+	fmt.Fprintln(w, "BACKEND\tSTATE\tIN-USE\tPAGES-IN\tDATA\tCOMPR\tPAGES-OUT\tERRORS\tDETAIL")
 	for _, b := range st.Backends {
-		var pages, in, out, errs uint64
+		var cpages, in, out, dpages, errs uint64
 		for _, c := range b.Counters {
-			pages, in, out, errs = pages+c.Pages, in+c.BytesIn, out+c.BytesOut, errs+c.Errors
+			if c.Direction == "compress" {
+				cpages, in, out = cpages+c.Pages, in+c.BytesIn, out+c.BytesOut
+			} else {
+				dpages += c.Pages
+			}
+			errs += c.Errors
 		}
 		detail := b.Describe
 		if b.Reason != "" {
@@ -74,7 +79,7 @@ func printStats(st *ipc.Stats) {
 		if b.InUse {
 			use = "*"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", b.Name, b.State, use, pages, human(in), human(out), errs, oneLine(detail))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", b.Name, b.State, use, cpages, human(in), human(out), dpages, errs, oneLine(detail))
 	}
 	w.Flush()
 	io := st.IO
