@@ -6,8 +6,16 @@ DESTDIR ?=
 SOCKET  ?= $(CURDIR)/run/s4d.sock
 BIN     := bin/s4d
 DEPS_TARGETS := deps-system deps-go
+BINDIR      ?= $(PREFIX)/bin
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCDIR      ?= $(PREFIX)/share/doc/s4d
+CONFDIR     ?= /etc/s4d
+# Engine rules add their runtime libraries here.
+INSTALL_TARGETS :=
+UNINSTALL_TARGETS :=
 
-.PHONY: all build deps deps-system deps-go test run clean
+.PHONY: all build deps deps-system deps-go test run clean install uninstall
 all: build
 
 -include mk/*.mk
@@ -38,3 +46,30 @@ run: deps build
 
 clean:
 	rm -rf bin run
+
+# Installs the binary, units, sysusers entry, docs and (if absent) the
+# config file; with DESTDIR empty it also creates the user and reloads systemd.
+install: build $(INSTALL_TARGETS)
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/s4d
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(CONFDIR)
+	sed -e 's|/usr/local/bin/s4d|$(BINDIR)/s4d|' -e 's|/etc/s4d/|$(CONFDIR)/|' \
+	    -e 's|/usr/local/share/doc/s4d|$(DOCDIR)|' systemd/s4d.service > $(DESTDIR)$(UNITDIR)/s4d.service
+	sed -e 's|/usr/local/share/doc/s4d|$(DOCDIR)|' systemd/s4d.socket > $(DESTDIR)$(UNITDIR)/s4d.socket
+	chmod 0644 $(DESTDIR)$(UNITDIR)/s4d.service $(DESTDIR)$(UNITDIR)/s4d.socket
+	install -m 0644 systemd/s4d.sysusers $(DESTDIR)$(SYSUSERSDIR)/s4d.conf
+	install -m 0644 systemd/s4d.toml $(DESTDIR)$(DOCDIR)/s4d.toml.example
+	install -m 0644 README.md ipc/PROTOCOL.md $(DESTDIR)$(DOCDIR)/
+	[ -e $(DESTDIR)$(CONFDIR)/s4d.toml ] || install -m 0644 systemd/s4d.toml $(DESTDIR)$(CONFDIR)/s4d.toml
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemd-sysusers $(SYSUSERSDIR)/s4d.conf && systemctl daemon-reload; \
+		echo "installed; start with: systemctl enable --now s4d.socket"; \
+	fi
+
+# Removes what install put there; the config file goes only if unchanged.
+uninstall: $(UNINSTALL_TARGETS)
+	rm -f $(DESTDIR)$(BINDIR)/s4d $(DESTDIR)$(UNITDIR)/s4d.service $(DESTDIR)$(UNITDIR)/s4d.socket \
+	      $(DESTDIR)$(SYSUSERSDIR)/s4d.conf
+	cmp -s systemd/s4d.toml $(DESTDIR)$(CONFDIR)/s4d.toml && rm -f $(DESTDIR)$(CONFDIR)/s4d.toml || true
+	rm -rf $(DESTDIR)$(DOCDIR)
+	-rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi

@@ -29,7 +29,10 @@ type Config struct {
 	WebGPULib     string
 	NvcompLib     string
 	GPUMemLimit   int64
+	LogLevel      slog.Level
 	Log           *slog.Logger
+	// Level, when set, is the log handler's level; a reload changes it.
+	Level *slog.LevelVar
 }
 
 // Defaults returns the configuration used when nothing is set.

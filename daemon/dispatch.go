@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
@@ -21,6 +22,8 @@ type Dispatcher struct {
 	codec     backends.Codec
 	threshold int
 	fallbacks atomic.Uint64
+	inFlight  atomic.Int64
+	progress  atomic.Int64 // unix nanoseconds of the last finished or first started batch
 
 	mu     sync.Mutex
 	prefer string // "auto" or a backend name
@@ -100,8 +103,33 @@ func (d *Dispatcher) counters(backend string, codec backends.Codec, dir string) 
 
 var errNoBackend = errors.New("no usable backend")
 
+// begin and end bracket a batch so Progress can tell a wedged backend.
+func (d *Dispatcher) begin() {
+	if d.inFlight.Add(1) == 1 {
+		d.progress.Store(time.Now().UnixNano())
+	}
+}
+
+func (d *Dispatcher) end() {
+	d.progress.Store(time.Now().UnixNano())
+	d.inFlight.Add(-1)
+}
+
+// Progress fails when batches are in flight and none has finished for longer than limit.
+func (d *Dispatcher) Progress(limit time.Duration) error {
+	if d.inFlight.Load() == 0 {
+		return nil
+	}
+	if since := time.Since(time.Unix(0, d.progress.Load())); since > limit {
+		return fmt.Errorf("%d batches in flight, none finished for %v", d.inFlight.Load(), since.Round(time.Second))
+	}
+	return nil
+}
+
 // Compress compresses a batch and says which backend did it.
 func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
+	d.begin()
+	defer d.end()
 	b := &backends.Batch{PageSize: pageSize, Pages: pages, Codec: d.codec, Threshold: d.threshold}
 	for i, be := range d.chain() {
 		if i > 0 {
@@ -132,6 +160,8 @@ func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, o
 
 // Decompress expands a batch of stored pages.
 func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
+	d.begin()
+	defer d.end()
 	for i, be := range d.chain() {
 		if i > 0 {
 			d.fallbacks.Add(1)

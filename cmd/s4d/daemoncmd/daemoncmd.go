@@ -22,6 +22,7 @@ var Command = &cli.Command{
 	Name:  "daemon",
 	Usage: "serve the page store on a Unix socket",
 	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "config", Value: daemon.DefaultConfigFile, EnvVars: []string{"S4D_CONFIG"}, Usage: "configuration file; flags that are set win over it"},
 		&cli.StringFlag{Name: "socket", Value: ipc.DefaultSocketPath, EnvVars: []string{"S4D_SOCKET"}, Usage: "Unix socket to listen on"},
 		&cli.StringFlag{Name: "socket-mode", Value: "0660", Usage: "permissions of the socket file (octal)"},
 		&cli.StringFlag{Name: "mem-limit", Value: "0", EnvVars: []string{"S4D_MEM_LIMIT"}, Usage: "memory for compressed pages, bytes with K/M/G/T suffix; 0 = no limit"},
@@ -40,44 +41,81 @@ var Command = &cli.Command{
 }
 
 func run(cx *cli.Context) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cx.String("log-level"))); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
+	level := new(slog.LevelVar)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg := daemon.Defaults()
-	cfg.Log = log
-	cfg.Socket = cx.String("socket")
-	mode, err := strconv.ParseUint(cx.String("socket-mode"), 8, 32)
-	if err != nil || mode > 0o777 {
-		return fmt.Errorf("--socket-mode %q: want octal permissions like 0660", cx.String("socket-mode"))
-	}
-	cfg.SocketMode = uint32(mode)
-	if cfg.MemLimit, err = daemon.ParseSize(cx.String("mem-limit")); err != nil {
-		return fmt.Errorf("--mem-limit: %w", err)
-	}
-	gl, err := daemon.ParseSize(cx.String("gpu-mem-limit"))
+	load := func() (daemon.Config, error) { return configure(cx) }
+	cfg, err := load()
 	if err != nil {
-		return fmt.Errorf("--gpu-mem-limit: %w", err)
+		return err
 	}
-	cfg.GPUMemLimit = int64(gl)
-	cfg.Backend = cx.String("backend")
-	cfg.Codec = cx.String("codec")
-	cfg.PageSize = cx.Int("page-size")
-	cfg.Workers = cx.Int("workers")
-	cfg.WebGPULib = cx.String("webgpu-lib")
-	cfg.NvcompLib = cx.String("nvcomp-lib")
-	cfg.IdleTimeout = cx.Duration("idle-timeout")
-	cfg.FrameTimeout = cx.Duration("frame-timeout")
-
+	level.Set(cfg.LogLevel)
+	cfg.Log, cfg.Level = log, level
 	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := d.Listen(); err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return d.Serve(ctx)
+	return d.Run(ctx, load)
+}
+
+// configure builds the configuration: defaults, then the config file, then
+// the flags and environment variables that were set, which win.
+func configure(cx *cli.Context) (daemon.Config, error) {
+	cfg := daemon.Defaults()
+	path, named := cx.String("config"), cx.IsSet("config")
+	f, err := daemon.LoadFile(path, named)
+	if err != nil {
+		return cfg, err
+	}
+	if err := f.Apply(&cfg); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	str := func(name string, dst *string) {
+		if cx.IsSet(name) {
+			*dst = cx.String(name)
+		}
+	}
+	str("socket", &cfg.Socket)
+	str("backend", &cfg.Backend)
+	str("codec", &cfg.Codec)
+	str("webgpu-lib", &cfg.WebGPULib)
+	str("nvcomp-lib", &cfg.NvcompLib)
+	if cx.IsSet("socket-mode") {
+		mode, err := strconv.ParseUint(cx.String("socket-mode"), 8, 32)
+		if err != nil || mode > 0o777 {
+			return cfg, fmt.Errorf("--socket-mode %q: want octal permissions like 0660", cx.String("socket-mode"))
+		}
+		cfg.SocketMode = uint32(mode)
+	}
+	if cx.IsSet("mem-limit") {
+		if cfg.MemLimit, err = daemon.ParseSize(cx.String("mem-limit")); err != nil {
+			return cfg, fmt.Errorf("--mem-limit: %w", err)
+		}
+	}
+	if cx.IsSet("gpu-mem-limit") {
+		gl, err := daemon.ParseSize(cx.String("gpu-mem-limit"))
+		if err != nil {
+			return cfg, fmt.Errorf("--gpu-mem-limit: %w", err)
+		}
+		cfg.GPUMemLimit = int64(gl)
+	}
+	if cx.IsSet("log-level") {
+		if err := cfg.LogLevel.UnmarshalText([]byte(cx.String("log-level"))); err != nil {
+			return cfg, fmt.Errorf("--log-level: %w", err)
+		}
+	}
+	if cx.IsSet("page-size") {
+		cfg.PageSize = cx.Int("page-size")
+	}
+	if cx.IsSet("workers") {
+		cfg.Workers = cx.Int("workers")
+	}
+	if cx.IsSet("idle-timeout") {
+		cfg.IdleTimeout = cx.Duration("idle-timeout")
+	}
+	if cx.IsSet("frame-timeout") {
+		cfg.FrameTimeout = cx.Duration("frame-timeout")
+	}
+	return cfg, cfg.Validate()
 }

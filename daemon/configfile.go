@@ -1,0 +1,153 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultConfigFile is read when no other file is named.
+const DefaultConfigFile = "/etc/s4d/s4d.toml"
+
+// File is the configuration file: the same settings as the daemon's flags,
+// with dashes as underscores. A key left out keeps its default.
+type File struct {
+	Socket        *string `toml:"socket"`
+	SocketMode    *string `toml:"socket_mode"`
+	MemLimit      *string `toml:"mem_limit"`
+	Backend       *string `toml:"backend"`
+	Codec         *string `toml:"codec"`
+	PageSize      *int    `toml:"page_size"`
+	Workers       *int    `toml:"workers"`
+	WebGPULib     *string `toml:"webgpu_lib"`
+	NvcompLib     *string `toml:"nvcomp_lib"`
+	GPUMemLimit   *string `toml:"gpu_mem_limit"`
+	LogLevel      *string `toml:"log_level"`
+	IdleTimeout   *string `toml:"idle_timeout"`
+	FrameTimeout  *string `toml:"frame_timeout"`
+	MaxConns      *int    `toml:"max_connections"`
+	MaxBatchPages *int    `toml:"max_batch_pages"`
+}
+
+// LoadFile reads a configuration file. A missing file is an error only when
+// mustExist (it was named explicitly); otherwise it yields an empty File.
+func LoadFile(path string, mustExist bool) (*File, error) {
+	var f File
+	md, err := toml.DecodeFile(path, &f)
+	if errors.Is(err, fs.ErrNotExist) && !mustExist {
+		return &f, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		sort.Strings(keys)
+		return nil, fmt.Errorf("config %s: unknown setting %s", path, strings.Join(keys, ", "))
+	}
+	return &f, nil
+}
+
+// Apply writes the settings present in f into c.
+func (f *File) Apply(c *Config) error {
+	var errs []error
+	set := func(name string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	if f.Socket != nil {
+		c.Socket = *f.Socket
+	}
+	if f.SocketMode != nil {
+		m, err := strconv.ParseUint(*f.SocketMode, 8, 32)
+		if err == nil && m > 0o777 {
+			err = errors.New("not a permission mode")
+		}
+		set("socket_mode", err)
+		c.SocketMode = uint32(m)
+	}
+	if f.MemLimit != nil {
+		v, err := ParseSize(*f.MemLimit)
+		set("mem_limit", err)
+		c.MemLimit = v
+	}
+	if f.Backend != nil {
+		c.Backend = *f.Backend
+	}
+	if f.Codec != nil {
+		c.Codec = *f.Codec
+	}
+	if f.PageSize != nil {
+		c.PageSize = *f.PageSize
+	}
+	if f.Workers != nil {
+		c.Workers = *f.Workers
+	}
+	if f.WebGPULib != nil {
+		c.WebGPULib = *f.WebGPULib
+	}
+	if f.NvcompLib != nil {
+		c.NvcompLib = *f.NvcompLib
+	}
+	if f.GPUMemLimit != nil {
+		v, err := ParseSize(*f.GPUMemLimit)
+		set("gpu_mem_limit", err)
+		c.GPUMemLimit = int64(v)
+	}
+	if f.LogLevel != nil {
+		var l slog.Level
+		set("log_level", l.UnmarshalText([]byte(*f.LogLevel)))
+		c.LogLevel = l
+	}
+	if f.IdleTimeout != nil {
+		d, err := time.ParseDuration(*f.IdleTimeout)
+		set("idle_timeout", err)
+		c.IdleTimeout = d
+	}
+	if f.FrameTimeout != nil {
+		d, err := time.ParseDuration(*f.FrameTimeout)
+		set("frame_timeout", err)
+		c.FrameTimeout = d
+	}
+	if f.MaxConns != nil {
+		c.MaxConns = *f.MaxConns
+	}
+	if f.MaxBatchPages != nil {
+		c.MaxBatchPages = *f.MaxBatchPages
+	}
+	return errors.Join(errs...)
+}
+
+// restartOnly lists what a reload cannot change, as config keys.
+func restartOnly(old, new Config) []string {
+	var keys []string
+	add := func(changed bool, key string) {
+		if changed {
+			keys = append(keys, key)
+		}
+	}
+	add(old.Socket != new.Socket, "socket")
+	add(old.SocketMode != new.SocketMode, "socket_mode")
+	add(old.Codec != new.Codec, "codec")
+	add(old.PageSize != new.PageSize, "page_size")
+	add(old.Workers != new.Workers, "workers")
+	add(old.WebGPULib != new.WebGPULib, "webgpu_lib")
+	add(old.NvcompLib != new.NvcompLib, "nvcomp_lib")
+	add(old.GPUMemLimit != new.GPUMemLimit, "gpu_mem_limit")
+	add(old.IdleTimeout != new.IdleTimeout, "idle_timeout")
+	add(old.FrameTimeout != new.FrameTimeout, "frame_timeout")
+	add(old.MaxConns != new.MaxConns, "max_connections")
+	add(old.MaxBatchPages != new.MaxBatchPages, "max_batch_pages")
+	return keys
+}
