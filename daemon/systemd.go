@@ -141,4 +141,3 @@ func (d *Daemon) StatusLine() string {
 	}
 	return fmt.Sprintf("backend %s, %d pages stored, ratio %s, %d MiB held", d.disp.InUse(), s.Pages, ratio, s.MemUsedTotal>>20)
 }
-
