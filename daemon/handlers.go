@@ -104,6 +104,8 @@ func codeOf(r pagecache.Result) ipc.Code {
 		return ipc.CodeNoSpace
 	case pagecache.NotFound:
 		return ipc.CodeNotFound
+	case pagecache.Corrupt:
+		return ipc.CodeCorrupt
 	}
 	return ipc.CodeFailed
 }
@@ -206,6 +208,10 @@ func (c *conn) get(body []byte) ([][]byte, ipc.Code, string) {
 	}
 	for i, r := range res {
 		resp[8+i] = uint8(codeOf(r))
+		if r == pagecache.Corrupt {
+			c.d.corrupt.Add(1)
+			c.d.failedRd.Add(1)
+		}
 	}
 	return [][]byte{resp, pages}, ipc.OK, ""
 }
@@ -239,6 +245,9 @@ func (c *conn) inspect(body []byte) ([][]byte, ipc.Code, string) {
 	}
 	out := binary.LittleEndian.AppendUint32(nil, uint32(len(infos)))
 	for _, in := range infos {
+		if in.Result == pagecache.Corrupt {
+			c.d.corrupt.Add(1)
+		}
 		pi := ipc.PageInfo{Status: codeOf(in.Result), Size: uint32(in.Size), Fill: in.Fill,
 			Backend: in.Backend, Data: in.Data}
 		if in.Result == pagecache.OK {
@@ -315,7 +324,8 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			Pages: s.Pages, ZeroPages: s.ZeroPages, SamePages: s.SamePages, HugePages: s.HugePages,
 			PagesCompacted: s.PagesCompacted, MetadataBytes: s.MetadataBytes},
 		IO: ipc.IOStats{FailedReads: d.failedRd.Load(), FailedWrites: d.failedWr.Load(),
-			InvalidIO: d.invalid.Load(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.fallbacks.Load()},
+			InvalidIO: d.invalid.Load(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.fallbacks.Load(),
+			ChecksumErrors: d.corrupt.Load()},
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),
 	}

@@ -43,6 +43,7 @@ type Daemon struct {
 	failedRd atomic.Uint64
 	failedWr atomic.Uint64
 	noSpace  atomic.Uint64
+	corrupt  atomic.Uint64
 }
 
 // New opens the backends and the store. It does not listen yet.

@@ -35,6 +35,8 @@ type IOStats struct {
 	InvalidIO    uint64 `json:"invalid_io"` // malformed or refused requests
 	NoSpace      uint64 `json:"no_space"`   // pages refused by the memory limit
 	Fallbacks    uint64 `json:"fallbacks"`  // batches redone on another backend
+	// Pages whose stored bytes failed their checksum; never returned.
+	ChecksumErrors uint64 `json:"checksum_errors"`
 }
 
 // BackendStats reports one backend and what it has done.

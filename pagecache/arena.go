@@ -10,11 +10,12 @@ import "errors"
 type handle uint32
 
 const (
-	slotBits  = 12      // up to 4096 slots per slab
-	maxSlabs  = 1 << 20 // handles must fit in 32 bits
-	numClass  = 64      // class k holds objects of up to k*step bytes
-	tinySize  = 16      // class 0: same-filled words and the odd tiny block
-	slabPages = 16      // a slab is 16 pages
+	slotBits  = 12           // up to 4096 slots per slab
+	maxSlabs  = 1 << 20      // handles must fit in 32 bits
+	numClass  = 64           // class k holds objects of up to k*step bytes
+	topClass  = numClass + 1 // a whole page plus its checksum
+	tinySize  = 16           // class 0: same-filled words and the odd tiny block
+	slabPages = 16           // a slab is 16 pages
 )
 
 var errArenaFull = errors.New("arena full")
@@ -35,7 +36,7 @@ type arena struct {
 	slabSize int
 	slabs    []*slab  // by index; nil once released
 	spare    []uint32 // released indexes to reuse
-	partial  [numClass + 1][]uint32
+	partial  [topClass + 1][]uint32
 	used     uint64 // bytes of slabs held
 	limit    uint64 // 0 = none
 }

@@ -11,7 +11,7 @@ func (s *Store) Compact() (moved, freed uint64) {
 	a := s.arena
 	before := a.used
 	victims := make(map[uint32]bool)
-	for c := 0; c <= numClass; c++ {
+	for c := 0; c <= topClass; c++ {
 		list := append([]uint32(nil), a.partial[c]...)
 		if len(list) < 2 {
 			continue
@@ -44,11 +44,11 @@ func (s *Store) Compact() (moved, freed uint64) {
 			if !e.hasObject() || !victims[uint32(e.handle()>>slotBits)] {
 				return
 			}
-			h, buf, err := a.alloc(e.size())
+			h, buf, err := a.alloc(e.objSize())
 			if err != nil {
 				return // cannot happen: the receivers had room; the page stays put
 			}
-			copy(buf, a.bytes(e.handle(), e.size()))
+			copy(buf, a.bytes(e.handle(), e.objSize()))
 			a.free(e.handle())
 			*e = e.withHandle(h)
 			moved++

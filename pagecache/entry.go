@@ -10,7 +10,8 @@ import "github.com/s4d-project/s4d/backends"
 //	bits 52-55  backend that compressed the page
 //
 // A same-filled page keeps its 8-byte word in the arena; a zero page
-// keeps nothing.
+// keeps nothing. Every arena object starts with a CRC-32C of the stored
+// bytes that follow it, checked on every read.
 type entry uint64
 
 func makeEntry(h handle, size int, c backends.Class, backend uint8) entry {
@@ -22,6 +23,9 @@ func (e entry) size() int                 { return int(e>>32) & (1<<17 - 1) }
 func (e entry) class() backends.Class     { return backends.Class(e>>49) & 7 }
 func (e entry) backend() uint8            { return uint8(e>>52) & 15 }
 func (e entry) withHandle(h handle) entry { return e&^0xFFFFFFFF | entry(h) }
+
+// objSize is the arena object's size: checksum and stored bytes.
+func (e entry) objSize() int { return checksumSize + e.size() }
 
 // hasObject says whether the page holds arena memory.
 func (e entry) hasObject() bool { return e.class() != backends.ClassZero }

@@ -266,8 +266,8 @@ func TestMemLimit(t *testing.T) {
 			t.Fatalf("result %v", r)
 		}
 	}
-	if stored != 64 {
-		t.Fatalf("stored %d pages under a 4-slab limit, want 64", stored)
+	if want := 4 * s.arena.slotsPer(topClass); stored != want {
+		t.Fatalf("stored %d pages under a 4-slab limit, want %d", stored, want)
 	}
 	if st := s.Stats(); st.MemUsedTotal-st.MetadataBytes > limit || st.MemUsedMax > limit {
 		t.Fatalf("over the limit: %+v", st)
@@ -277,8 +277,8 @@ func TestMemLimit(t *testing.T) {
 	if err := s.Put(7, "p", keys[:1], b2, c2, 0, res[:1]); err != nil || res[0] != NoSpace {
 		t.Fatalf("replace at the limit: %v %v", err, res[0])
 	}
-	got, _ := getAll(t, s, 7, "p", keys[:64])
-	if !bytes.Equal(got, pages[:64*ps]) {
+	got, _ := getAll(t, s, 7, "p", keys[:stored])
+	if !bytes.Equal(got, pages[:stored*ps]) {
 		t.Fatal("stored pages changed at the limit")
 	}
 	// Zero pages need no memory and are still taken.
@@ -342,5 +342,33 @@ func BenchmarkMetadata(b *testing.B) {
 				b.ReportMetric(float64(st.MetadataBytes)/float64(st.Pages), "meta-B/page")
 			}
 		})
+	}
+}
+
+func TestChecksum(t *testing.T) {
+	const ps = 4096
+	s := New(ps, 0)
+	pages := corpus.Pages(corpus.Text, 3, ps, 1)
+	b, c := fill(t, pages, ps)
+	res := make([]Result, 3)
+	if err := s.Put(1, "p", []uint64{1, 2, 3}, b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	// Flip one stored bit of key 2, as a memory fault would.
+	e, _ := s.pools["p"].ix.get(2)
+	s.arena.bytes(e.handle(), e.objSize())[checksumSize+e.size()/2] ^= 0x10
+	_, r := getAll(t, s, 1, "p", []uint64{1, 2, 3})
+	if r[0] != OK || r[1] != Corrupt || r[2] != OK {
+		t.Fatalf("get after corruption: %v", r)
+	}
+	infos, err := s.Inspect(1, "p", []uint64{2, 3}, true)
+	if err != nil || infos[0].Result != Corrupt || infos[0].Data != nil || infos[1].Result != OK {
+		t.Fatalf("inspect after corruption: %+v %v", infos, err)
+	}
+	// Compaction carries the checksum along with the bytes.
+	s.Compact()
+	_, r = getAll(t, s, 1, "p", []uint64{1, 3})
+	if r[0] != OK || r[1] != OK {
+		t.Fatalf("after compaction: %v", r)
 	}
 }

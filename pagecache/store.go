@@ -6,6 +6,7 @@ package pagecache
 import (
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"sort"
 	"sync"
 
@@ -20,7 +21,19 @@ const (
 	NoSpace         // the memory limit refused the page
 	NotFound        // no such key
 	Failed          // the page could not be stored or read
+	Corrupt         // the stored bytes fail their checksum
 )
+
+const checksumSize = 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// object returns the stored bytes of e after checking their checksum.
+func (s *Store) object(e entry) ([]byte, bool) {
+	obj := s.arena.bytes(e.handle(), e.objSize())
+	data := obj[checksumSize:]
+	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, castagnoli)
+}
 
 // Errors for whole requests.
 var (
@@ -136,12 +149,14 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 		var h handle
 		if class != backends.ClassZero {
 			var buf []byte
-			h, buf, err = s.arena.alloc(size)
+			h, buf, err = s.arena.alloc(checksumSize + size)
 			if err != nil {
 				res[i] = NoSpace
 				continue
 			}
-			copy(buf, c.Bytes(i, b))
+			data := c.Bytes(i, b)
+			binary.LittleEndian.PutUint32(buf, crc32.Checksum(data, castagnoli))
+			copy(buf[checksumSize:], data)
 		}
 		e := makeEntry(h, size, class, backend)
 		if old, ok := p.ix.set(key, e); ok {
@@ -210,7 +225,12 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 		if res[i] != OK || !e.hasObject() {
 			continue
 		}
-		n := copy(scratch[off:], s.arena.bytes(e.handle(), e.size()))
+		data, ok := s.object(e)
+		if !ok {
+			res[i] = Corrupt
+			continue
+		}
+		n := copy(scratch[off:], data)
 		out[i].Data = scratch[off : off+n : off+n]
 		off += n
 		if e.class() == backends.ClassSame {
@@ -266,7 +286,11 @@ func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) (
 		}
 		pi := PageInfo{Class: e.class(), Size: e.size(), Backend: s.backendName(e.backend())}
 		if e.hasObject() {
-			obj := s.arena.bytes(e.handle(), e.size())
+			obj, ok := s.object(e)
+			if !ok {
+				out[i].Result = Corrupt
+				continue
+			}
 			if pi.Class == backends.ClassSame {
 				pi.Fill = binary.LittleEndian.Uint64(obj)
 			}
@@ -344,5 +368,5 @@ func (s *Store) ResetMemUsedMax() {
 }
 
 func (r Result) String() string {
-	return [...]string{"ok", "no space", "not found", "failed"}[r]
+	return [...]string{"ok", "no space", "not found", "failed", "corrupt"}[r]
 }

@@ -83,8 +83,8 @@ func printStats(st *ipc.Stats) {
 	}
 	w.Flush()
 	io := st.IO
-	fmt.Printf("\nfailed reads %d, failed writes %d, invalid requests %d, refused for space %d, fallbacks %d\n",
-		io.FailedReads, io.FailedWrites, io.InvalidIO, io.NoSpace, io.Fallbacks)
+	fmt.Printf("\nfailed reads %d, failed writes %d, invalid requests %d, refused for space %d, fallbacks %d, checksum errors %d\n",
+		io.FailedReads, io.FailedWrites, io.InvalidIO, io.NoSpace, io.Fallbacks, io.ChecksumErrors)
 	if len(st.Pools) > 0 {
 		fmt.Println()
 		printPools(w, st.Pools)
