@@ -29,6 +29,8 @@ type Config struct {
 	WebGPULib     string
 	NvcompLib     string
 	GPUMemLimit   int64
+	PoolsPerUser  int    // pools one user may create; 0 = no limit
+	UserQuota     uint64 // stored bytes one user may hold; 0 = no limit
 	LogLevel      slog.Level
 	Log           *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
@@ -46,6 +48,7 @@ func Defaults() Config {
 		MaxFrame:      ipc.DefaultMaxFrame,
 		MaxBatchPages: ipc.DefaultMaxBatchPages,
 		MaxConns:      1024,
+		PoolsPerUser:  1024,
 		IdleTimeout:   10 * time.Minute,
 		FrameTimeout:  30 * time.Second,
 	}

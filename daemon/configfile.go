@@ -34,6 +34,8 @@ type File struct {
 	FrameTimeout  *string `toml:"frame_timeout"`
 	MaxConns      *int    `toml:"max_connections"`
 	MaxBatchPages *int    `toml:"max_batch_pages"`
+	PoolsPerUser  *int    `toml:"max_pools_per_user"`
+	UserQuota     *string `toml:"user_quota"`
 }
 
 // LoadFile reads a configuration file. A missing file is an error only when
@@ -125,6 +127,14 @@ func (f *File) Apply(c *Config) error {
 	}
 	if f.MaxBatchPages != nil {
 		c.MaxBatchPages = *f.MaxBatchPages
+	}
+	if f.PoolsPerUser != nil {
+		c.PoolsPerUser = *f.PoolsPerUser
+	}
+	if f.UserQuota != nil {
+		v, err := ParseSize(*f.UserQuota)
+		set("user_quota", err)
+		c.UserQuota = v
 	}
 	return errors.Join(errs...)
 }

@@ -92,6 +92,8 @@ func storeErr(err error, pool string) (ipc.Code, string) {
 		return ipc.CodePermission, fmt.Sprintf("pool %q belongs to another user", pool)
 	case pagecache.ErrNoPool:
 		return ipc.CodeNotFound, fmt.Sprintf("no pool %q", pool)
+	case pagecache.ErrPoolLimit:
+		return ipc.CodeLimit, fmt.Sprintf("cannot create pool %q: this user has reached its limit of pools", pool)
 	}
 	return ipc.CodeInternal, err.Error()
 }
@@ -106,6 +108,8 @@ func codeOf(r pagecache.Result) ipc.Code {
 		return ipc.CodeNotFound
 	case pagecache.Corrupt:
 		return ipc.CodeCorrupt
+	case pagecache.OverQuota:
+		return ipc.CodeLimit
 	}
 	return ipc.CodeFailed
 }
@@ -142,8 +146,11 @@ func (c *conn) put(body []byte) ([][]byte, ipc.Code, string) {
 	codes := make([]ipc.Code, len(res))
 	for i, r := range res {
 		codes[i] = codeOf(r)
-		if r == pagecache.NoSpace {
+		switch r {
+		case pagecache.NoSpace:
 			c.d.noSpace.Add(1)
+			c.d.failedWr.Add(1)
+		case pagecache.OverQuota:
 			c.d.failedWr.Add(1)
 		}
 	}

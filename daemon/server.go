@@ -75,6 +75,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}}
+	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
 	d.disp = NewDispatcher(set, cfg.Backend, codec, cfg.PageSize, cfg.Log)
 	return d, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 	sd "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/s4d-project/s4d/pagecache"
 )
 
 // stuckAfter is how long batches may be in flight with none finishing
@@ -98,6 +100,8 @@ func (d *Daemon) reload(load func() (Config, error)) {
 	}
 	d.cfg.MemLimit = nc.MemLimit
 	d.store.SetMemLimit(nc.MemLimit)
+	d.cfg.PoolsPerUser, d.cfg.UserQuota = nc.PoolsPerUser, nc.UserQuota
+	d.store.SetLimits(pagecache.Limits{PoolsPerUser: nc.PoolsPerUser, BytesPerUser: nc.UserQuota})
 	if d.cfg.Level != nil {
 		d.cfg.Level.Set(nc.LogLevel)
 	}

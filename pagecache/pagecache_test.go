@@ -372,3 +372,40 @@ func TestChecksum(t *testing.T) {
 		t.Fatalf("after compaction: %v", r)
 	}
 }
+
+func TestUserLimits(t *testing.T) {
+	const ps = 4096
+	s := New(ps, 0)
+	s.SetLimits(Limits{PoolsPerUser: 2, BytesPerUser: 10 * ps})
+	b, c := fill(t, corpus.Pages(corpus.Random, 12, ps, 1), ps) // raw: 4096 bytes each
+	res := make([]Result, 12)
+	if err := s.Put(5, "a", keysFrom(0, 12), b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if want := map[bool]Result{true: OK, false: OverQuota}[i < 10]; r != want {
+			t.Fatalf("page %d: %v, want %v", i, r, want)
+		}
+	}
+	// Replacing a page within the quota still works.
+	if err := s.Put(5, "a", keysFrom(0, 1), b, c, 0, res[:1]); err != nil || res[0] != OK {
+		t.Fatalf("replace at quota: %v %v", err, res[0])
+	}
+	// Another user has a quota of its own.
+	if err := s.Put(6, "b", keysFrom(0, 1), b, c, 0, res[:1]); err != nil || res[0] != OK {
+		t.Fatalf("other user: %v %v", err, res[0])
+	}
+	if err := s.Put(5, "c", keysFrom(0, 1), b, c, 0, res[:1]); err != nil {
+		t.Fatalf("second pool: %v", err)
+	}
+	if err := s.Put(5, "d", keysFrom(0, 1), b, c, 0, res[:1]); err != ErrPoolLimit {
+		t.Fatalf("third pool: %v", err)
+	}
+	// Deleting frees quota.
+	if err := s.Del(5, "a", keysFrom(0, 5), make([]Result, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(5, "a", keysFrom(100, 4), b, c, 0, res[:4]); err != nil || res[3] != OK {
+		t.Fatalf("after delete: %v %v", err, res[:4])
+	}
+}

@@ -22,6 +22,7 @@ const (
 	NotFound        // no such key
 	Failed          // the page could not be stored or read
 	Corrupt         // the stored bytes fail their checksum
+	OverQuota       // the user's quota refused the page
 )
 
 const checksumSize = 4
@@ -39,7 +40,19 @@ func (s *Store) object(e entry) ([]byte, bool) {
 var (
 	ErrPermission = errors.New("permission denied")
 	ErrNoPool     = errors.New("no such pool")
+	ErrPoolLimit  = errors.New("too many pools for this user")
 )
+
+// Limits bound what one user may hold; zero means no limit.
+type Limits struct {
+	PoolsPerUser int
+	BytesPerUser uint64 // stored (compressed) bytes
+}
+
+type user struct {
+	pools int
+	bytes uint64
+}
 
 // Store holds every pool. It is safe for concurrent use.
 type Store struct {
@@ -52,6 +65,8 @@ type Store struct {
 	memMax    uint64
 	compr     uint64 // compressed bytes held
 	compacted uint64
+	limits    Limits
+	users     map[uint32]*user
 }
 
 type pool struct {
@@ -71,7 +86,23 @@ type PoolStats struct {
 func New(pageSize int, memLimit uint64) *Store {
 	a := newArena(pageSize)
 	a.limit = memLimit
-	return &Store{pageSize: pageSize, arena: a, pools: map[string]*pool{}}
+	return &Store{pageSize: pageSize, arena: a, pools: map[string]*pool{}, users: map[uint32]*user{}}
+}
+
+// SetLimits changes the per-user limits; what is stored stays.
+func (s *Store) SetLimits(l Limits) {
+	s.mu.Lock()
+	s.limits = l
+	s.mu.Unlock()
+}
+
+func (s *Store) user(uid uint32) *user {
+	u := s.users[uid]
+	if u == nil {
+		u = new(user)
+		s.users[uid] = u
+	}
+	return u
 }
 
 // PageSize is the size of every page in the store.
@@ -138,14 +169,26 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 	defer s.mu.Unlock()
 	p, err := s.lookup(uid, name)
 	if err == ErrNoPool {
+		if s.limits.PoolsPerUser > 0 && s.user(uid).pools >= s.limits.PoolsPerUser {
+			return ErrPoolLimit
+		}
 		p = &pool{name: name, uid: uid}
 		s.pools[name] = p
+		s.user(uid).pools++
 	} else if err != nil {
 		return err
 	}
+	owner := s.user(p.uid)
 	for i, key := range keys {
 		class := c.Class[i]
 		size := int(c.Size[i])
+		if q := s.limits.BytesPerUser; q > 0 && owner.bytes+uint64(size) > q {
+			// The page it would replace counts as freed.
+			if old, ok := p.ix.get(key); !ok || owner.bytes-uint64(old.size())+uint64(size) > q {
+				res[i] = OverQuota
+				continue
+			}
+		}
 		var h handle
 		if class != backends.ClassZero {
 			var buf []byte
@@ -178,6 +221,7 @@ func (s *Store) forget(p *pool, e entry) {
 
 func (s *Store) account(p *pool, e entry, sign int) {
 	d := uint64(sign) // wraps to subtract
+	s.user(p.uid).bytes += uint64(e.size()) * d
 	p.st.Pages += d
 	p.st.StoredBytes += uint64(e.size()) * d
 	s.compr += uint64(e.size()) * d
@@ -368,5 +412,5 @@ func (s *Store) ResetMemUsedMax() {
 }
 
 func (r Result) String() string {
-	return [...]string{"ok", "no space", "not found", "failed", "corrupt"}[r]
+	return [...]string{"ok", "no space", "not found", "failed", "corrupt", "over quota"}[r]
 }

@@ -33,6 +33,10 @@ var Command = &cli.Command{
 		&cli.StringFlag{Name: "webgpu-lib", EnvVars: []string{"S4D_WEBGPU_LIB"}, Usage: "path of a webgpu.h library (Dawn); default: search"},
 		&cli.StringFlag{Name: "nvcomp-lib", EnvVars: []string{"S4D_NVCOMP_LIB"}, Usage: "path of libnvcomp.so; default: search"},
 		&cli.StringFlag{Name: "gpu-mem-limit", Value: "0", Usage: "device memory a GPU backend may use; 0 = its default"},
+		&cli.IntFlag{Name: "max-connections", Value: daemon.Defaults().MaxConns, Usage: "connections served at once"},
+		&cli.IntFlag{Name: "max-batch-pages", Value: daemon.Defaults().MaxBatchPages, Usage: "keys in one request"},
+		&cli.IntFlag{Name: "max-pools-per-user", Value: daemon.Defaults().PoolsPerUser, Usage: "pools one user may create; 0 = no limit"},
+		&cli.StringFlag{Name: "user-quota", Value: "0", Usage: "compressed bytes one user may store (K/M/G/T); 0 = no limit"},
 		&cli.DurationFlag{Name: "idle-timeout", Value: daemon.Defaults().IdleTimeout, Usage: "close a connection with no request for this long"},
 		&cli.DurationFlag{Name: "frame-timeout", Value: daemon.Defaults().FrameTimeout, Usage: "a request must arrive whole within this once it starts"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"S4D_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
@@ -110,6 +114,20 @@ func configure(cx *cli.Context) (daemon.Config, error) {
 	}
 	if cx.IsSet("workers") {
 		cfg.Workers = cx.Int("workers")
+	}
+	if cx.IsSet("max-connections") {
+		cfg.MaxConns = cx.Int("max-connections")
+	}
+	if cx.IsSet("max-batch-pages") {
+		cfg.MaxBatchPages = cx.Int("max-batch-pages")
+	}
+	if cx.IsSet("max-pools-per-user") {
+		cfg.PoolsPerUser = cx.Int("max-pools-per-user")
+	}
+	if cx.IsSet("user-quota") {
+		if cfg.UserQuota, err = daemon.ParseSize(cx.String("user-quota")); err != nil {
+			return cfg, fmt.Errorf("--user-quota: %w", err)
+		}
 	}
 	if cx.IsSet("idle-timeout") {
 		cfg.IdleTimeout = cx.Duration("idle-timeout")
