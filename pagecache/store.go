@@ -17,12 +17,12 @@ import (
 type Result uint8
 
 const (
-	OK       Result = iota
-	NoSpace         // the memory limit refused the page
-	NotFound        // no such key
-	Failed          // the page could not be stored or read
-	Corrupt         // the stored bytes fail their checksum
-	OverQuota       // the user's quota refused the page
+	OK        Result = iota
+	NoSpace          // the memory limit refused the page
+	NotFound         // no such key
+	Failed           // the page could not be stored or read
+	Corrupt          // the stored bytes fail their checksum
+	OverQuota        // the user's quota refused the page
 )
 
 const checksumSize = 4

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/ipc"
