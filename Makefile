@@ -15,7 +15,13 @@ CONFDIR     ?= /etc/s4d
 INSTALL_TARGETS :=
 UNINSTALL_TARGETS :=
 
-.PHONY: all build deps deps-system deps-go test run clean install uninstall
+.PHONY: all build deps deps-system deps-go test fuzz soak run clean install uninstall
+
+# Native fuzz targets, package:target; `make test` gives each FUZZTIME.
+FUZZ_TARGETS := ./ipc:FuzzReadFrame ./ipc:FuzzDecodePut ./daemon:FuzzHandle \
+	./backends/cpu:FuzzDecodePage ./backends/cpu:FuzzRoundTrip
+FUZZTIME ?= 10s
+SOAKTIME ?= 5m
 all: build
 
 -include mk/*.mk
@@ -40,6 +46,19 @@ deps: $(DEPS_TARGETS)
 test: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) 2>&1); rc=$$?; \
+		echo "$$out" | tail -n 3; [ $$rc -eq 0 ] || exit 1; \
+	done
+
+# A longer randomized run against the real daemon, every byte checked.
+soak:
+	S4D_SOAK=$(SOAKTIME) $(GO) test -race -count=1 -timeout 0 -run TestSoak -v ./tests
 
 run: deps build
 	$(BIN) daemon --socket $(SOCKET) --backend auto
