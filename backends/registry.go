@@ -91,7 +91,9 @@ func IsUnavailable(err error) bool {
 // Set holds the backends opened on this machine and their status.
 type Set struct {
 	mu       sync.Mutex
+	opts     Options
 	order    []string
+	openers  map[string]Opener
 	backends map[string]Backend
 	status   map[string]*Status
 }
@@ -102,28 +104,52 @@ func Open(opts Options, only ...string) *Set {
 	regMu.Lock()
 	rs := append([]registration(nil), regs...)
 	regMu.Unlock()
-	s := &Set{backends: map[string]Backend{}, status: map[string]*Status{}}
+	s := &Set{opts: opts, openers: map[string]Opener{}, backends: map[string]Backend{}, status: map[string]*Status{}}
 	for _, r := range rs {
 		if len(only) > 0 && !contains(only, r.name) {
 			continue
 		}
 		s.order = append(s.order, r.name)
-		st := &Status{Name: r.name}
-		s.status[r.name] = st
-		b, err := safeOpen(r.open, opts)
-		switch {
-		case err == nil:
-			st.State, st.Describe = StateOK, b.Describe()
-			s.backends[r.name] = b
-		case IsUnavailable(err):
-			var u *UnavailableError
-			errors.As(err, &u)
-			st.State, st.Reason = StateUnavailable, u.Reason
-		default:
-			st.State, st.Reason = StateFailed, err.Error()
-		}
+		s.openers[r.name] = r.open
+		s.status[r.name] = &Status{Name: r.name}
+		s.open(r.name)
 	}
 	return s
+}
+
+// open probes one backend and records the outcome; s.mu is held or unneeded.
+func (s *Set) open(name string) {
+	st := s.status[name]
+	b, err := safeOpen(s.openers[name], s.opts)
+	switch {
+	case err == nil:
+		st.State, st.Describe, st.Reason = StateOK, b.Describe(), ""
+		s.backends[name] = b
+	case IsUnavailable(err):
+		var u *UnavailableError
+		errors.As(err, &u)
+		st.State, st.Reason = StateUnavailable, u.Reason
+	default:
+		st.State, st.Reason = StateFailed, err.Error()
+	}
+}
+
+// Retry probes the failed backends again (a device may come back after a
+// reset) and returns the names that are ok again.
+func (s *Set) Retry() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var back []string
+	for _, n := range s.order {
+		if s.status[n].State != StateFailed {
+			continue
+		}
+		s.open(n)
+		if s.status[n].State == StateOK {
+			back = append(back, n)
+		}
+	}
+	return back
 }
 
 // safeOpen turns a panicking probe into a failed status: a broken driver

@@ -139,6 +139,9 @@ func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, o
 		c.batches.Add(1)
 		err := be.Compress(ctx, b, out)
 		if err == nil {
+			err = faultBackend(be.Name())
+		}
+		if err == nil {
 			n := b.Len()
 			c.pages.Add(uint64(n))
 			c.in.Add(uint64(len(pages)))
@@ -169,6 +172,9 @@ func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression)
 		c := d.counters(be.Name(), d.codec, "decompress")
 		c.batches.Add(1)
 		err := be.Decompress(ctx, dd)
+		if err == nil {
+			err = faultBackend(be.Name())
+		}
 		if err == nil {
 			c.pages.Add(uint64(len(dd.Src)))
 			for _, s := range dd.Src {

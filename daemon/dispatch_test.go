@@ -69,6 +69,10 @@ func TestFallbackToCPU(t *testing.T) {
 	if stats[0].Name != "faulty" || stats[0].Counters[0].Errors != 1 {
 		t.Fatalf("error not counted: %+v", stats[0])
 	}
+	// A failed backend is probed again later and comes back if it opens.
+	if back := set.Retry(); len(back) != 1 || back[0] != "faulty" || d.InUse() != "faulty" {
+		t.Fatalf("retry brought back %v; in use %s", back, d.InUse())
+	}
 }
 
 func TestParseSize(t *testing.T) {

@@ -19,6 +19,9 @@ import (
 // before the daemon counts as wedged.
 const stuckAfter = 60 * time.Second
 
+// reprobeEvery is how often failed backends are probed again.
+const reprobeEvery = 5 * time.Minute
+
 // Run listens (on the socket systemd passed, or on our own), tells systemd
 // when it is ready, keeps the status line and watchdog going, re-reads the
 // configuration on SIGHUP through reload, and serves until ctx ends.
@@ -61,8 +64,14 @@ func (d *Daemon) Run(ctx context.Context, reload func() (Config, error)) error {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	retry := time.NewTicker(reprobeEvery)
+	defer retry.Stop()
 	for {
 		select {
+		case <-retry.C:
+			if back := d.set.Retry(); len(back) > 0 {
+				d.log.Info("failed backends are back in service", "backends", back)
+			}
 		case <-hup:
 			sd.SdNotify(false, "RELOADING=1")
 			d.reload(reload)

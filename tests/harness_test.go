@@ -66,19 +66,30 @@ func (s *syncBuffer) String() string {
 // start runs `s4d daemon` on a fresh socket and waits until it answers.
 func start(t *testing.T, args ...string) *daemon {
 	t.Helper()
+	return startBin(t, s4dBin, args...)
+}
+
+// startBin is start with another build of s4d.
+func startBin(t *testing.T, bin string, args ...string) *daemon {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "s4d-sock-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	return startOn(t, filepath.Join(dir, "run", "s4d.sock"), args...)
+	return startOnBin(t, bin, filepath.Join(dir, "run", "s4d.sock"), args...)
 }
 
 func startOn(t *testing.T, socket string, args ...string) *daemon {
 	t.Helper()
+	return startOnBin(t, s4dBin, socket, args...)
+}
+
+func startOnBin(t *testing.T, bin, socket string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{t: t, socket: socket, log: &syncBuffer{}, done: make(chan error, 1)}
-	d.cmd = exec.Command(s4dBin, append([]string{"daemon", "--socket", socket, "--log-level", "debug"}, args...)...)
+	d.cmd = exec.Command(bin, append([]string{"daemon", "--socket", socket, "--log-level", "debug"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
