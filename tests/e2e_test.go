@@ -300,43 +300,73 @@ func makeStale(t *testing.T, path string) {
 	}
 }
 
-// Pools belong to the user that created them.
-func TestForeignUser(t *testing.T) {
+// Pools belong to the user that created them: two ordinary users, each
+// running the real ctl, cannot read, overwrite, delete, inspect or list
+// each other's pools; root sees everything.
+func TestTwoUsers(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("needs root to run clients as another user")
+		t.Skip("needs root to run clients as other users")
 	}
 	d := start(t, "--socket-mode", "0666")
-	c := d.client()
-	codes, err := c.Put(ctx(t), "root-pool", keys(0, 4), corpus.Pages(corpus.Text, 4, 4096, 1))
+	dir, err := os.MkdirTemp("", "s4d-users-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	allOK(t, "put", keys(0, 4), codes)
-	as := func(args ...string) (string, error) {
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o777)
+	alice, bob := uint32(4242), uint32(4343)
+	as := func(uid uint32, args ...string) (string, error) {
 		cmd := exec.Command(s4dBin, append([]string{"ctl", "--socket", d.socket}, args...)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
-		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	mine := filepath.Join(dir, "alice.bin")
+	theirs := filepath.Join(dir, "bob.bin")
+	os.WriteFile(mine, corpus.Pages(corpus.Text, 4, 4096, 1), 0o644)
+	os.WriteFile(theirs, corpus.Pages(corpus.Pointers, 4, 4096, 2), 0o644)
+	if out, err := as(alice, "put", "--pool", "alice", "--file", mine); err != nil {
+		t.Fatalf("alice put: %v %s", err, out)
+	}
+	if out, err := as(bob, "put", "--pool", "bob", "--file", theirs); err != nil {
+		t.Fatalf("bob put: %v %s", err, out)
+	}
 	for _, args := range [][]string{
-		{"get", "--pool", "root-pool", "--keys", "0-3", "--out", "/dev/null"},
-		{"del", "--pool", "root-pool", "--keys", "0"},
-		{"inspect", "--pool", "root-pool", "--keys", "0"},
-		{"stats", "--pool", "root-pool"},
+		{"get", "--pool", "alice", "--keys", "0-3", "--out", "stolen.bin"},
+		{"put", "--pool", "alice", "--file", theirs},
+		{"del", "--pool", "alice", "--keys", "0"},
+		{"inspect", "--pool", "alice", "--keys", "0", "--raw-out", "raw"},
+		{"stats", "--pool", "alice"},
 	} {
-		if out, err := as(args...); err == nil || !strings.Contains(out, "permission denied") {
-			t.Fatalf("uid 4242 %v: %v %q", args, err, out)
+		if out, err := as(bob, args...); err == nil || !strings.Contains(out, "permission denied") {
+			t.Fatalf("bob %v: %v %q", args, err, out)
 		}
 	}
-	if out, err := as("pools"); err != nil || strings.Contains(out, "root-pool") {
-		t.Fatalf("uid 4242 sees root's pool: %v %q", err, out)
+	for _, args := range [][]string{{"pools"}, {"stats"}, {"stats", "--json"}} {
+		out, err := as(bob, args...)
+		if err != nil || strings.Contains(out, "alice") || !strings.Contains(out, "bob") {
+			t.Fatalf("bob %v shows another user's pools or not his own: %v %q", args, err, out)
+		}
 	}
-	if out, err := as("stats"); err != nil || strings.Contains(out, "root-pool") {
-		t.Fatalf("uid 4242 stats show root's pool: %v %q", err, out)
+	// Alice's pages are untouched; root sees both pools.
+	out := filepath.Join(dir, "check.bin")
+	if o, err := as(alice, "get", "--pool", "alice", "--keys", "0-3", "--out", out); err != nil {
+		t.Fatalf("alice get: %v %s", err, o)
 	}
-	// Root still has every page.
-	if _, codes, err := c.Get(ctx(t), "root-pool", keys(0, 4)); err != nil || ipc.PageError(keys(0, 4), codes) != nil {
-		t.Fatalf("root's pages after foreign attempts: %v %v", err, codes)
+	if a, b := mustRead(t, out), mustRead(t, mine); !bytes.Equal(a, b) {
+		t.Fatal("alice's pages changed")
 	}
+	pools, err := d.client().Pools(ctx(t))
+	if err != nil || len(pools) != 2 || pools[0].UID != alice || pools[1].UID != bob {
+		t.Fatalf("root's view: %v %+v", err, pools)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
