@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/s4d-project/s4d/cmd/s4d/bench"
 	"github.com/s4d-project/s4d/cmd/s4d/ctl"
 	"github.com/s4d-project/s4d/cmd/s4d/daemoncmd"
 )
@@ -15,7 +16,7 @@ func main() {
 	app := &cli.App{
 		Name:     "s4d",
 		Usage:    "keep memory pages compressed in RAM, on the GPU or the CPU",
-		Commands: []*cli.Command{daemoncmd.Command, ctl.Command},
+		Commands: []*cli.Command{daemoncmd.Command, ctl.Command, bench.Command},
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}

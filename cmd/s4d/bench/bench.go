@@ -1,0 +1,250 @@
+// Package bench is `s4d bench`: it measures compression speed, ratio, CPU
+// cost and latency, either of the engines in this process or of a running
+// daemon end to end, always next to the cpu engine in this process on the
+// same pages, so that figures taken on different or busy machines compare.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/s4d-project/s4d/backends"
+	_ "github.com/s4d-project/s4d/backends/all"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// Command is `s4d bench`.
+var Command = &cli.Command{
+	Name:  "bench",
+	Usage: "measure throughput, ratio, CPU cost and latency, in-process or through a running daemon",
+	Description: "Without --inproc, drives the daemon at --socket: PUTs every page, GETs it back and compares, then deletes it.\n" +
+		"With --inproc, runs the compression engines in this process. Either way the cpu engine is also run\n" +
+		"in this process on the same pages, and every figure is printed with its ratio to it (x cpu-inproc).",
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "inproc", Usage: "run the engines in this process instead of through a daemon"},
+		&cli.StringFlag{Name: "backend", Value: "all", Usage: "with --inproc: cpu, webgpu, cuda or all"},
+		&cli.StringFlag{Name: "codec", Value: "both", Usage: "with --inproc: lz4, zstd or both (end to end, the daemon's codec is used)"},
+		&cli.StringFlag{Name: "socket", EnvVars: []string{"S4D_SOCKET"}, Value: ipc.DefaultSocketPath, Usage: "daemon socket"},
+		&cli.IntFlag{Name: "clients", Value: 1, Usage: "concurrent clients (connections end to end, goroutines in-process)"},
+		&cli.StringFlag{Name: "batch", Value: "256", Usage: "pages per request; a list such as 1,16,256,4096 sweeps them"},
+		&cli.IntFlag{Name: "from-pid", Usage: "corpus: a snapshot of this process's writable private memory"},
+		&cli.StringFlag{Name: "file", Usage: "corpus: the whole pages of this file"},
+		&cli.StringFlag{Name: "synthetic", Value: "mixed", Usage: "corpus kind when neither --from-pid nor --file: zero, same, text, pointers, random, threshold or mixed"},
+		&cli.StringFlag{Name: "size", Value: "64M", Usage: "size of a synthetic corpus (K/M/G suffixes)"},
+		&cli.StringFlag{Name: "max-bytes", Value: "256M", Usage: "at most this much of --from-pid or --file"},
+		&cli.IntFlag{Name: "page-size", Value: 4096, Usage: "with --inproc: page size (end to end, the daemon's is used)"},
+		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		&cli.StringFlag{Name: "plot", Usage: "draw throughput against batch size into this PNG file"},
+	},
+	Action: run,
+}
+
+// parseBatches reads "1,16,256" into ascending, distinct batch sizes.
+func parseBatches(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--batch %q: want page counts of at least 1, separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func parseCodecs(s string) ([]backends.Codec, error) {
+	if s == "both" {
+		return []backends.Codec{backends.CodecLZ4, backends.CodecZstd}, nil
+	}
+	c, err := backends.ParseCodec(s)
+	if err != nil {
+		return nil, fmt.Errorf("--codec: %w (or both)", err)
+	}
+	return []backends.Codec{c}, nil
+}
+
+// loadCorpus reads the pages to measure and says what they are.
+func loadCorpus(cx *cli.Context, pageSize int) ([]byte, string, error) {
+	maxBytes, err := parseSize(cx.String("max-bytes"))
+	if err != nil {
+		return nil, "", fmt.Errorf("--max-bytes: %w", err)
+	}
+	switch pid, file := cx.Int("from-pid"), cx.String("file"); {
+	case pid != 0 && file != "":
+		return nil, "", errors.New("--from-pid and --file: give one corpus")
+	case pid != 0:
+		p, err := snapshotPID(pid, pageSize, maxBytes)
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return p, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))), err
+	case file != "":
+		p, err := readFilePages(file, pageSize, maxBytes)
+		return p, "file " + file, err
+	}
+	size, err := parseSize(cx.String("size"))
+	if err != nil {
+		return nil, "", fmt.Errorf("--size: %w", err)
+	}
+	kind := cx.String("synthetic")
+	p, err := syntheticPages(kind, pageSize, size)
+	return p, "synthetic " + kind, err
+}
+
+// refKey names one cpu-inproc reference measurement.
+type refKey struct {
+	codec          backends.Codec
+	batch, clients int
+}
+
+func run(cx *cli.Context) error {
+	ctx := cx.Context
+	batches, err := parseBatches(cx.String("batch"))
+	if err != nil {
+		return err
+	}
+	clients := cx.Int("clients")
+	if clients < 1 {
+		return errors.New("--clients must be at least 1")
+	}
+	inproc := cx.Bool("inproc")
+	pageSize := cx.Int("page-size")
+	rep := &Report{Cores: runtime.GOMAXPROCS(0)}
+
+	var target *daemonTarget
+	if !inproc {
+		if cx.IsSet("codec") || cx.IsSet("backend") || cx.IsSet("page-size") {
+			return errors.New("--codec, --backend and --page-size apply to --inproc only; end to end the daemon's own are measured")
+		}
+		if target, err = openDaemon(ctx, cx.String("socket"), clients); err != nil {
+			return err
+		}
+		defer target.close()
+		pageSize = int(target.hello.PageSize)
+		rep.Daemon = &DaemonInfo{Socket: target.socket, PID: target.pid, Server: target.hello.Server, Codec: target.hello.Codec}
+		for _, b := range batches {
+			if b > target.maxBatch() {
+				return fmt.Errorf("--batch %d: the daemon takes at most %d pages per request", b, target.maxBatch())
+			}
+		}
+	}
+	pages, desc, err := loadCorpus(cx, pageSize)
+	if err != nil {
+		return err
+	}
+	rep.Corpus, rep.PageSize, rep.Pages = desc, pageSize, len(pages)/pageSize
+
+	var prog *progress
+	if isTerminal(os.Stderr.Fd()) {
+		prog = newProgress(os.Stderr)
+	} else {
+		prog = newProgress(nil)
+	}
+	defer prog.end()
+
+	// Open the engines: for the reference, cpu always; in-process, also
+	// those asked for.
+	names := []string{"cpu"}
+	if inproc {
+		switch b := cx.String("backend"); b {
+		case "all":
+			names = backends.Names()
+		default:
+			if !slices.Contains(backends.Names(), b) {
+				rep.Skipped = append(rep.Skipped, Skipped{Backend: b, State: string(backends.StateUnavailable),
+					Reason: "not built into this binary (built in: " + strings.Join(backends.Names(), ", ") + ")"})
+			} else if b != "cpu" {
+				names = append(names, b)
+			}
+		}
+	}
+	set := backends.Open(backends.Options{PageSize: pageSize}, names...)
+	defer set.Close()
+	for _, s := range set.Statuses() {
+		if s.State != backends.StateOK {
+			rep.Skipped = append(rep.Skipped, Skipped{Backend: s.Name, State: string(s.State), Reason: s.Reason})
+		}
+	}
+	cpu, ok := set.Get("cpu")
+	if !ok {
+		return errors.New("the cpu backend did not open; nothing to compare against")
+	}
+
+	refs := map[refKey]Result{}
+	reference := func(codec backends.Codec, batch int) (Result, error) {
+		k := refKey{codec, batch, clients}
+		if r, ok := refs[k]; ok {
+			return r, nil
+		}
+		r, err := runInproc(ctx, cpu, codec, pages, pageSize, batch, clients, prog)
+		if err != nil {
+			return r, err
+		}
+		r.VsCPU = relative(r.Figures, r.Figures)
+		refs[k] = r
+		rep.Reference = append(rep.Reference, r)
+		return r, nil
+	}
+
+	if inproc {
+		codecs, err := parseCodecs(cx.String("codec"))
+		if err != nil {
+			return err
+		}
+		for _, b := range set.Usable() {
+			if cx.String("backend") != "all" && b.Name() != cx.String("backend") {
+				continue // opened only as the reference
+			}
+			for _, codec := range codecs {
+				for _, batch := range batches {
+					ref, err := reference(codec, batch)
+					if err != nil {
+						return err
+					}
+					r := ref // the cpu engine is its own reference: measured once
+					if b.Name() != "cpu" {
+						if r, err = runInproc(ctx, b, codec, pages, pageSize, batch, clients, prog); err != nil {
+							return err
+						}
+						r.VsCPU = relative(r.Figures, ref.Figures)
+					}
+					rep.Results = append(rep.Results, r)
+				}
+			}
+		}
+	} else {
+		codec, err := backends.ParseCodec(target.hello.Codec)
+		if err != nil {
+			return fmt.Errorf("daemon announced codec: %w", err)
+		}
+		for _, batch := range batches {
+			ref, err := reference(codec, batch)
+			if err != nil {
+				return err
+			}
+			r, err := target.run(ctx, pages, batch, prog)
+			if err != nil {
+				return err
+			}
+			r.VsCPU = relative(r.Figures, ref.Figures)
+			rep.Results = append(rep.Results, r)
+		}
+	}
+	prog.end() // before printing, so the report does not share a line with it
+
+	if f := cx.String("plot"); f != "" {
+		if err := writePlot(f, rep); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+	}
+	if cx.Bool("json") {
+		return rep.writeJSON(cx.App.Writer)
+	}
+	return rep.writeTable(cx.App.Writer)
+}

@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// userHZ is the unit of utime and stime in /proc/PID/stat. The kernel
+// reports them in USER_HZ, which is 100 on every Linux architecture Go
+// supports, whatever the kernel's own tick rate.
+const userHZ = 100
+
+// daemonPID asks the kernel which process listens on socket: SO_PEERCRED
+// on a connected Unix socket names the peer from either end, so a client
+// can find the daemon whose CPU time it is about to read.
+func daemonPID(socket string) (int, error) {
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		return 0, &ipc.DialError{Socket: socket, Err: err}
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if credErr != nil {
+		return 0, fmt.Errorf("SO_PEERCRED: %w", credErr)
+	}
+	return int(cred.Pid), nil
+}
+
+// pidCPU returns the user plus system time of process pid (all its
+// threads) in seconds.
+func pidCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(string(b))
+}
+
+// parseStatCPU reads utime and stime (fields 14 and 15) from a
+// /proc/PID/stat line. The command name (field 2) is in parentheses and may
+// itself hold spaces and parentheses, so fields are counted after the last ')'.
+func parseStatCPU(stat string) (float64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	f := strings.Fields(stat[i+1:])
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat line too short: %q", stat)
+	}
+	// f[0] is field 3 (state), so field 14 is f[11].
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc stat: bad utime/stime %q %q", f[11], f[12])
+	}
+	return float64(ut+st) / userHZ, nil
+}
+
+// daemonTarget is a running daemon and the connections that load it.
+type daemonTarget struct {
+	socket  string
+	pid     int
+	hello   *ipc.Hello
+	clients []*ipc.Client // one connection each: the daemon serves connections in parallel
+	pool    string
+}
+
+func openDaemon(ctx context.Context, socket string, clients int) (*daemonTarget, error) {
+	pid, err := daemonPID(socket)
+	if err != nil {
+		return nil, err
+	}
+	t := &daemonTarget{socket: socket, pid: pid, pool: fmt.Sprintf("bench-%d", os.Getpid())}
+	for range clients {
+		c := &ipc.Client{Socket: socket, Name: "s4d-bench"}
+		h, err := c.Hello(ctx) // dials now, so no request below pays for it
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.hello = h
+		t.clients = append(t.clients, c)
+	}
+	return t, nil
+}
+
+func (t *daemonTarget) close() {
+	for _, c := range t.clients {
+		c.Close()
+	}
+}
+
+// maxBatch is the most pages one PUT may carry: the daemon's batch limit,
+// or fewer if its frame limit is the tighter one.
+func (t *daemonTarget) maxBatch() int {
+	fit := (int(t.hello.MaxFrame) - ipc.HeaderSize - ipc.PutBodySize(t.pool, 0, 0)) / (8 + int(t.hello.PageSize))
+	return max(1, min(int(t.hello.MaxBatchPages), fit))
+}
+
+// poolBytes returns the pool's original and stored bytes from STATS. The
+// pool is ours alone, so other clients of the same daemon do not disturb
+// the ratio the way store-wide totals would.
+func (t *daemonTarget) poolBytes(ctx context.Context) (orig, stored uint64, err error) {
+	s, err := t.clients[0].Stats(ctx, t.pool)
+	if ipc.CodeOf(err) == ipc.CodeNotFound {
+		return 0, 0, nil // not created yet, or emptied and removed
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, p := range s.Pools {
+		if p.Name == t.pool {
+			return p.OrigBytes, p.StoredBytes, nil
+		}
+	}
+	return 0, 0, nil
+}
+
+// cpuNow reads the daemon's and this process's CPU time together.
+func (t *daemonTarget) cpuNow() (daemon, self float64, err error) {
+	daemon, err = pidCPU(t.pid)
+	return daemon, processCPU(), err
+}
+
+// run PUTs every page in batches of `batch` pages over all connections,
+// GETs them back and compares them, then deletes them. Times cover the
+// round trips only; the daemon's CPU is read from /proc around each phase.
+func (t *daemonTarget) run(ctx context.Context, pages []byte, batch int, prog *progress) (Result, error) {
+	ps := int(t.hello.PageSize)
+	n := len(pages) / ps
+	nb := (n + batch - 1) / batch
+	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = uint64(i)
+	}
+	span := func(i int) (lo, hi int) { return i * batch, min((i+1)*batch, n) }
+	// One goroutine per connection, each sending its next request when the
+	// last one is answered, as that many independent clients would.
+	conns := len(t.clients)
+	res := Result{Mode: "e2e", Backend: "daemon", Codec: t.hello.Codec, Batch: batch, Clients: conns,
+		Pages: n, OrigBytes: int64(n) * int64(ps)}
+	defer t.deleteAll(context.WithoutCancel(ctx), keys)
+
+	orig0, stored0, err := t.poolBytes(ctx)
+	if err != nil {
+		return res, err
+	}
+	label := fmt.Sprintf("e2e %s batch %d", t.hello.Codec, batch)
+	prog.phase(label+" PUT", int64(n))
+	runtime.GC()
+	d0, s0, err := t.cpuNow()
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	putLat, err := fanOutConns(nb, conns, func(c *ipc.Client, i int) error {
+		lo, hi := span(i)
+		codes, err := c.Put(ctx, t.pool, keys[lo:hi], pages[lo*ps:hi*ps])
+		if err == nil {
+			err = ipc.PageError(keys[lo:hi], codes)
+		}
+		prog.add(int64(hi - lo))
+		return err
+	}, t.clients)
+	res.PutSeconds = time.Since(t0).Seconds()
+	d1, _, cerr := t.cpuNow()
+	if err != nil {
+		return res, fmt.Errorf("put: %w", err)
+	}
+	if cerr != nil {
+		return res, cerr
+	}
+	orig1, stored1, err := t.poolBytes(ctx)
+	if err != nil {
+		return res, err
+	}
+	if orig1-orig0 != uint64(res.OrigBytes) {
+		return res, fmt.Errorf("pool %s grew by %d bytes, not the %d put", t.pool, orig1-orig0, res.OrigBytes)
+	}
+	res.StoredBytes = int64(stored1 - stored0)
+
+	back := make([][]byte, nb)
+	prog.phase(label+" GET", int64(n))
+	runtime.GC()
+	t0 = time.Now()
+	getLat, err := fanOutConns(nb, conns, func(c *ipc.Client, i int) error {
+		lo, hi := span(i)
+		got, codes, err := c.Get(ctx, t.pool, keys[lo:hi])
+		if err == nil {
+			err = ipc.PageError(keys[lo:hi], codes)
+		}
+		back[i] = got
+		prog.add(int64(hi - lo))
+		return err
+	}, t.clients)
+	res.GetSeconds = time.Since(t0).Seconds()
+	d2, s2, cerr := t.cpuNow()
+	if err != nil {
+		return res, fmt.Errorf("get: %w", err)
+	}
+	if cerr != nil {
+		return res, cerr
+	}
+	for i, got := range back {
+		lo, hi := span(i)
+		if !bytes.Equal(got, pages[lo*ps:hi*ps]) {
+			return res, fmt.Errorf("get: pages %d-%d came back different from what was put", lo, hi-1)
+		}
+	}
+	res.PutLatency, res.GetLatency = summarise(putLat), summarise(getLat)
+	res.finish(d1-d0, d2-d1)
+	res.ClientCPUPerGB = div(s2-s0, 2*float64(res.OrigBytes)/1e9)
+	return res, nil
+}
+
+// fanOutConns is fanOut with one connection per goroutine.
+func fanOutConns(n, conns int, do func(c *ipc.Client, i int) error, clients []*ipc.Client) ([]time.Duration, error) {
+	ch := make(chan *ipc.Client, conns)
+	for _, c := range clients {
+		ch <- c
+	}
+	return fanOut(n, conns, func(i int) error {
+		// Each goroutine holds a connection for one request at a time;
+		// with as many goroutines as connections none ever waits here.
+		c := <-ch
+		defer func() { ch <- c }()
+		return do(c, i)
+	})
+}
+
+// deleteAll removes the pages again so the daemon is left as it was.
+func (t *daemonTarget) deleteAll(ctx context.Context, keys []uint64) {
+	per := t.maxBatch()
+	for lo := 0; lo < len(keys); lo += per {
+		t.clients[0].Del(ctx, t.pool, keys[lo:min(lo+per, len(keys))])
+	}
+}
