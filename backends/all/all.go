@@ -3,4 +3,5 @@ package all
 
 import (
 	_ "github.com/s4d-project/s4d/backends/cpu"
+	_ "github.com/s4d-project/s4d/backends/cuda"
 )

@@ -1,0 +1,183 @@
+package cuda_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
+)
+
+const benchBatch = 64 << 20
+
+// benchPages returns the pages to compress: the private writable memory of
+// the process S4D_BENCH_PID (what zram would see of it), else a synthetic
+// mixed heap. The result is a whole number of 64 MiB batches.
+func benchPages(b *testing.B) ([]byte, string) {
+	if pid := os.Getenv("S4D_BENCH_PID"); pid != "" {
+		mem, err := snapshot(pid, 4*benchBatch)
+		if err != nil {
+			b.Fatalf("snapshot of %s: %v", pid, err)
+		}
+		if len(mem) >= benchBatch {
+			return mem[:len(mem)/benchBatch*benchBatch], "pid " + pid
+		}
+		b.Logf("pid %s has only %d bytes of private memory; using the synthetic corpus", pid, len(mem))
+	}
+	return corpus.Pages(corpus.Mixed, 2*benchBatch/4096, 4096, 1), "corpus.Mixed"
+}
+
+func snapshot(pid string, limit int) ([]byte, error) {
+	maps, err := os.Open("/proc/" + pid + "/maps")
+	if err != nil {
+		return nil, err
+	}
+	defer maps.Close()
+	mem, err := os.Open("/proc/" + pid + "/mem")
+	if err != nil {
+		return nil, err
+	}
+	defer mem.Close()
+	var out []byte
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() && len(out) < limit {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[1] != "rw-p" || (len(f) > 5 && strings.HasPrefix(f[5], "[v")) {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		n := min(int(end-start), limit-len(out))
+		buf := make([]byte, n)
+		if m, _ := mem.ReadAt(buf, int64(start)); m > 0 {
+			out = append(out, buf[:m/4096*4096]...)
+		}
+	}
+	return out, sc.Err()
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// BenchmarkCompress compares the GPU with the CPU backend on all cores, on
+// the same 64 MiB batches, in one run: end-to-end GB/s (pages in, classes
+// and packed bytes out in Go memory) and CPU core-seconds spent per GB.
+func BenchmarkCompress(b *testing.B) {
+	pages, src := benchPages(b)
+	zero := 0
+	for i := 0; i < len(pages); i += 4096 {
+		if c, _ := backends.Classify(pages[i : i+4096]); c == backends.ClassZero {
+			zero++
+		}
+	}
+	b.Logf("%d MiB from %s, %.0f%% zero pages", len(pages)>>20, src, 100*float64(zero)/float64(len(pages)/4096))
+	gpu := openGPU(b, backends.Options{})
+	b.Logf("cuda: %s", gpu.Describe())
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ref.Close()
+	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+		for _, be := range []backends.Backend{gpu, ref} {
+			b.Run(fmt.Sprintf("%s/%s", be.Name(), codec), func(b *testing.B) {
+				benchCompress(b, be, pages, codec)
+			})
+		}
+	}
+}
+
+func benchCompress(b *testing.B, be backends.Backend, pages []byte, codec backends.Codec) {
+	batches := len(pages) / benchBatch
+	outs := make([]backends.Compressed, batches)
+	in := make([]backends.Batch, batches)
+	for i := range in {
+		in[i] = backends.Batch{PageSize: 4096, Pages: pages[i*benchBatch : (i+1)*benchBatch], Codec: codec, Threshold: 3072}
+		// Warm up: buffers sized, encoders built.
+		if err := be.Compress(context.Background(), &in[i], &outs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(benchBatch)
+	b.ResetTimer()
+	cpu0, t0 := cpuSeconds(), time.Now()
+	for i := 0; i < b.N; i++ {
+		if err := be.Compress(context.Background(), &in[i%batches], &outs[i%batches]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	el, cs := time.Since(t0).Seconds(), cpuSeconds()-cpu0
+	b.StopTimer()
+	gb := float64(b.N) * benchBatch / 1e9
+	stored := 0
+	for i := range in {
+		for p := range in[i].Len() {
+			stored += int(outs[i].Size[p])
+		}
+	}
+	b.ReportMetric(gb/el, "GB/s")
+	b.ReportMetric(cs/gb, "core-s/GB")
+	b.ReportMetric(float64(len(in)*benchBatch)/float64(max(stored, 1)), "ratio")
+}
+
+// BenchmarkDecompress expands what the CPU backend stored, on both.
+func BenchmarkDecompress(b *testing.B) {
+	pages, _ := benchPages(b)
+	pages = pages[:benchBatch]
+	gpu := openGPU(b, backends.Options{})
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ref.Close()
+	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+		in := &backends.Batch{PageSize: 4096, Pages: pages, Codec: codec, Threshold: 3072}
+		var out backends.Compressed
+		if err := ref.Compress(context.Background(), in, &out); err != nil {
+			b.Fatal(err)
+		}
+		d := &backends.Decompression{PageSize: 4096, Dst: make([]byte, len(pages))}
+		for i := range in.Len() {
+			d.Src = append(d.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+		}
+		for _, be := range []backends.Backend{gpu, ref} {
+			b.Run(fmt.Sprintf("%s/%s", be.Name(), codec), func(b *testing.B) {
+				if err := be.Decompress(context.Background(), d); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(pages)))
+				b.ResetTimer()
+				cpu0, t0 := cpuSeconds(), time.Now()
+				for i := 0; i < b.N; i++ {
+					if err := be.Decompress(context.Background(), d); err != nil {
+						b.Fatal(err)
+					}
+				}
+				el, cs := time.Since(t0).Seconds(), cpuSeconds()-cpu0
+				gb := float64(b.N) * float64(len(pages)) / 1e9
+				b.ReportMetric(gb/el, "GB/s")
+				b.ReportMetric(cs/gb, "core-s/GB")
+				for i := range d.Failed {
+					if d.Failed[i] {
+						b.Fatalf("page %d failed", i)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// layout places the per-page arrays of one slot in a single allocation,
+// mirrored byte for byte in pinned host memory, so any run of them moves
+// in one copy. Regions are 256-byte aligned.
+type layout struct {
+	// nvCOMP's arrays; for decompression the host fills the first four.
+	inPtr, inSize, outPtr, bufSize, outSize, status int
+	// Our kernels' arrays.
+	need, pos int
+	// What comes back to the host after compression, contiguous.
+	meta, err, fill, offs, psize, cls int
+	total                             int
+}
+
+func newLayout(p int) layout {
+	var l layout
+	at := 0
+	next := func(n int) int {
+		o := at
+		at += (n + 255) &^ 255
+		return o
+	}
+	l.inPtr, l.inSize, l.outPtr, l.bufSize = next(8*p), next(8*p), next(8*p), next(8*p)
+	l.outSize, l.status = next(8*p), next(4*p)
+	l.need, l.pos = next(4*p), next(4*(p+1))
+	l.meta = at
+	l.err, l.fill, l.offs, l.psize, l.cls = next(8), next(8*p), next(4*(p+1)), next(4*p), next(p)
+	l.total = at
+	return l
+}
+
+// slot is one batch's worth of buffers and the stream that works on them.
+type slot struct {
+	s                               stream
+	din, dout, dpacked, darr, dtemp devptr
+	hin, hpacked, harr              []byte
+}
+
+func u64s(b []byte, off, n int) []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[off])), n)
+}
+
+func u32s(b []byte, off, n int) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[off])), n)
+}
+
+func i32s(b []byte, off, n int) []int32 {
+	return unsafe.Slice((*int32)(unsafe.Pointer(&b[off])), n)
+}
+
+// config is everything sized by the page size: slot buffers, nvCOMP's
+// temporary space and output stride.
+type config struct {
+	pageSize, pages int // pages per slot
+	stride          int // bytes per compressed chunk slot (nvCOMP's bound, 8-aligned)
+	temp            int
+	lay             layout
+	slots           [2]*slot
+	deviceBytes     int64
+}
+
+func (c *config) free(d *driver) {
+	if c == nil {
+		return
+	}
+	for _, s := range c.slots {
+		if s == nil {
+			continue
+		}
+		d.StreamDestroy(s.s)
+		for _, p := range []devptr{s.din, s.dout, s.dpacked, s.darr, s.dtemp} {
+			d.Free(p)
+		}
+		d.HostFree(s.hin)
+		d.HostFree(s.hpacked)
+		d.HostFree(s.harr)
+	}
+}
+
+// newConfig sizes two slots for pageSize within the device memory limit,
+// halving the pages per slot until they fit.
+func (b *Backend) newConfig(pageSize int) (*config, error) {
+	if pageSize < 64 || pageSize%16 != 0 || pageSize > 1<<20 {
+		return nil, fmt.Errorf("cuda: page size %d not supported", pageSize)
+	}
+	maxOut := 0
+	for _, c := range []struct {
+		codec *nvcompCodec
+		o     nvOpts
+	}{{&b.lz4, lz4C}, {&b.zstd, zstdC}} {
+		m, err := c.codec.MaxOutput(&b.nv, pageSize, c.o)
+		if err != nil {
+			return nil, err
+		}
+		maxOut = max(maxOut, m)
+	}
+	c := &config{pageSize: pageSize, stride: (maxOut + 7) &^ 7}
+	// The packed output region reuses stride-sized room per page, which
+	// must hold a page plus the 8-byte rounding of the packed offsets.
+	c.stride = max(c.stride, pageSize+8)
+	var need int64
+	for p := max(slotBytes/pageSize, minSlotPages); ; p /= 2 {
+		temp := 0
+		for _, q := range []struct {
+			codec    *nvcompCodec
+			compress bool
+			o        nvOpts
+		}{{&b.lz4, true, lz4C}, {&b.lz4, false, lz4D}, {&b.zstd, true, zstdC}, {&b.zstd, false, zstdD}} {
+			t, err := q.codec.TempSize(&b.nv, q.compress, p, pageSize, q.o, nil)
+			if err != nil {
+				return nil, err
+			}
+			temp = max(temp, t)
+		}
+		c.pages, c.temp, c.lay = p, temp, newLayout(p)
+		need = 2 * (int64(p)*int64(pageSize+2*c.stride) + int64(c.lay.total) + int64(temp) + 4*256)
+		if need <= b.limit {
+			break
+		}
+		if p/2 < minSlotPages {
+			return nil, fmt.Errorf("cuda: gpu memory limit of %d bytes is too small: %d-byte pages need at least %d bytes (two slots of %d pages)",
+				b.limit, pageSize, need, p)
+		}
+	}
+	c.deviceBytes = need
+	d := &b.drv
+	for i := range c.slots {
+		s := &slot{}
+		c.slots[i] = s
+		var err error
+		if s.s, err = d.StreamCreate(); err != nil {
+			c.free(d)
+			return nil, err
+		}
+		for _, a := range []struct {
+			p *devptr
+			n int
+		}{{&s.din, c.pages * pageSize}, {&s.dout, c.pages * c.stride}, {&s.dpacked, c.pages * c.stride},
+			{&s.darr, c.lay.total}, {&s.dtemp, max(c.temp, 256)}} {
+			if *a.p, err = d.Alloc(a.n); err != nil {
+				c.free(d)
+				return nil, fmt.Errorf("cuda: allocating %d bytes of device memory: %w", a.n, err)
+			}
+		}
+		for _, a := range []struct {
+			p *[]byte
+			n int
+		}{{&s.hin, c.pages * pageSize}, {&s.hpacked, c.pages * c.stride}, {&s.harr, c.lay.total}} {
+			if *a.p, err = d.HostAlloc(a.n); err != nil {
+				c.free(d)
+				return nil, fmt.Errorf("cuda: allocating %d bytes of pinned host memory: %w", a.n, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// configFor returns buffers for pageSize, replacing those of another size.
+func (b *Backend) configFor(pageSize int) (*config, error) {
+	if b.cfg != nil && b.cfg.pageSize == pageSize {
+		return b.cfg, nil
+	}
+	if b.cfg != nil {
+		for _, s := range b.cfg.slots {
+			if err := b.drv.Sync(s.s); err != nil {
+				return nil, err
+			}
+		}
+		b.cfg.free(&b.drv)
+		b.cfg = nil
+	}
+	c, err := b.newConfig(pageSize)
+	if err != nil {
+		return nil, err
+	}
+	b.cfg = c
+	return c, nil
+}

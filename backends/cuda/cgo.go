@@ -1,0 +1,445 @@
+package cuda
+
+/*
+#include <stdint.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+// The few CUDA driver API types used here, declared locally: the binary
+// must build without the CUDA toolkit's headers.
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUmodule;
+typedef void *CUfunction;
+typedef void *CUstream;
+typedef unsigned long long CUdeviceptr;
+
+// nvCOMP's option structs (5.x and 6.x layouts). Each is 64 bytes and is
+// passed by value; on x86-64 any 64-byte struct goes in memory, so one
+// opaque 64-byte type carries all of them through the trampolines.
+typedef struct { int32_t data_type; int32_t bitshuffle_mode; char reserved[56]; } s4d_lz4_copts;
+typedef struct { int32_t backend; int32_t sort_before_hw_decompress; int32_t data_type; int32_t bitshuffle_mode; char reserved[48]; } s4d_lz4_dopts;
+typedef struct { char reserved[64]; } s4d_zstd_copts;
+typedef struct { int32_t backend; char reserved[60]; } s4d_zstd_dopts;
+typedef struct { char b[64]; } s4d_opts;
+typedef struct { size_t input, output, temp; } s4d_align;
+typedef struct { uint32_t version, cudart_version; } s4d_props;
+
+static size_t s4d_layout(int i) {
+	switch (i) {
+	case 0: return sizeof(s4d_lz4_copts);
+	case 1: return offsetof(s4d_lz4_copts, bitshuffle_mode);
+	case 2: return sizeof(s4d_lz4_dopts);
+	case 3: return offsetof(s4d_lz4_dopts, data_type);
+	case 4: return offsetof(s4d_lz4_dopts, bitshuffle_mode);
+	case 5: return sizeof(s4d_zstd_copts);
+	case 6: return sizeof(s4d_zstd_dopts);
+	case 7: return sizeof(s4d_align);
+	case 8: return sizeof(s4d_props);
+	}
+	return 0;
+}
+
+// Driver API trampolines: each calls a pointer found with dlsym.
+static CUresult t_i(void *f, unsigned a) { return ((CUresult(*)(unsigned))f)(a); }
+static CUresult t_pint(void *f, int *a) { return ((CUresult(*)(int *))f)(a); }
+static CUresult t_devget(void *f, CUdevice *d, int i) { return ((CUresult(*)(CUdevice *, int))f)(d, i); }
+static CUresult t_devname(void *f, char *s, int n, CUdevice d) { return ((CUresult(*)(char *, int, CUdevice))f)(s, n, d); }
+static CUresult t_devattr(void *f, int *v, int attr, CUdevice d) { return ((CUresult(*)(int *, int, CUdevice))f)(v, attr, d); }
+static CUresult t_devmem(void *f, size_t *v, CUdevice d) { return ((CUresult(*)(size_t *, CUdevice))f)(v, d); }
+static CUresult t_ctxretain(void *f, CUcontext *c, CUdevice d) { return ((CUresult(*)(CUcontext *, CUdevice))f)(c, d); }
+static CUresult t_ctxrelease(void *f, CUdevice d) { return ((CUresult(*)(CUdevice))f)(d); }
+static CUresult t_ctxset(void *f, CUcontext c) { return ((CUresult(*)(CUcontext))f)(c); }
+static CUresult t_modload(void *f, CUmodule *m, const void *img, char *log, size_t logsize) {
+	// CU_JIT_ERROR_LOG_BUFFER (5) and its size (6): a PTX the driver
+	// rejects says why.
+	int opts[2] = {5, 6};
+	void *vals[2] = {log, (void *)logsize};
+	return ((CUresult(*)(CUmodule *, const void *, unsigned, int *, void **))f)(m, img, 2, opts, vals);
+}
+static CUresult t_modunload(void *f, CUmodule m) { return ((CUresult(*)(CUmodule))f)(m); }
+static CUresult t_modfunc(void *f, CUfunction *fn, CUmodule m, const char *name) {
+	return ((CUresult(*)(CUfunction *, CUmodule, const char *))f)(fn, m, name);
+}
+static CUresult t_memalloc(void *f, CUdeviceptr *p, size_t n) { return ((CUresult(*)(CUdeviceptr *, size_t))f)(p, n); }
+static CUresult t_memfree(void *f, CUdeviceptr p) { return ((CUresult(*)(CUdeviceptr))f)(p); }
+static CUresult t_hostalloc(void *f, void **p, size_t n, unsigned flags) { return ((CUresult(*)(void **, size_t, unsigned))f)(p, n, flags); }
+static CUresult t_hostfree(void *f, void *p) { return ((CUresult(*)(void *))f)(p); }
+static CUresult t_htod(void *f, CUdeviceptr d, const void *h, size_t n, CUstream s) {
+	return ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))f)(d, h, n, s);
+}
+static CUresult t_dtoh(void *f, void *h, CUdeviceptr d, size_t n, CUstream s) {
+	return ((CUresult(*)(void *, CUdeviceptr, size_t, CUstream))f)(h, d, n, s);
+}
+static CUresult t_memsetd32(void *f, CUdeviceptr d, unsigned v, size_t n, CUstream s) {
+	return ((CUresult(*)(CUdeviceptr, unsigned, size_t, CUstream))f)(d, v, n, s);
+}
+static CUresult t_streamcreate(void *f, CUstream *s, unsigned flags) { return ((CUresult(*)(CUstream *, unsigned))f)(s, flags); }
+static CUresult t_stream(void *f, CUstream s) { return ((CUresult(*)(CUstream))f)(s); }
+static CUresult t_errname(void *f, CUresult r, const char **s) { return ((CUresult(*)(CUresult, const char **))f)(r, s); }
+
+// Kernel parameters are all 8-byte values; the pointer array cuLaunchKernel
+// wants is built here, in C memory.
+static CUresult t_launch(void *f, CUfunction fn, unsigned gx, unsigned bx, CUstream s, const uint64_t *args, int nargs) {
+	void *params[16];
+	if (nargs > 16) return 1;
+	for (int i = 0; i < nargs; i++) params[i] = (void *)&args[i];
+	return ((CUresult(*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **))f)(
+		fn, gx, 1, 1, bx, 1, 1, 0, s, params, NULL);
+}
+
+// nvCOMP trampolines. Statuses are 4-byte enums.
+static int n_props(void *f, s4d_props *p) { return ((int(*)(s4d_props *))f)(p); }
+static const char *n_statusstr(void *f, int st) { return ((const char *(*)(int))f)(st); }
+static int n_align(void *f, s4d_opts o, s4d_align *a) { return ((int(*)(s4d_opts, s4d_align *))f)(o, a); }
+// 6.x: (n, max_chunk, opts, temp*, max_total, stream); 5.x: no stream.
+static int n_temp6(void *f, size_t n, size_t chunk, s4d_opts o, size_t *temp, size_t total, CUstream s) {
+	return ((int(*)(size_t, size_t, s4d_opts, size_t *, size_t, CUstream))f)(n, chunk, o, temp, total, s);
+}
+static int n_temp5(void *f, size_t n, size_t chunk, s4d_opts o, size_t *temp, size_t total) {
+	return ((int(*)(size_t, size_t, s4d_opts, size_t *, size_t))f)(n, chunk, o, temp, total);
+}
+static int n_maxout(void *f, size_t chunk, s4d_opts o, size_t *out) { return ((int(*)(size_t, s4d_opts, size_t *))f)(chunk, o, out); }
+static int n_compress(void *f, CUdeviceptr in, CUdeviceptr insz, size_t chunk, size_t n, CUdeviceptr temp, size_t tempsz,
+		CUdeviceptr out, CUdeviceptr outsz, s4d_opts o, CUdeviceptr st, CUstream s) {
+	return ((int(*)(const void *const *, const size_t *, size_t, size_t, void *, size_t, void *const *, size_t *, s4d_opts, int *, CUstream))f)(
+		(const void *const *)in, (const size_t *)insz, chunk, n, (void *)temp, tempsz, (void *const *)out, (size_t *)outsz, o, (int *)st, s);
+}
+static int n_decompress(void *f, CUdeviceptr in, CUdeviceptr insz, CUdeviceptr bufsz, CUdeviceptr actual, size_t n,
+		CUdeviceptr temp, size_t tempsz, CUdeviceptr out, s4d_opts o, CUdeviceptr st, CUstream s) {
+	return ((int(*)(const void *const *, const size_t *, const size_t *, size_t *, size_t, void *, size_t, void *const *, s4d_opts, int *, CUstream))f)(
+		(const void *const *)in, (const size_t *)insz, (const size_t *)bufsz, (size_t *)actual, n, (void *)temp, tempsz, (void *const *)out, o, (int *)st, s);
+}
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+type (
+	cuResult  = C.CUresult
+	devptr    = uint64
+	stream    = C.CUstream
+	cuFunc    = C.CUfunction
+	cuDevice  = C.CUdevice
+	cuContext = C.CUcontext
+	cuModule  = C.CUmodule
+	nvOpts    = [64]byte
+	alignment struct{ Input, Output, Temp uintptr }
+)
+
+// cLayout reports sizes and offsets of the C declarations above, for the
+// layout tests of their Go copies.
+func cLayout(i int) uintptr { return uintptr(C.s4d_layout(C.int(i))) }
+
+// driverSyms are the driver API entry points, by the versioned names the
+// headers map them to.
+var driverSyms = []string{
+	"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
+	"cuDeviceGetAttribute", "cuDeviceTotalMem_v2", "cuDevicePrimaryCtxRetain",
+	"cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent", "cuModuleLoadDataEx", "cuModuleUnload",
+	"cuModuleGetFunction", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost",
+	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemsetD32Async", "cuStreamCreate",
+	"cuStreamDestroy_v2", "cuStreamSynchronize", "cuLaunchKernel", "cuGetErrorName",
+}
+
+type driver struct {
+	init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, deviceMem,
+	ctxRetain, ctxRelease, ctxSet, modLoad, modUnload, modFunc, memAlloc, memFree,
+	hostAlloc, hostFree, htod, dtoh, memsetD32, streamCreate, streamDestroy, streamSync,
+	launch, errName unsafe.Pointer
+}
+
+func (d *driver) ptrs() []*unsafe.Pointer {
+	return []*unsafe.Pointer{&d.init, &d.driverVersion, &d.deviceCount, &d.deviceGet, &d.deviceName,
+		&d.deviceAttr, &d.deviceMem, &d.ctxRetain, &d.ctxRelease, &d.ctxSet, &d.modLoad, &d.modUnload,
+		&d.modFunc, &d.memAlloc, &d.memFree, &d.hostAlloc, &d.hostFree, &d.htod, &d.dtoh, &d.memsetD32,
+		&d.streamCreate, &d.streamDestroy, &d.streamSync, &d.launch, &d.errName}
+}
+
+// cuError is a failed driver call.
+type cuError struct {
+	call string
+	code int
+	name string
+}
+
+func (e *cuError) Error() string { return e.call + ": " + e.name }
+
+func (d *driver) check(r cuResult, call string) error {
+	if r == 0 {
+		return nil
+	}
+	name := "CUDA error"
+	var s *C.char
+	if d.errName != nil && C.t_errname(d.errName, r, &s) == 0 && s != nil {
+		name = C.GoString(s)
+	}
+	return &cuError{call: call, code: int(r), name: name + " (" + itoa(int(r)) + ")"}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	var b [20]byte
+	n := len(b)
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	if neg {
+		n--
+		b[n] = '-'
+	}
+	return string(b[n:])
+}
+
+func (d *driver) Init() error { return d.check(C.t_i(d.init, 0), "cuInit") }
+
+func (d *driver) DriverVersion() (int, error) {
+	var v C.int
+	return int(v), d.check(C.t_pint(d.driverVersion, &v), "cuDriverGetVersion")
+}
+
+func (d *driver) DeviceCount() (int, error) {
+	var v C.int
+	return int(v), d.check(C.t_pint(d.deviceCount, &v), "cuDeviceGetCount")
+}
+
+func (d *driver) Device(i int) (C.CUdevice, error) {
+	var dev C.CUdevice
+	return dev, d.check(C.t_devget(d.deviceGet, &dev, C.int(i)), "cuDeviceGet")
+}
+
+func (d *driver) DeviceName(dev C.CUdevice) string {
+	var buf [256]C.char
+	if C.t_devname(d.deviceName, &buf[0], C.int(len(buf)), dev) != 0 {
+		return "unknown GPU"
+	}
+	return C.GoString(&buf[0])
+}
+
+func (d *driver) DeviceAttr(dev C.CUdevice, attr int) (int, error) {
+	var v C.int
+	return int(v), d.check(C.t_devattr(d.deviceAttr, &v, C.int(attr), dev), "cuDeviceGetAttribute")
+}
+
+func (d *driver) DeviceMem(dev C.CUdevice) (int64, error) {
+	var v C.size_t
+	return int64(v), d.check(C.t_devmem(d.deviceMem, &v, dev), "cuDeviceTotalMem")
+}
+
+func (d *driver) PrimaryCtx(dev C.CUdevice) (C.CUcontext, error) {
+	var c C.CUcontext
+	return c, d.check(C.t_ctxretain(d.ctxRetain, &c, dev), "cuDevicePrimaryCtxRetain")
+}
+
+func (d *driver) ReleasePrimaryCtx(dev C.CUdevice) {
+	C.t_ctxrelease(d.ctxRelease, dev)
+}
+
+func (d *driver) SetCurrent(c C.CUcontext) error {
+	return d.check(C.t_ctxset(d.ctxSet, c), "cuCtxSetCurrent")
+}
+
+// LoadModule JIT-compiles PTX for the current context.
+func (d *driver) LoadModule(ptx []byte) (C.CUmodule, error) {
+	img := C.CBytes(append(append([]byte(nil), ptx...), 0))
+	defer C.free(img)
+	const logSize = 4096
+	log := (*C.char)(C.calloc(logSize, 1))
+	defer C.free(unsafe.Pointer(log))
+	var m C.CUmodule
+	if err := d.check(C.t_modload(d.modLoad, &m, img, log, logSize), "cuModuleLoadDataEx"); err != nil {
+		if s := C.GoString(log); s != "" {
+			return nil, &cuError{call: "cuModuleLoadDataEx", code: err.(*cuError).code, name: err.(*cuError).name + ": " + s}
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+func (d *driver) UnloadModule(m C.CUmodule) { C.t_modunload(d.modUnload, m) }
+
+func (d *driver) Function(m C.CUmodule, name string) (cuFunc, error) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	var f C.CUfunction
+	return f, d.check(C.t_modfunc(d.modFunc, &f, m, cs), "cuModuleGetFunction "+name)
+}
+
+func (d *driver) Alloc(n int) (devptr, error) {
+	var p C.CUdeviceptr
+	err := d.check(C.t_memalloc(d.memAlloc, &p, C.size_t(n)), "cuMemAlloc")
+	return devptr(p), err
+}
+
+func (d *driver) Free(p devptr) {
+	if p != 0 {
+		C.t_memfree(d.memFree, C.CUdeviceptr(p))
+	}
+}
+
+// HostAlloc returns pinned host memory, which the copy engines reach at
+// full PCIe speed without a bounce buffer.
+func (d *driver) HostAlloc(n int) ([]byte, error) {
+	var p unsafe.Pointer
+	if err := d.check(C.t_hostalloc(d.hostAlloc, &p, C.size_t(n), 0), "cuMemHostAlloc"); err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+func (d *driver) HostFree(b []byte) {
+	if len(b) > 0 {
+		C.t_hostfree(d.hostFree, unsafe.Pointer(&b[0]))
+	}
+}
+
+// HtoD and DtoH take pinned host memory only (from HostAlloc): the copy
+// runs after the call returns.
+func (d *driver) HtoD(dst devptr, src []byte, s stream) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return d.check(C.t_htod(d.htod, C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), s), "cuMemcpyHtoDAsync")
+}
+
+func (d *driver) DtoH(dst []byte, src devptr, s stream) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return d.check(C.t_dtoh(d.dtoh, unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)), s), "cuMemcpyDtoHAsync")
+}
+
+func (d *driver) MemsetD32(dst devptr, v uint32, n int, s stream) error {
+	return d.check(C.t_memsetd32(d.memsetD32, C.CUdeviceptr(dst), C.uint(v), C.size_t(n), s), "cuMemsetD32Async")
+}
+
+func (d *driver) StreamCreate() (stream, error) {
+	var s C.CUstream
+	// CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream
+	// that other users of the primary context may use.
+	return s, d.check(C.t_streamcreate(d.streamCreate, &s, 1), "cuStreamCreate")
+}
+
+func (d *driver) StreamDestroy(s stream) {
+	if s != nil {
+		C.t_stream(d.streamDestroy, s)
+	}
+}
+
+func (d *driver) Sync(s stream) error {
+	return d.check(C.t_stream(d.streamSync, s), "cuStreamSynchronize")
+}
+
+func (d *driver) Launch(f cuFunc, grid, block int, s stream, args ...uint64) error {
+	if grid == 0 {
+		return nil
+	}
+	var a [16]C.uint64_t
+	for i, v := range args {
+		a[i] = C.uint64_t(v)
+	}
+	return d.check(C.t_launch(d.launch, f, C.uint(grid), C.uint(block), s, &a[0], C.int(len(args))), "cuLaunchKernel")
+}
+
+// nvcomp holds one codec's entry points.
+type nvcompCodec struct {
+	name                                                 string
+	compAlign, decompAlign, compTemp, decompTemp, maxOut unsafe.Pointer
+	compress, decompress                                 unsafe.Pointer
+	tempHasStream                                        bool // 6.x GetTempSize takes a stream
+}
+
+type nvcompLib struct {
+	props, statusString unsafe.Pointer
+}
+
+func (n *nvcompLib) Version() (major, minor, patch int, err error) {
+	var p C.s4d_props
+	if st := C.n_props(n.props, &p); st != 0 {
+		return 0, 0, 0, n.status(int(st), "nvcompGetProperties")
+	}
+	v := int(p.version)
+	return v / 1000, v % 1000 / 100, v % 100, nil
+}
+
+type nvError struct {
+	call   string
+	status int
+	text   string
+}
+
+func (e *nvError) Error() string { return e.call + ": " + e.text }
+
+func (n *nvcompLib) status(st int, call string) error {
+	if st == 0 {
+		return nil
+	}
+	text := "status " + itoa(st)
+	if n.statusString != nil {
+		if s := C.n_statusstr(n.statusString, C.int(st)); s != nil {
+			text = C.GoString(s) + " (" + itoa(st) + ")"
+		}
+	}
+	return &nvError{call: call, status: st, text: text}
+}
+
+func copts(o nvOpts) C.s4d_opts { return *(*C.s4d_opts)(unsafe.Pointer(&o)) }
+
+func (c *nvcompCodec) Alignments(n *nvcompLib, compress bool, o nvOpts) (alignment, error) {
+	var a C.s4d_align
+	f, name := c.decompAlign, "DecompressGetRequiredAlignments"
+	if compress {
+		f, name = c.compAlign, "CompressGetRequiredAlignments"
+	}
+	if err := n.status(int(C.n_align(f, copts(o), &a)), c.name+" "+name); err != nil {
+		return alignment{}, err
+	}
+	return alignment{uintptr(a.input), uintptr(a.output), uintptr(a.temp)}, nil
+}
+
+func (c *nvcompCodec) TempSize(n *nvcompLib, compress bool, chunks, chunk int, o nvOpts, s stream) (int, error) {
+	f, name := c.decompTemp, "DecompressGetTempSize"
+	if compress {
+		f, name = c.compTemp, "CompressGetTempSize"
+	}
+	var t C.size_t
+	var st C.int
+	total := C.size_t(chunks * chunk)
+	if c.tempHasStream {
+		st = C.n_temp6(f, C.size_t(chunks), C.size_t(chunk), copts(o), &t, total, s)
+	} else {
+		st = C.n_temp5(f, C.size_t(chunks), C.size_t(chunk), copts(o), &t, total)
+	}
+	return int(t), n.status(int(st), c.name+" "+name)
+}
+
+func (c *nvcompCodec) MaxOutput(n *nvcompLib, chunk int, o nvOpts) (int, error) {
+	var m C.size_t
+	err := n.status(int(C.n_maxout(c.maxOut, C.size_t(chunk), copts(o), &m)), c.name+" CompressGetMaxOutputChunkSize")
+	return int(m), err
+}
+
+func (c *nvcompCodec) Compress(n *nvcompLib, in, inSizes devptr, chunk, count int, temp devptr, tempSize int,
+	out, outSizes devptr, o nvOpts, statuses devptr, s stream) error {
+	st := C.n_compress(c.compress, C.CUdeviceptr(in), C.CUdeviceptr(inSizes), C.size_t(chunk), C.size_t(count),
+		C.CUdeviceptr(temp), C.size_t(tempSize), C.CUdeviceptr(out), C.CUdeviceptr(outSizes), copts(o), C.CUdeviceptr(statuses), s)
+	return n.status(int(st), c.name+" CompressAsync")
+}
+
+func (c *nvcompCodec) Decompress(n *nvcompLib, in, inSizes, bufSizes, actual devptr, count int, temp devptr, tempSize int,
+	out devptr, o nvOpts, statuses devptr, s stream) error {
+	st := C.n_decompress(c.decompress, C.CUdeviceptr(in), C.CUdeviceptr(inSizes), C.CUdeviceptr(bufSizes), C.CUdeviceptr(actual),
+		C.size_t(count), C.CUdeviceptr(temp), C.size_t(tempSize), C.CUdeviceptr(out), copts(o), C.CUdeviceptr(statuses), s)
+	return n.status(int(st), c.name+" DecompressAsync")
+}

@@ -1,0 +1,312 @@
+package cuda
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+const (
+	blockThreads = 256
+	scanThreads  = 1024
+)
+
+// Compress classifies and compresses in on the GPU. The batch is cut into
+// slot-sized pieces; while the GPU works on one piece the worker packs the
+// next into the other slot's pinned buffer and unpacks the previous one.
+func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+	n := in.Len()
+	out.Reset(n)
+	if n == 0 {
+		return nil
+	}
+	if in.Codec != backends.CodecLZ4 && in.Codec != backends.CodecZstd {
+		return fmt.Errorf("cuda: codec %v not supported", in.Codec)
+	}
+	err := b.do(ctx, func() error { return b.compress(in, out) })
+	if err != nil {
+		// Nothing in out is valid: the caller redoes the batch elsewhere.
+		out.Reset(n)
+		return err
+	}
+	return ctx.Err()
+}
+
+func (b *Backend) compress(in *backends.Batch, out *backends.Compressed) error {
+	c, err := b.configFor(in.PageSize)
+	if err != nil {
+		return err
+	}
+	ps, n := in.PageSize, in.Len()
+	t := min(max(in.Threshold, 0), ps)
+	var prevLo, prevCnt int
+	j := 0
+	for lo := 0; lo < n; lo, j = lo+c.pages, j+1 {
+		cnt := min(c.pages, n-lo)
+		s := c.slots[j%2]
+		parallelCopy(s.hin[:cnt*ps], in.Pages[lo*ps:(lo+cnt)*ps])
+		if err := b.submitCompress(c, s, cnt, in.Codec, t); err != nil {
+			b.drain(c)
+			return err
+		}
+		if j > 0 {
+			if err := b.finishCompress(c, c.slots[(j-1)%2], prevLo, prevCnt, out); err != nil {
+				b.drain(c)
+				return err
+			}
+		}
+		prevLo, prevCnt = lo, cnt
+	}
+	return b.finishCompress(c, c.slots[(j-1)%2], prevLo, prevCnt, out)
+}
+
+// drain waits for both slots so their buffers may be reused after an error.
+func (b *Backend) drain(c *config) {
+	for _, s := range c.slots {
+		b.drv.Sync(s.s)
+	}
+}
+
+func grid(threads, per int) int { return (threads + per - 1) / per }
+
+// submitCompress queues one piece's whole pipeline on the slot's stream:
+// upload, classify, compact the pages to compress, nvCOMP, decide raw,
+// pack, and download the per-page results.
+func (b *Backend) submitCompress(c *config, s *slot, cnt int, codec backends.Codec, t int) error {
+	d, l, ps := &b.drv, c.lay, c.pageSize
+	a := func(off int) uint64 { return s.darr + uint64(off) }
+	nc, copts, _ := b.codec(codec)
+	class := uint64(codec.Class())
+	steps := []func() error{
+		func() error { return d.HtoD(s.din, s.hin[:cnt*ps], s.s) },
+		func() error { return d.MemsetD32(a(l.err), 0, 1, s.s) },
+		func() error {
+			return d.Launch(b.fClassify, grid(cnt*32, blockThreads), blockThreads, s.s,
+				s.din, uint64(ps/16), uint64(cnt), a(l.cls), a(l.fill), a(l.need))
+		},
+		func() error {
+			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.need), a(l.pos), uint64(cnt), 1)
+		},
+		func() error {
+			return d.Launch(b.fBuild, grid(cnt, blockThreads), blockThreads, s.s, uint64(cnt), a(l.need), a(l.pos),
+				s.din, uint64(ps), s.dout, uint64(c.stride), a(l.inPtr), a(l.inSize), a(l.outPtr))
+		},
+		func() error {
+			return nc.Compress(&b.nv, a(l.inPtr), a(l.inSize), ps, cnt, s.dtemp, c.temp,
+				a(l.outPtr), a(l.outSize), copts, a(l.status), s.s)
+		},
+		func() error {
+			return d.Launch(b.fFinalize, grid(cnt, blockThreads), blockThreads, s.s, uint64(cnt), a(l.cls), a(l.need),
+				a(l.pos), a(l.outSize), a(l.status), uint64(t), class, a(l.psize), a(l.err))
+		},
+		func() error {
+			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.psize), a(l.offs), uint64(cnt), 8)
+		},
+		func() error {
+			return d.Launch(b.fGather, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.pos),
+				a(l.psize), a(l.offs), s.dout, uint64(c.stride), s.dpacked)
+		},
+		func() error { return d.DtoH(s.harr[l.meta:l.total], a(l.meta), s.s) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishCompress waits for a slot, checks nvCOMP's statuses, downloads
+// the packed bytes (only as many as the pages need) and fills out.
+func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.Compressed) error {
+	d, l, h := &b.drv, c.lay, s.harr
+	if err := d.Sync(s.s); err != nil {
+		return err
+	}
+	if st := binary.LittleEndian.Uint32(h[l.err:]); st != 0 {
+		return b.nv.status(int(int32(st)), "nvCOMP compress chunk")
+	}
+	offs := u32s(h, l.offs, cnt+1)
+	total := int(offs[cnt])
+	if total > len(s.hpacked) {
+		return fmt.Errorf("cuda: packed output of %d bytes overran its %d-byte buffer", total, len(s.hpacked))
+	}
+	if err := d.DtoH(s.hpacked[:total], s.dpacked, s.s); err != nil {
+		return err
+	}
+	if err := d.Sync(s.s); err != nil {
+		return err
+	}
+	base := len(out.Data)
+	if base+total > 1<<32-1 {
+		return fmt.Errorf("cuda: batch output exceeds 4 GiB")
+	}
+	out.Data = append(out.Data, s.hpacked[:total]...)
+	fill, psize, cls := u64s(h, l.fill, cnt), u32s(h, l.psize, cnt), h[l.cls:l.cls+cnt]
+	ps := uint32(c.pageSize)
+	for k := range cnt {
+		i := lo + k
+		cl := backends.Class(cls[k])
+		out.Class[i], out.Fill[i], out.Off[i], out.Size[i] = cl, 0, 0, 0
+		switch cl {
+		case backends.ClassZero:
+		case backends.ClassSame:
+			out.Fill[i], out.Size[i] = fill[k], 8
+		case backends.ClassRaw:
+			out.Size[i] = ps
+		case backends.ClassLZ4, backends.ClassZstd:
+			out.Off[i], out.Size[i] = uint32(base)+offs[k], psize[k]
+		default:
+			return fmt.Errorf("cuda: kernel left page %d with class %d", i, cls[k])
+		}
+	}
+	return nil
+}
+
+// Decompress expands pages. Zero, same-filled and raw pages are written
+// here; LZ4 and zstd pages go to nvCOMP, whose per-chunk statuses and
+// output sizes decide which pages are flagged as failed.
+func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
+	n, ps := len(d.Src), d.PageSize
+	if cap(d.Failed) < n {
+		d.Failed = make([]bool, n)
+	}
+	d.Failed = d.Failed[:n]
+	clear(d.Failed)
+	byCodec := map[backends.Codec][]int{}
+	for i, s := range d.Src {
+		dst := d.Dst[i*ps : (i+1)*ps]
+		switch s.Class {
+		case backends.ClassZero:
+			clear(dst)
+		case backends.ClassSame:
+			backends.FillPage(dst, s.Fill)
+		case backends.ClassRaw:
+			d.Failed[i] = len(s.Data) != ps || copy(dst, s.Data) != ps
+		case backends.ClassLZ4:
+			byCodec[backends.CodecLZ4] = append(byCodec[backends.CodecLZ4], i)
+		case backends.ClassZstd:
+			// nvCOMP's zstd decoder trusts its input: reject what is not
+			// even a zstd frame here rather than hand it over.
+			if len(s.Data) < 4 || binary.LittleEndian.Uint32(s.Data) != 0xFD2FB528 {
+				d.Failed[i] = true
+				continue
+			}
+			byCodec[backends.CodecZstd] = append(byCodec[backends.CodecZstd], i)
+		default:
+			d.Failed[i] = true
+		}
+	}
+	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+		idx := byCodec[codec]
+		if len(idx) == 0 {
+			continue
+		}
+		if err := b.do(ctx, func() error { return b.decompress(d, codec, idx) }); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+func (b *Backend) decompress(dd *backends.Decompression, codec backends.Codec, idx []int) error {
+	c, err := b.configFor(dd.PageSize)
+	if err != nil {
+		return err
+	}
+	for len(idx) > 0 {
+		// As many pages as fit the slot, by count and by compressed bytes.
+		// A page longer than a chunk's bound is no valid block: flagged.
+		s, l, ps := c.slots[0], c.lay, c.pageSize
+		inPtr, inSize := u64s(s.harr, l.inPtr, c.pages), u64s(s.harr, l.inSize, c.pages)
+		outPtr, bufSize := u64s(s.harr, l.outPtr, c.pages), u64s(s.harr, l.bufSize, c.pages)
+		var take []int
+		used, k := 0, 0
+		for ; k < len(idx) && len(take) < c.pages; k++ {
+			data := dd.Src[idx[k]].Data
+			if len(data) == 0 || len(data) > c.stride {
+				dd.Failed[idx[k]] = true
+				continue
+			}
+			if used+len(data) > len(s.hpacked) {
+				break
+			}
+			j := len(take)
+			copy(s.hpacked[used:], data)
+			inPtr[j], inSize[j] = s.dpacked+uint64(used), uint64(len(data))
+			outPtr[j], bufSize[j] = s.din+uint64(j*ps), uint64(ps)
+			used += (len(data) + bufAlign - 1) &^ (bufAlign - 1)
+			take = append(take, idx[k])
+		}
+		idx = idx[k:]
+		if len(take) == 0 {
+			continue
+		}
+		if err := b.runDecompress(c, s, codec, take, used, dd); err != nil {
+			b.drain(c)
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) runDecompress(c *config, s *slot, codec backends.Codec, take []int, used int, dd *backends.Decompression) error {
+	d, l, ps, cnt := &b.drv, c.lay, c.pageSize, len(take)
+	nc, _, dopts := b.codec(codec)
+	a := func(off int) uint64 { return s.darr + uint64(off) }
+	// The four host-filled arrays are adjacent: one upload.
+	if err := d.HtoD(s.dpacked, s.hpacked[:used], s.s); err != nil {
+		return err
+	}
+	if err := d.HtoD(a(l.inPtr), s.harr[l.inPtr:l.outSize], s.s); err != nil {
+		return err
+	}
+	if err := nc.Decompress(&b.nv, a(l.inPtr), a(l.inSize), a(l.bufSize), a(l.outSize), cnt, s.dtemp, c.temp,
+		a(l.outPtr), dopts, a(l.status), s.s); err != nil {
+		return err
+	}
+	if err := d.DtoH(s.hin[:cnt*ps], s.din, s.s); err != nil {
+		return err
+	}
+	if err := d.DtoH(s.harr[l.outSize:l.need], a(l.outSize), s.s); err != nil {
+		return err
+	}
+	if err := d.Sync(s.s); err != nil {
+		return err
+	}
+	actual, status := u64s(s.harr, l.outSize, cnt), i32s(s.harr, l.status, cnt)
+	for j, i := range take {
+		if status[j] != 0 || actual[j] != uint64(ps) {
+			dd.Failed[i] = true
+			continue
+		}
+		copy(dd.Dst[i*ps:(i+1)*ps], s.hin[j*ps:(j+1)*ps])
+	}
+	return nil
+}
+
+// parallelCopy spreads a large copy into pinned memory over the cores: one
+// core's memcpy moves far less than the PCIe link does.
+func parallelCopy(dst, src []byte) {
+	const minPart = 1 << 20
+	parts := min(runtime.GOMAXPROCS(0), 16, len(src)/minPart)
+	if parts <= 1 {
+		copy(dst, src)
+		return
+	}
+	step := (len(src)/parts + 4095) &^ 4095
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(src); lo += step {
+		hi := min(lo+step, len(src))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[lo:hi], src[lo:hi])
+		}()
+	}
+	wg.Wait()
+}

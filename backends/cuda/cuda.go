@@ -1,0 +1,360 @@
+// Package cuda is the NVIDIA backend: our PTX kernels classify pages and
+// pack results, nvCOMP's low-level batched API compresses them (raw LZ4
+// blocks, standard zstd frames). The driver (libcuda.so.1) and nvCOMP
+// (libnvcomp.so.N) are loaded at run time; without them the backend
+// reports itself unavailable.
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"unsafe"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/internal/dl"
+	"github.com/s4d-project/s4d/ptx"
+)
+
+func init() {
+	backends.Register("cuda", 20, func(o backends.Options) (backends.Backend, error) { return Open(o) })
+}
+
+const (
+	// slotBytes is how much of a batch one in-flight slot carries: small
+	// enough that two slots overlap a 64 MiB batch's staging copy with the
+	// GPU's work, large enough to keep the GPU and the copy engines busy.
+	slotBytes = 16 << 20
+	// defaultMemLimit caps device memory when no --gpu-mem-limit is given.
+	defaultMemLimit = 1 << 30
+	minSlotPages    = 16
+	minDriver       = 12000 // CUDA 12.0, the oldest driver nvCOMP 5 runs on
+	ptxEnv          = "S4D_CUDA_PTX"
+	nvcompEnv       = "S4D_NVCOMP_LIB"
+)
+
+// nvCOMP option structs, zero meaning the documented defaults (byte data,
+// no bitshuffle, automatic decompression backend). layout_test.go checks
+// them against the C declarations.
+type (
+	lz4CompressOpts struct {
+		DataType   int32
+		Bitshuffle int32
+		_          [56]byte
+	}
+	lz4DecompressOpts struct {
+		Backend      int32
+		SortBeforeHW int32
+		DataType     int32
+		Bitshuffle   int32
+		_            [48]byte
+	}
+	zstdCompressOpts   struct{ _ [64]byte }
+	zstdDecompressOpts struct {
+		Backend int32
+		_       [60]byte
+	}
+)
+
+func asOpts[T any](v T) nvOpts { return *(*nvOpts)(unsafe.Pointer(&v)) }
+
+// Backend runs batches on one GPU. All CUDA calls happen on one goroutine
+// locked to its OS thread, where the primary context is current; callers
+// hand it work through a channel, which also serialises batches.
+type Backend struct {
+	opts     backends.Options
+	describe string
+	reqs     chan func()
+	quit     chan struct{}
+	done     chan struct{}
+
+	// Owned by the worker goroutine.
+	cu, nvl                                      *dl.Lib
+	drv                                          driver
+	nv                                           nvcompLib
+	lz4, zstd                                    nvcompCodec
+	dev                                          cuDevice
+	ctx                                          cuContext
+	mod                                          cuModule
+	fClassify, fScan, fBuild, fFinalize, fGather cuFunc
+	limit                                        int64
+	cfg                                          *config // buffers for the current page size
+}
+
+// Open loads the driver and nvCOMP, picks GPU 0 and prepares buffers for
+// o.PageSize. Missing pieces give a backends.Unavailable error.
+func Open(o backends.Options) (*Backend, error) {
+	if o.PageSize == 0 {
+		o.PageSize = 4096
+	}
+	b := &Backend{opts: o, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
+	b.limit = o.GPUMemLimit
+	if b.limit <= 0 {
+		b.limit = defaultMemLimit
+	}
+	started := make(chan error)
+	go b.worker(started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) worker(started chan<- error) {
+	runtime.LockOSThread() // the context stays current on this thread only
+	defer close(b.done)
+	if err := b.setup(); err != nil {
+		b.teardown()
+		started <- err
+		return
+	}
+	started <- nil
+	for {
+		select {
+		case fn := <-b.reqs:
+			fn()
+		case <-b.quit:
+			b.teardown()
+			return
+		}
+	}
+}
+
+// do runs fn on the worker and waits for it. Once fn is handed over the
+// caller waits for it even if ctx ends: fn works on the caller's buffers.
+func (b *Backend) do(ctx context.Context, fn func() error) error {
+	errc := make(chan error, 1)
+	select {
+	case b.reqs <- func() { errc <- fn() }:
+	case <-b.quit:
+		return errors.New("cuda: backend closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-errc
+}
+
+func (b *Backend) Name() string     { return "cuda" }
+func (b *Backend) Describe() string { return b.describe }
+
+// Close frees every GPU resource. It is safe to call more than once.
+func (b *Backend) Close() error {
+	select {
+	case <-b.quit:
+	default:
+		close(b.quit)
+	}
+	<-b.done
+	return nil
+}
+
+func (b *Backend) setup() error {
+	var err error
+	if b.cu, err = dl.Open("libcuda.so.1"); err != nil {
+		return backends.Unavailable("no NVIDIA driver: %v", err)
+	}
+	if err := b.cu.Syms(driverSyms, b.drv.ptrs()); err != nil {
+		return backends.Unavailable("NVIDIA driver too old: %v", err)
+	}
+	d := &b.drv
+	if err := d.Init(); err != nil {
+		return backends.Unavailable("no usable CUDA device: %v", err)
+	}
+	ver, err := d.DriverVersion()
+	if err != nil {
+		return backends.Unavailable("%v", err)
+	}
+	if ver < minDriver {
+		return backends.Unavailable("NVIDIA driver supports CUDA %d.%d; need %d.%d or newer",
+			ver/1000, ver%1000/10, minDriver/1000, minDriver%1000/10)
+	}
+	if n, err := d.DeviceCount(); err != nil || n == 0 {
+		return backends.Unavailable("no CUDA device (count %d, %v)", n, err)
+	}
+	if b.dev, err = d.Device(0); err != nil {
+		return backends.Unavailable("%v", err)
+	}
+	major, _ := d.DeviceAttr(b.dev, 75) // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+	minor, _ := d.DeviceAttr(b.dev, 76)
+	name := d.DeviceName(b.dev)
+	if major*10+minor < 75 {
+		return backends.Unavailable("%s has compute capability %d.%d; need 7.5 or newer", name, major, minor)
+	}
+	ctx, err := d.PrimaryCtx(b.dev)
+	if err != nil {
+		return backends.Unavailable("%v", err)
+	}
+	b.ctx = ctx
+	if err := d.SetCurrent(ctx); err != nil {
+		return err
+	}
+	if err := b.openNvcomp(); err != nil {
+		return err
+	}
+	nmaj, nmin, npatch, err := b.nv.Version()
+	if err != nil {
+		return err
+	}
+	if nmaj < 5 {
+		return backends.Unavailable("%s is nvCOMP %d.%d; need 5.0 or newer", b.nvl.Path, nmaj, nmin)
+	}
+	if err := b.loadKernels(); err != nil {
+		return err
+	}
+	if err := b.checkAlignments(); err != nil {
+		return err
+	}
+	if b.cfg, err = b.newConfig(b.opts.PageSize); err != nil {
+		return err
+	}
+	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d pages in flight x2",
+		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, b.cfg.pages)
+	return nil
+}
+
+func (b *Backend) teardown() {
+	if b.ctx != nil {
+		b.cfg.free(&b.drv)
+		if b.mod != nil {
+			b.drv.UnloadModule(b.mod)
+		}
+		b.drv.ReleasePrimaryCtx(b.dev)
+		b.ctx = nil
+	}
+	// The libraries stay loaded: nvCOMP's CUDA runtime registers exit
+	// handlers that must still find their code.
+}
+
+// nvcompCandidates lists where libnvcomp is looked for: an explicit path
+// alone, else the usual sonames (LD_LIBRARY_PATH, ldconfig) and the places
+// pip installs the nvidia-libnvcomp-cu1x / nvidia-nvcomp-cu1x wheels.
+func nvcompCandidates(explicit string) []string {
+	if explicit != "" {
+		return []string{explicit}
+	}
+	if e := os.Getenv(nvcompEnv); e != "" {
+		return []string{e}
+	}
+	c := []string{"libnvcomp.so.6", "libnvcomp.so.5"}
+	var found []string
+	home, _ := os.UserHomeDir()
+	for _, root := range []string{"/usr/local/lib/s4d", "/usr/local/lib/python3*/dist-packages",
+		"/usr/local/lib/python3*/site-packages", "/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages",
+		filepath.Join(home, ".local/lib/python3*/site-packages"), "/opt/*/lib/python3*/site-packages",
+		"/opt/*/.venv/lib/python3*/site-packages"} {
+		for _, sub := range []string{"libnvcomp.so.*", "nvidia/libnvcomp/lib64/libnvcomp.so.*", "nvidia/nvcomp/libnvcomp.so.*"} {
+			m, _ := filepath.Glob(filepath.Join(root, sub))
+			found = append(found, m...)
+		}
+	}
+	// Newest soname first (libnvcomp.so.6 before .so.5).
+	sort.SliceStable(found, func(i, j int) bool { return filepath.Base(found[i]) > filepath.Base(found[j]) })
+	return append(c, found...)
+}
+
+func (b *Backend) openNvcomp() error {
+	var err error
+	if b.nvl, err = dl.Open(nvcompCandidates(b.opts.NvcompLib)...); err != nil {
+		return backends.Unavailable("nvCOMP not found (pip install nvidia-libnvcomp-cu13, or --nvcomp-lib/%s): %v", nvcompEnv, err)
+	}
+	l := b.nvl
+	if b.nv.props, err = l.Sym("nvcompGetProperties"); err != nil {
+		return backends.Unavailable("%v", err)
+	}
+	b.nv.statusString, _ = l.Sym("nvcompGetStatusString")
+	for _, c := range []*nvcompCodec{&b.lz4, &b.zstd} {
+		if c == &b.lz4 {
+			c.name = "LZ4"
+		} else {
+			c.name = "Zstd"
+		}
+		p := "nvcompBatched" + c.name
+		// 6.x renamed ...GetTempSizeAsync to ...GetTempSize and gave it a
+		// stream argument; the symbol present says which one this is.
+		if c.compTemp, err = l.Sym(p + "CompressGetTempSize"); err == nil {
+			c.tempHasStream = true
+			c.decompTemp, err = l.Sym(p + "DecompressGetTempSize")
+		} else {
+			if c.compTemp, err = l.Sym(p + "CompressGetTempSizeAsync"); err == nil {
+				c.decompTemp, err = l.Sym(p + "DecompressGetTempSizeAsync")
+			}
+		}
+		if err != nil {
+			return backends.Unavailable("nvCOMP version not supported: %v", err)
+		}
+		if err := l.Syms([]string{p + "CompressGetRequiredAlignments", p + "DecompressGetRequiredAlignments",
+			p + "CompressGetMaxOutputChunkSize", p + "CompressAsync", p + "DecompressAsync"},
+			[]*unsafe.Pointer{&c.compAlign, &c.decompAlign, &c.maxOut, &c.compress, &c.decompress}); err != nil {
+			return backends.Unavailable("nvCOMP version not supported: %v", err)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) loadKernels() error {
+	src := ptx.Kernels
+	if p := os.Getenv(ptxEnv); p != "" {
+		// A freshly generated PTX, to test kernels before committing them.
+		var err error
+		if src, err = os.ReadFile(p); err != nil {
+			return err
+		}
+	}
+	if len(src) == 0 {
+		return errors.New("no PTX embedded: run make ptx on a machine with nvcc")
+	}
+	var err error
+	if b.mod, err = b.drv.LoadModule(src); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		p    *cuFunc
+		name string
+	}{{&b.fClassify, "s4d_classify"}, {&b.fScan, "s4d_scan"}, {&b.fBuild, "s4d_build"},
+		{&b.fFinalize, "s4d_finalize"}, {&b.fGather, "s4d_gather"}} {
+		if *f.p, err = b.drv.Function(b.mod, f.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	lz4C  = asOpts(lz4CompressOpts{})
+	lz4D  = asOpts(lz4DecompressOpts{})
+	zstdC = asOpts(zstdCompressOpts{})
+	zstdD = asOpts(zstdDecompressOpts{})
+)
+
+// bufAlign is the alignment every buffer and chunk we hand nvCOMP keeps:
+// input pages sit at multiples of the page size, outputs and packed
+// compressed pages at multiples of 8, device allocations at 256.
+const bufAlign = 8
+
+func (b *Backend) checkAlignments() error {
+	for _, c := range []struct {
+		codec    *nvcompCodec
+		compress bool
+		o        nvOpts
+	}{{&b.lz4, true, lz4C}, {&b.lz4, false, lz4D}, {&b.zstd, true, zstdC}, {&b.zstd, false, zstdD}} {
+		a, err := c.codec.Alignments(&b.nv, c.compress, c.o)
+		if err != nil {
+			return err
+		}
+		if a.Input > bufAlign || a.Output > bufAlign || a.Temp > 256 {
+			return fmt.Errorf("nvCOMP %s needs alignment %+v; this backend keeps %d", c.codec.name, a, bufAlign)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) codec(c backends.Codec) (*nvcompCodec, nvOpts, nvOpts) {
+	if c == backends.CodecZstd {
+		return &b.zstd, zstdC, zstdD
+	}
+	return &b.lz4, lz4C, lz4D
+}

@@ -1,0 +1,140 @@
+package cuda_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/backendtest"
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/backends/cuda"
+	"github.com/s4d-project/s4d/backends/internal/dl"
+)
+
+// openGPU opens the backend or skips the test with the reason.
+func openGPU(t testing.TB, o backends.Options) *cuda.Backend {
+	t.Helper()
+	b, err := cuda.Open(o)
+	if backends.IsUnavailable(err) {
+		t.Skipf("cuda backend %v", err)
+	}
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// Without a driver, a device or nvCOMP the backend must say so through the
+// registry, never crash or report itself broken.
+func TestUnavailableIsReported(t *testing.T) {
+	set := backends.Open(backends.Options{PageSize: 4096}, "cuda")
+	defer set.Close()
+	st := set.Statuses()
+	if len(st) != 1 || st[0].Name != "cuda" {
+		t.Fatalf("statuses: %+v", st)
+	}
+	_, drvErr := dl.Open("libcuda.so.1")
+	switch st[0].State {
+	case backends.StateOK:
+		if drvErr != nil {
+			t.Fatalf("ok without libcuda.so.1: %+v", st[0])
+		}
+		t.Logf("cuda: %s", st[0].Describe)
+	case backends.StateUnavailable:
+		if st[0].Reason == "" {
+			t.Fatal("unavailable without a reason")
+		}
+		if drvErr != nil && !strings.Contains(st[0].Reason, "libcuda.so.1") {
+			t.Errorf("reason does not name the missing driver: %q", st[0].Reason)
+		}
+		t.Logf("cuda unavailable: %s", st[0].Reason)
+	default:
+		t.Fatalf("cuda backend %s: %s", st[0].State, st[0].Reason)
+	}
+}
+
+// A wrong nvCOMP path is a clean 'unavailable' naming nvCOMP.
+func TestMissingNvcomp(t *testing.T) {
+	if _, err := dl.Open("libcuda.so.1"); err != nil {
+		t.Skipf("no driver here (%v): the nvCOMP check comes after it", err)
+	}
+	_, err := cuda.Open(backends.Options{NvcompLib: "/nonexistent/libnvcomp.so.6"})
+	if !backends.IsUnavailable(err) || !strings.Contains(err.Error(), "nvCOMP") {
+		// On a machine with a driver but no device the driver check wins.
+		if err == nil || !strings.Contains(err.Error(), "device") {
+			t.Fatalf("want unavailable naming nvCOMP, got %v", err)
+		}
+	}
+	t.Log(err)
+}
+
+func TestMemoryLimit(t *testing.T) {
+	openGPU(t, backends.Options{})
+	_, err := cuda.Open(backends.Options{GPUMemLimit: 1 << 20})
+	if err == nil || backends.IsUnavailable(err) || !strings.Contains(err.Error(), "gpu memory limit") {
+		t.Fatalf("1 MiB limit: want a clear limit error, got %v", err)
+	}
+	t.Log(err)
+	// A limit that only fits small slots still works.
+	b := openGPU(t, backends.Options{GPUMemLimit: 96 << 20})
+	t.Log(b.Describe())
+	roundTrip(t, b, corpus.Pages(corpus.Mixed, 3000, 4096, 9), 4096, backends.CodecLZ4)
+}
+
+func TestConformance(t *testing.T) {
+	b := openGPU(t, backends.Options{})
+	t.Log(b.Describe())
+	backendtest.Run(t, b, backendtest.Config{PageSizes: []int{4096, 16384, 65536}})
+}
+
+// A batch larger than one slot runs through both slots in turn.
+func TestLargeBatch(t *testing.T) {
+	b := openGPU(t, backends.Options{})
+	pages := corpus.Pages(corpus.Mixed, 3*4096+123, 4096, 11)
+	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+		roundTrip(t, b, pages, 4096, codec)
+	}
+}
+
+func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec backends.Codec) {
+	t.Helper()
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
+	var out backends.Compressed
+	if err := b.Compress(context.Background(), in, &out); err != nil {
+		t.Fatalf("%v: compress: %v", codec, err)
+	}
+	counts := map[backends.Class]int{}
+	got := make([]byte, ps)
+	d := &backends.Decompression{PageSize: ps, Dst: make([]byte, len(pages))}
+	for i := range in.Len() {
+		want, fill := backends.Classify(in.Page(i))
+		c := out.Class[i]
+		if want != 0 && (c != want || out.Fill[i] != fill) {
+			t.Fatalf("%v page %d: class %v, want %v", codec, i, c, want)
+		}
+		s := backends.Stored{Class: c, Fill: out.Fill[i], Data: out.Bytes(i, in)}
+		if !ref.DecodePage(s, got) || !bytes.Equal(got, in.Page(i)) {
+			t.Fatalf("%v page %d (%v, %d bytes): CPU decoder disagrees", codec, i, c, len(s.Data))
+		}
+		counts[c]++
+		d.Src = append(d.Src, s)
+	}
+	if err := b.Decompress(context.Background(), d); err != nil {
+		t.Fatalf("%v: decompress: %v", codec, err)
+	}
+	for i := range in.Len() {
+		if d.Failed[i] || !bytes.Equal(d.Dst[i*ps:(i+1)*ps], in.Page(i)) {
+			t.Fatalf("%v page %d (%v): GPU decompress differs (failed %v)", codec, i, out.Class[i], d.Failed[i])
+		}
+	}
+	t.Logf("%v: %d pages, classes %v, %d bytes of data", codec, in.Len(), counts, len(out.Data))
+}
