@@ -29,8 +29,9 @@ type Config struct {
 	WebGPULib     string
 	NvcompLib     string
 	GPUMemLimit   int64
-	PoolsPerUser  int    // pools one user may create; 0 = no limit
-	UserQuota     uint64 // stored bytes one user may hold; 0 = no limit
+	CoalesceWait  time.Duration // how long a small batch may wait for others; 0 = never merge
+	PoolsPerUser  int           // pools one user may create; 0 = no limit
+	UserQuota     uint64        // stored bytes one user may hold; 0 = no limit
 	LogLevel      slog.Level
 	Log           *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
@@ -49,6 +50,7 @@ func Defaults() Config {
 		MaxBatchPages: ipc.DefaultMaxBatchPages,
 		MaxConns:      1024,
 		PoolsPerUser:  1024,
+		CoalesceWait:  200 * time.Microsecond,
 		IdleTimeout:   10 * time.Minute,
 		FrameTimeout:  30 * time.Second,
 	}

@@ -36,6 +36,7 @@ type File struct {
 	MaxBatchPages *int    `toml:"max_batch_pages"`
 	PoolsPerUser  *int    `toml:"max_pools_per_user"`
 	UserQuota     *string `toml:"user_quota"`
+	CoalesceWait  *string `toml:"coalesce_wait"`
 }
 
 // LoadFile reads a configuration file. A missing file is an error only when
@@ -128,6 +129,11 @@ func (f *File) Apply(c *Config) error {
 	if f.MaxBatchPages != nil {
 		c.MaxBatchPages = *f.MaxBatchPages
 	}
+	if f.CoalesceWait != nil {
+		d, err := time.ParseDuration(*f.CoalesceWait)
+		set("coalesce_wait", err)
+		c.CoalesceWait = d
+	}
 	if f.PoolsPerUser != nil {
 		c.PoolsPerUser = *f.PoolsPerUser
 	}
@@ -159,5 +165,6 @@ func restartOnly(old, new Config) []string {
 	add(old.FrameTimeout != new.FrameTimeout, "frame_timeout")
 	add(old.MaxConns != new.MaxConns, "max_connections")
 	add(old.MaxBatchPages != new.MaxBatchPages, "max_batch_pages")
+	add(old.CoalesceWait != new.CoalesceWait, "coalesce_wait")
 	return keys
 }

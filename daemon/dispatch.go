@@ -13,14 +13,21 @@ import (
 	"github.com/s4d-project/s4d/ipc"
 )
 
-// Dispatcher sends each batch to the preferred usable backend and, when a
-// backend fails, takes it out of service and redoes the batch on the next
-// one, ending with the CPU, so no batch is lost to a GPU fault.
+// Dispatcher sends each batch to the backend that is fastest for its size
+// (or the one asked for), merges small concurrent batches when a backend
+// that wins on large ones is present, and when a backend fails, takes it
+// out of service and redoes the batch on the next one, ending with the
+// CPU, so no batch is lost to a GPU fault.
 type Dispatcher struct {
 	set       *backends.Set
 	log       *slog.Logger
 	codec     backends.Codec
+	pageSize  int
 	threshold int
+	cal       atomic.Pointer[Calibration]
+	below     atomic.Int64 // coalesce batches smaller than this; 0 = never
+	wait      time.Duration
+	queue     chan *waiter
 	fallbacks atomic.Uint64
 	inFlight  atomic.Int64
 	progress  atomic.Int64 // unix nanoseconds of the last finished or first started batch
@@ -42,8 +49,27 @@ type counters struct {
 
 // NewDispatcher prefers the named backend ("auto": the best one usable).
 func NewDispatcher(set *backends.Set, prefer string, codec backends.Codec, pageSize int, log *slog.Logger) *Dispatcher {
-	return &Dispatcher{set: set, log: log, codec: codec, threshold: pageSize * 3 / 4,
+	return &Dispatcher{set: set, log: log, codec: codec, pageSize: pageSize, threshold: pageSize * 3 / 4,
 		prefer: prefer, ctr: map[ctrKey]*counters{}}
+}
+
+// SetCalibration makes batch routing follow c and, if a large-batch
+// backend beats the small-batch one, merges concurrent small batches,
+// waiting at most wait for company (0: never merge).
+func (d *Dispatcher) SetCalibration(c *Calibration, wait time.Duration) {
+	d.cal.Store(c)
+	below := c.coalesceBelow()
+	if wait <= 0 {
+		below = 0
+	}
+	d.mu.Lock()
+	if below > 0 && d.queue == nil {
+		d.wait = wait
+		d.queue = make(chan *waiter, 1024)
+		go d.coalesce(c.Sizes[len(c.Sizes)-1])
+	}
+	d.mu.Unlock()
+	d.below.Store(int64(below))
 }
 
 // SetPreference changes the preferred backend for later batches.
@@ -60,12 +86,16 @@ func (d *Dispatcher) Preference() string {
 	return d.prefer
 }
 
-// chain lists the backends to try, preferred first.
-func (d *Dispatcher) chain() []backends.Backend {
+// chain lists the backends to try for a batch of n pages, best first.
+func (d *Dispatcher) chain(n int) []backends.Backend {
 	usable := d.set.Usable()
 	pref := d.Preference()
 	if pref == "auto" {
-		return usable
+		cal := d.cal.Load()
+		if cal == nil {
+			return usable
+		}
+		return rank(usable, cal.Order[cal.bucket(n)])
 	}
 	out := make([]backends.Backend, 0, len(usable))
 	for _, b := range usable {
@@ -81,9 +111,27 @@ func (d *Dispatcher) chain() []backends.Backend {
 	return out
 }
 
-// InUse is the backend the next batch goes to.
+// rank orders backends as names does; backends not named keep their order, last.
+func rank(usable []backends.Backend, names []string) []backends.Backend {
+	out := make([]backends.Backend, 0, len(usable))
+	for _, n := range names {
+		for _, b := range usable {
+			if b.Name() == n {
+				out = append(out, b)
+			}
+		}
+	}
+	for _, b := range usable {
+		if !contains(names, b.Name()) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// InUse is the backend the next large batch goes to.
 func (d *Dispatcher) InUse() string {
-	if c := d.chain(); len(c) > 0 {
+	if c := d.chain(1 << 30); len(c) > 0 {
 		return c[0].Name()
 	}
 	return ""
@@ -128,10 +176,17 @@ func (d *Dispatcher) Progress(limit time.Duration) error {
 
 // Compress compresses a batch and says which backend did it.
 func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
+	if n := len(pages) / pageSize; n < int(d.below.Load()) && d.Preference() == "auto" {
+		return d.merge(ctx, pages, out)
+	}
+	return d.compress(ctx, pageSize, pages, out)
+}
+
+func (d *Dispatcher) compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
 	d.begin()
 	defer d.end()
 	b := &backends.Batch{PageSize: pageSize, Pages: pages, Codec: d.codec, Threshold: d.threshold}
-	for i, be := range d.chain() {
+	for i, be := range d.chain(b.Len()) {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}
@@ -165,7 +220,7 @@ func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, o
 func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
 	d.begin()
 	defer d.end()
-	for i, be := range d.chain() {
+	for i, be := range d.chain(len(dd.Src)) {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}

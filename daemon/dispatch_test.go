@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
@@ -103,5 +106,96 @@ func TestValidate(t *testing.T) {
 	c.Codec = "gzip"
 	if c.Validate() == nil {
 		t.Error("codec gzip accepted")
+	}
+}
+
+// bulky is fast only on large batches, as a GPU behind PCIe is: every
+// batch costs a fixed round trip. It compresses with the CPU backend.
+type bulky struct {
+	cpu     *cpu.Backend
+	batches atomic.Int64
+}
+
+func (b *bulky) Name() string     { return "bulky" }
+func (b *bulky) Describe() string { return "large batches only" }
+func (b *bulky) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+	b.batches.Add(1)
+	time.Sleep(2 * time.Millisecond)
+	return b.cpu.Compress(ctx, in, out)
+}
+func (b *bulky) Decompress(ctx context.Context, d *backends.Decompression) error {
+	return b.cpu.Decompress(ctx, d)
+}
+func (b *bulky) Close() error { return nil }
+
+func TestCalibrationAndCoalescing(t *testing.T) {
+	ref, _ := cpu.New(backends.Options{})
+	bk := &bulky{cpu: ref}
+	backends.Register("bulky", 50, func(backends.Options) (backends.Backend, error) { return bk, nil })
+	set := backends.Open(backends.Options{PageSize: 4096}, "bulky", "cpu")
+	defer set.Close()
+	d := NewDispatcher(set, "auto", backends.CodecLZ4, 4096, slog.New(slog.DiscardHandler))
+	// A synthetic calibration: cpu wins small batches, bulky large ones.
+	cal := &Calibration{Sizes: []int{1, 16, 256}, Order: [][]string{{"cpu", "bulky"}, {"cpu", "bulky"}, {"bulky", "cpu"}}}
+	d.SetCalibration(cal, 20*time.Millisecond)
+	if got := cal.coalesceBelow(); got != 256 {
+		t.Fatalf("coalesce below %d", got)
+	}
+	if c := d.chain(1); c[0].Name() != "cpu" {
+		t.Fatalf("1 page goes to %s", c[0].Name())
+	}
+	if c := d.chain(1000); c[0].Name() != "bulky" {
+		t.Fatalf("1000 pages go to %s", c[0].Name())
+	}
+	// 64 concurrent 4-page batches travel together on bulky.
+	pages := corpus.Pages(corpus.Mixed, 256, 4096, 3)
+	var wg sync.WaitGroup
+	outs := make([]backends.Compressed, 64)
+	names := make([]string, 64)
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			names[g], err = d.Compress(context.Background(), 4096, pages[g*4*4096:(g+1)*4*4096], &outs[g])
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := bk.batches.Load(); n == 0 || n >= 32 {
+		t.Fatalf("64 small batches made %d bulky batches", n)
+	}
+	got := make([]byte, 4096)
+	for g := range 64 {
+		if names[g] != "bulky" {
+			t.Fatalf("batch %d went to %s", g, names[g])
+		}
+		b := &backends.Batch{PageSize: 4096, Pages: pages[g*4*4096 : (g+1)*4*4096]}
+		for i := range 4 {
+			s := backends.Stored{Class: outs[g].Class[i], Fill: outs[g].Fill[i], Data: outs[g].Bytes(i, b)}
+			if !ref.DecodePage(s, got) || !bytes.Equal(got, b.Page(i)) {
+				t.Fatalf("batch %d page %d wrong after merging", g, i)
+			}
+		}
+	}
+	// Forcing a backend bypasses merging.
+	d.SetPreference("cpu")
+	before := bk.batches.Load()
+	if name, _ := d.Compress(context.Background(), 4096, pages[:4096], &outs[0]); name != "cpu" || bk.batches.Load() != before {
+		t.Fatalf("forced cpu went to %s", name)
+	}
+}
+
+func TestCalibrate(t *testing.T) {
+	set := backends.Open(backends.Options{PageSize: 4096}, "cpu")
+	defer set.Close()
+	cal, err := Calibrate(context.Background(), set.Usable(), 4096, backends.CodecLZ4, []int{1, 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cal.Rate["cpu"]; len(r) != 2 || r[0] <= 0 || r[1] <= 0 || cal.Order[1][0] != "cpu" || cal.coalesceBelow() != 0 {
+		t.Fatalf("calibration %+v", cal)
 	}
 }

@@ -77,6 +77,16 @@ func New(cfg Config) (*Daemon, error) {
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}}
 	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
 	d.disp = NewDispatcher(set, cfg.Backend, codec, cfg.PageSize, cfg.Log)
+	if usable := set.Usable(); len(usable) > 1 {
+		// Only a choice needs measuring: with one backend there is none.
+		cal, err := Calibrate(context.Background(), usable, cfg.PageSize, codec, CalibrationSizes)
+		if err != nil {
+			cfg.Log.Warn("calibration failed; using backends in preference order", "err", err)
+		} else {
+			d.disp.SetCalibration(cal, cfg.CoalesceWait)
+			cfg.Log.Info("calibrated", "rates", cal.String(), "merge_below_pages", cal.coalesceBelow())
+		}
+	}
 	return d, nil
 }
 

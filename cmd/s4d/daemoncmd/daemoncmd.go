@@ -33,6 +33,7 @@ var Command = &cli.Command{
 		&cli.StringFlag{Name: "webgpu-lib", EnvVars: []string{"S4D_WEBGPU_LIB"}, Usage: "path of a webgpu.h library (Dawn); default: search"},
 		&cli.StringFlag{Name: "nvcomp-lib", EnvVars: []string{"S4D_NVCOMP_LIB"}, Usage: "path of libnvcomp.so; default: search"},
 		&cli.StringFlag{Name: "gpu-mem-limit", Value: "0", Usage: "device memory a GPU backend may use; 0 = its default"},
+		&cli.DurationFlag{Name: "coalesce-wait", Value: daemon.Defaults().CoalesceWait, Usage: "how long a small batch may wait to travel with others to a GPU; 0 = never"},
 		&cli.IntFlag{Name: "max-connections", Value: daemon.Defaults().MaxConns, Usage: "connections served at once"},
 		&cli.IntFlag{Name: "max-batch-pages", Value: daemon.Defaults().MaxBatchPages, Usage: "keys in one request"},
 		&cli.IntFlag{Name: "max-pools-per-user", Value: daemon.Defaults().PoolsPerUser, Usage: "pools one user may create; 0 = no limit"},
@@ -114,6 +115,9 @@ func configure(cx *cli.Context) (daemon.Config, error) {
 	}
 	if cx.IsSet("workers") {
 		cfg.Workers = cx.Int("workers")
+	}
+	if cx.IsSet("coalesce-wait") {
+		cfg.CoalesceWait = cx.Duration("coalesce-wait")
 	}
 	if cx.IsSet("max-connections") {
 		cfg.MaxConns = cx.Int("max-connections")

@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+// A waiter is one small batch waiting to travel with others.
+type waiter struct {
+	pages []byte
+	out   *backends.Compressed
+	done  chan merged
+}
+
+type merged struct {
+	backend string
+	err     error
+}
+
+// merge hands a small batch to the coalescer and waits for its share of
+// the merged result.
+func (d *Dispatcher) merge(ctx context.Context, pages []byte, out *backends.Compressed) (string, error) {
+	w := &waiter{pages: pages, out: out, done: make(chan merged, 1)}
+	select {
+	case d.queue <- w:
+	default:
+		// The coalescer is saturated: go alone rather than queue up.
+		return d.compress(ctx, d.pageSize, pages, out)
+	}
+	r := <-w.done
+	return r.backend, r.err
+}
+
+// coalesce gathers waiting batches until maxPages are together or the
+// first has waited d.wait, then compresses them as one batch.
+func (d *Dispatcher) coalesce(maxPages int) {
+	for first := range d.queue {
+		group := []*waiter{first}
+		n := len(first.pages) / d.pageSize
+		timer := time.NewTimer(d.wait)
+	collect:
+		for n < maxPages {
+			select {
+			case w := <-d.queue:
+				group = append(group, w)
+				n += len(w.pages) / d.pageSize
+			case <-timer.C:
+				break collect
+			}
+		}
+		timer.Stop()
+		go d.runGroup(group, n)
+	}
+}
+
+// runGroup compresses a group and gives each waiter its pages' results,
+// its compressed bytes copied into its own Data so that nothing is shared
+// once the waiters go their ways.
+func (d *Dispatcher) runGroup(group []*waiter, n int) {
+	pages := make([]byte, 0, n*d.pageSize)
+	for _, w := range group {
+		pages = append(pages, w.pages...)
+	}
+	var all backends.Compressed
+	name, err := d.compress(context.Background(), d.pageSize, pages, &all)
+	at := 0
+	for _, w := range group {
+		k := len(w.pages) / d.pageSize
+		if err == nil {
+			o := w.out
+			o.Class = append(o.Class[:0], all.Class[at:at+k]...)
+			o.Fill = append(o.Fill[:0], all.Fill[at:at+k]...)
+			o.Size = append(o.Size[:0], all.Size[at:at+k]...)
+			o.Off = append(o.Off[:0], all.Off[at:at+k]...)
+			o.Data = o.Data[:0]
+			for j := range k {
+				if c := o.Class[j]; c == backends.ClassLZ4 || c == backends.ClassZstd {
+					off := all.Off[at+j]
+					o.Off[j] = uint32(len(o.Data))
+					o.Data = append(o.Data, all.Data[off:off+o.Size[j]]...)
+				}
+			}
+		}
+		at += k
+		w.done <- merged{name, err}
+	}
+}
