@@ -1,0 +1,307 @@
+package webgpu
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/internal/dl"
+	"github.com/s4d-project/s4d/wgsl"
+)
+
+// DefaultLib is where `make deps` installs Dawn.
+const DefaultLib = "/usr/local/lib/s4d/libwebgpu_wrapper.so"
+
+// libCandidates lists where a webgpu.h implementation is looked for: an
+// explicit path alone if one is given, else the install path, next to the
+// binary, then the usual sonames.
+func libCandidates(explicit string) []string {
+	if explicit == "" {
+		explicit = os.Getenv("S4D_WEBGPU_LIB")
+	}
+	if explicit != "" {
+		return []string{explicit}
+	}
+	c := []string{DefaultLib}
+	if exe, err := os.Executable(); err == nil {
+		dir := filepath.Dir(exe)
+		c = append(c, filepath.Join(dir, "libwebgpu_wrapper.so"), filepath.Join(dir, "../lib/s4d/libwebgpu_wrapper.so"))
+	}
+	return append(c, "libwebgpu_wrapper.so", "libwebgpu_dawn.so", "libwgpu_native.so")
+}
+
+// A library is loaded once per process and never unloaded: Dawn keeps
+// threads of its own.
+var (
+	libMu    sync.Mutex
+	libProcs = map[string]*C.s4d_procs{}
+)
+
+func loadLib(explicit string) (*C.s4d_procs, string, error) {
+	libMu.Lock()
+	defer libMu.Unlock()
+	cands := libCandidates(explicit)
+	for _, c := range cands {
+		if p, ok := libProcs[c]; ok {
+			return p, c, nil
+		}
+	}
+	lib, err := dl.Open(cands...)
+	if err != nil {
+		return nil, "", backends.Unavailable("no webgpu library (run `make deps`): %v", err)
+	}
+	p, err := loadProcs(lib)
+	if err != nil {
+		return nil, "", backends.Unavailable("%v", err)
+	}
+	libProcs[lib.Path] = p
+	return p, lib.Path, nil
+}
+
+// device owns one WebGPU device. Every call into the library runs on one
+// goroutine locked to its OS thread (Dawn objects are not thread-safe),
+// fed through jobs; callbacks are delivered there during ProcessEvents.
+type device struct {
+	p       *C.s4d_procs
+	jobs    chan func()
+	inst    C.WGPUInstance
+	adapter C.WGPUAdapter
+	dev     C.WGPUDevice
+	queue   C.WGPUQueue
+	st      *C.s4d_devstate
+	lim     *C.s4d_limits
+	desc    string
+	subMax  uint32
+	closed  bool
+}
+
+func (d *device) loop() {
+	runtime.LockOSThread()
+	for f := range d.jobs {
+		f()
+	}
+}
+
+// do runs f on the device thread and returns its error.
+func (d *device) do(f func() error) error {
+	done := make(chan error, 1)
+	d.jobs <- func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("webgpu: panic on device thread: %v", r)
+			}
+		}()
+		done <- f()
+	}
+	return <-done
+}
+
+func newWait() *C.s4d_wait {
+	return (*C.s4d_wait)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4d_wait{}))))
+}
+
+func resetWait(w *C.s4d_wait) { *w = C.s4d_wait{} }
+
+// waitTimeout bounds any single wait: a GPU that hangs this long is
+// treated as lost and the batch is redone on the CPU.
+const waitTimeout = 60 * time.Second
+
+// wait polls events until w completes. Device thread only.
+func (d *device) wait(w *C.s4d_wait, what string) error {
+	start := time.Now()
+	for spins := 0; ; spins++ {
+		if w.done != 0 {
+			return nil
+		}
+		C.s4d_process_events(d.p, d.inst)
+		if w.done != 0 {
+			return nil
+		}
+		if d.st != nil && d.st.lost != 0 {
+			return fmt.Errorf("webgpu: device lost while waiting for %s: %s", what, d.faultMsg())
+		}
+		if spins > 64 {
+			// Long kernels: stop spinning a core.
+			time.Sleep(20 * time.Microsecond)
+			if time.Since(start) > waitTimeout {
+				return fmt.Errorf("webgpu: %s did not complete in %v", what, waitTimeout)
+			}
+		}
+	}
+}
+
+func (d *device) faultMsg() string {
+	return cstr(unsafe.Slice((*byte)(unsafe.Pointer(&d.st.msg[0])), len(d.st.msg)))
+}
+
+// fault reports a device loss or an uncaptured error.
+func (d *device) fault() error {
+	if d.st.lost != 0 {
+		return fmt.Errorf("webgpu: device lost: %s", d.faultMsg())
+	}
+	if d.st.errors != 0 {
+		return fmt.Errorf("webgpu: device error: %s", d.faultMsg())
+	}
+	return nil
+}
+
+// openDevice finds an adapter and opens a device with the adapter's own
+// limits. A Null adapter, or a CPU adapter unless allowCPU, is reported
+// unavailable.
+func openDevice(libPath string, allowCPU bool) (*device, error) {
+	p, path, err := loadLib(libPath)
+	if err != nil {
+		return nil, err
+	}
+	d := &device{p: p, jobs: make(chan func())}
+	go d.loop()
+	err = d.do(func() error { return d.init(allowCPU) })
+	if err != nil {
+		d.do(func() error { d.release(); return nil })
+		close(d.jobs)
+		return nil, err
+	}
+	d.desc += " [" + filepath.Base(path) + "]"
+	return d, nil
+}
+
+func (d *device) init(allowCPU bool) error {
+	p := d.p
+	d.inst = C.s4d_create_instance(p)
+	if d.inst == nil {
+		return backends.Unavailable("webgpu: no instance")
+	}
+	w := newWait()
+	defer C.free(unsafe.Pointer(w))
+	C.s4d_request_adapter(p, d.inst, w)
+	if err := d.wait(w, "adapter"); err != nil {
+		return backends.Unavailable("%v", err)
+	}
+	if w.status != C.S4D_STATUS_SUCCESS || w.handle == nil {
+		return backends.Unavailable("webgpu: no adapter: %s", waitMsg(w))
+	}
+	d.adapter = C.WGPUAdapter(w.handle)
+
+	info := (*C.s4d_info)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4d_info{}))))
+	defer C.free(unsafe.Pointer(info))
+	var descBuf [256]C.char
+	if C.s4d_adapter_info(p, d.adapter, info, &descBuf[0], C.size_t(len(descBuf))) != C.S4D_STATUS_SUCCESS {
+		return backends.Unavailable("webgpu: adapter info unavailable")
+	}
+	backend, atype := uint32(info.i.backendType), uint32(info.i.adapterType)
+	d.subMax = uint32(info.i.subgroupMaxSize)
+	desc := C.GoString(&descBuf[0])
+	C.s4d_adapter_info_free(p, info)
+	if backend == C.S4D_BACKEND_NULL || backend == 0 {
+		return backends.Unavailable("webgpu: only the Null adapter (no usable Vulkan driver; Dawn needs Mesa >= 25 for lavapipe)")
+	}
+	if atype == C.S4D_ADAPTER_CPU && !allowCPU {
+		return backends.Unavailable("webgpu: only a CPU adapter (%s); set S4D_WEBGPU_ALLOW_CPU=1 to use it", desc)
+	}
+	d.desc = fmt.Sprintf("%s via %s", desc, backendName(backend))
+	if atype == C.S4D_ADAPTER_CPU {
+		d.desc += " (CPU adapter)"
+	}
+
+	d.lim = (*C.s4d_limits)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4d_limits{}))))
+	if C.s4d_adapter_limits(p, d.adapter, d.lim) != C.S4D_STATUS_SUCCESS {
+		return backends.Unavailable("webgpu: adapter limits unavailable")
+	}
+	d.st = (*C.s4d_devstate)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4d_devstate{}))))
+	resetWait(w)
+	C.s4d_request_device(p, d.adapter, d.lim, w, d.st)
+	if err := d.wait(w, "device"); err != nil {
+		return err
+	}
+	if w.status != C.S4D_STATUS_SUCCESS || w.handle == nil {
+		return fmt.Errorf("webgpu: device request failed: %s", waitMsg(w))
+	}
+	d.dev = C.WGPUDevice(w.handle)
+	d.queue = C.s4d_queue(p, d.dev)
+	return nil
+}
+
+func backendName(b uint32) string {
+	switch b {
+	case 3:
+		return "D3D11"
+	case 4:
+		return "D3D12"
+	case 5:
+		return "Metal"
+	case 6:
+		return "Vulkan"
+	case 7:
+		return "OpenGL"
+	case 8:
+		return "OpenGLES"
+	}
+	return fmt.Sprintf("backend %d", b)
+}
+
+// release frees the device objects. Device thread only.
+func (d *device) release() {
+	C.s4d_device_free(d.p, d.dev, d.queue)
+	C.s4d_adapter_free(d.p, d.adapter)
+	C.s4d_instance_free(d.p, d.inst)
+	d.dev, d.queue, d.adapter, d.inst = nil, nil, nil, nil
+}
+
+// checkErrors pops the two error scopes pushed by pushErrors.
+func (d *device) popErrors(w *C.s4d_wait) error {
+	var errs []error
+	for range 2 {
+		resetWait(w)
+		C.s4d_pop_error(d.p, d.dev, w)
+		if err := d.wait(w, "error scope"); err != nil {
+			return err
+		}
+		if w.status == C.S4D_STATUS_SUCCESS && w._type != 1 {
+			errs = append(errs, fmt.Errorf("webgpu: error type %d: %s", w._type, waitMsg(w)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *device) pipeline(src, entry string) (C.WGPUComputePipeline, error) {
+	code := C.CString(src)
+	defer C.free(unsafe.Pointer(code))
+	ent := C.CString(entry)
+	defer C.free(unsafe.Pointer(ent))
+	w := newWait()
+	defer C.free(unsafe.Pointer(w))
+	C.s4d_push_errors(d.p, d.dev)
+	pl := C.s4d_create_pipeline(d.p, d.dev, code, C.size_t(len(src)), ent)
+	if err := d.popErrors(w); err != nil {
+		C.s4d_pipeline_free(d.p, pl)
+		return nil, fmt.Errorf("%s: %w", entry, err)
+	}
+	if pl == nil {
+		return nil, fmt.Errorf("%s: %w", entry, errNil)
+	}
+	return pl, nil
+}
+
+// kernelParams sizes the compress kernel from the adapter's workgroup
+// memory: the biggest hash table (up to 2^12 entries) that fits.
+func kernelParams(pageSize int, wgStorage uint32) (wgsl.Params, error) {
+	for bits := 12; bits >= 8; bits-- {
+		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Workgroup: 64}
+		if wgsl.WorkgroupBytes(p) <= int(wgStorage) {
+			return p, nil
+		}
+	}
+	return wgsl.Params{}, fmt.Errorf("webgpu: %d bytes of workgroup memory is too little for %d-byte pages", wgStorage, pageSize)
+}

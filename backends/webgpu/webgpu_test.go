@@ -1,0 +1,206 @@
+package webgpu
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/backendtest"
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
+)
+
+var (
+	shared     *Backend
+	sharedErr  error
+	sharedOnce sync.Once
+)
+
+// open returns one backend for the whole test binary (opening a device
+// costs a second on lavapipe). It skips only when the library file is
+// absent, and fails when it is there but unusable.
+func open(t testing.TB) *Backend {
+	t.Helper()
+	lib := os.Getenv("S4D_WEBGPU_LIB")
+	if lib == "" {
+		lib = DefaultLib
+	}
+	if _, err := os.Stat(lib); err != nil {
+		if os.Getenv("S4D_REQUIRE_WEBGPU") == "1" {
+			t.Fatalf("webgpu library %s missing: run `make deps`", lib)
+		}
+		t.Skipf("webgpu library %s missing: run `make deps`", lib)
+	}
+	sharedOnce.Do(func() { shared, sharedErr = New(backends.Options{}, true) })
+	if sharedErr != nil {
+		t.Fatalf("open webgpu backend with %s: %v", lib, sharedErr)
+	}
+	return shared
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.Close()
+	}
+	os.Exit(code)
+}
+
+func TestConformance(t *testing.T) {
+	b := open(t)
+	t.Logf("device: %s", b.Describe())
+	backendtest.Run(t, b, backendtest.Config{PageSizes: []int{4096, 8192}})
+}
+
+// A batch larger than one device round exercises the chunking and the
+// offsets of the second round's data.
+func TestMultiRound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large batch")
+	}
+	b := open(t)
+	n := maxRound + 100
+	pages := corpus.Pages(corpus.Mixed, n, PageSize, 11)
+	checkRoundTrip(t, b, pages, PageSize*3/4)
+}
+
+func checkRoundTrip(t testing.TB, b *Backend, pages []byte, threshold int) *backends.Compressed {
+	t.Helper()
+	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: threshold}
+	out := &backends.Compressed{}
+	if err := b.Compress(context.Background(), in, out); err != nil {
+		t.Fatalf("compress: %v", err)
+	}
+	got := make([]byte, PageSize)
+	for i := range in.Len() {
+		page := in.Page(i)
+		switch out.Class[i] {
+		case backends.ClassLZ4:
+			n, err := lz4.UncompressBlock(out.Bytes(i, in), got)
+			if err != nil || n != PageSize || !bytes.Equal(got, page) {
+				t.Fatalf("page %d: lz4 block of %d bytes does not decode (n=%d err=%v)", i, out.Size[i], n, err)
+			}
+		case backends.ClassRaw:
+			if c, _ := backends.Classify(page); c != 0 {
+				t.Fatalf("page %d: %v page stored raw", i, c)
+			}
+		case backends.ClassZero, backends.ClassSame:
+			if c, f := backends.Classify(page); c != out.Class[i] || f != out.Fill[i] {
+				t.Fatalf("page %d: class %v fill %#x, want %v %#x", i, out.Class[i], out.Fill[i], c, f)
+			}
+		default:
+			t.Fatalf("page %d: class %v", i, out.Class[i])
+		}
+	}
+	return out
+}
+
+// FuzzCompress feeds arbitrary page contents through the kernel and checks
+// that every block decodes with pierrec/lz4 to the original page.
+func FuzzCompress(f *testing.F) {
+	f.Add([]byte("hello hello hello hello hello"), uint16(3072))
+	f.Add(bytes.Repeat([]byte{0}, 40), uint16(100))
+	f.Add(bytes.Repeat([]byte{1, 2, 3}, 1000), uint16(4096))
+	f.Add(corpus.Pages(corpus.Text, 1, PageSize, 1), uint16(3072))
+	f.Add(corpus.Pages(corpus.Pointers, 1, PageSize, 2), uint16(64))
+	f.Fuzz(func(t *testing.T, data []byte, threshold uint16) {
+		b := open(t)
+		if len(data) == 0 {
+			return
+		}
+		// Two pages: the input tiled, and the input followed by zeros.
+		pages := make([]byte, 2*PageSize)
+		for i := 0; i < PageSize; i += len(data) {
+			copy(pages[i:PageSize], data)
+		}
+		copy(pages[PageSize:], data)
+		checkRoundTrip(t, b, pages, int(threshold)%(PageSize+1))
+	})
+}
+
+// ratio compresses pages with b and returns input bytes / stored bytes.
+func ratio(t testing.TB, b backends.Backend, pages []byte) float64 {
+	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
+	out := &backends.Compressed{}
+	if err := b.Compress(context.Background(), in, out); err != nil {
+		t.Fatal(err)
+	}
+	var stored int
+	for i := range in.Len() {
+		stored += int(out.Size[i])
+	}
+	return float64(len(pages)) / float64(max(stored, 1))
+}
+
+// The kernel's greedy parse must stay within 5% of the cpu backend's LZ4
+// ratio on the same pages.
+func TestRatio(t *testing.T) {
+	b := open(t)
+	c, err := cpu.New(backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, kind := range []corpus.Kind{corpus.Text, corpus.Pointers, corpus.Mixed, corpus.Threshold} {
+		pages := corpus.Pages(kind, 512, PageSize, 21)
+		rg, rc := ratio(t, b, pages), ratio(t, c, pages)
+		t.Logf("%-9s webgpu %.3f  cpu %.3f  (%.1f%%)", kind, rg, rc, 100*(rg/rc-1))
+		if rg < 0.95*rc {
+			t.Errorf("%s: ratio %.3f is more than 5%% below the cpu backend's %.3f", kind, rg, rc)
+		}
+	}
+}
+
+// After Close, the backend refuses work instead of touching freed objects.
+func TestClosedDeviceThread(t *testing.T) {
+	d := &device{jobs: make(chan func())}
+	go d.loop()
+	if err := d.do(func() error { return fmt.Errorf("x") }); err == nil || err.Error() != "x" {
+		t.Fatalf("do returned %v", err)
+	}
+	if err := d.do(func() error { panic("boom") }); err == nil {
+		t.Fatal("a panic on the device thread was not reported")
+	}
+	close(d.jobs)
+}
+
+// BenchmarkCompress64MiB compresses 64 MiB batches of mixed pages with
+// this backend and, in the same run, with the cpu backend.
+func BenchmarkCompress64MiB(bm *testing.B) {
+	pages := corpus.Pages(corpus.Mixed, 64<<20/PageSize, PageSize, 5)
+	if p := os.Getenv("S4D_BENCH_PAGES"); p != "" {
+		if data, err := os.ReadFile(p); err == nil && len(data) >= PageSize {
+			pages = data[:len(data)/PageSize*PageSize]
+		}
+	}
+	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
+	c, err := cpu.New(backends.Options{})
+	if err != nil {
+		bm.Fatal(err)
+	}
+	defer c.Close()
+	for _, be := range []struct {
+		name string
+		b    func() backends.Backend
+	}{{"webgpu", func() backends.Backend { return open(bm) }}, {"cpu", func() backends.Backend { return c }}} {
+		bm.Run(be.name, func(bm *testing.B) {
+			b := be.b()
+			out := &backends.Compressed{}
+			bm.SetBytes(int64(len(pages)))
+			start := time.Now()
+			for bm.Loop() {
+				if err := b.Compress(context.Background(), in, out); err != nil {
+					bm.Fatal(err)
+				}
+			}
+			_ = start
+		})
+	}
+}

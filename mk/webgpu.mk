@@ -1,0 +1,70 @@
+# WebGPU backend: Dawn (from the npm package bun-webgpu-linux-x64, pinned by
+# its integrity hash) and a Vulkan driver. Without a GPU the driver is Mesa's
+# lavapipe; Dawn needs Mesa >= 25 (bookworm-backports), Mesa 22's lavapipe
+# only gives Dawn's Null adapter.
+DEPS_TARGETS += deps-webgpu
+INSTALL_TARGETS += install-webgpu
+UNINSTALL_TARGETS += uninstall-webgpu
+
+DAWN_NPM       := bun-webgpu-linux-x64@0.1.7
+DAWN_INTEGRITY := sha512-UEP7UZdEhx9otvkZczjsszL8ZVlrODANQvgl+C88/bNVmxDoFi7w1fWzGi1sZyakiETjmtFDq2/xCLhbSZxjqw==
+DAWN_SO        := libwebgpu_wrapper.so
+# Where the daemon looks first (backends/webgpu searches here by default).
+WEBGPU_LIBDIR  ?= /usr/local/lib/s4d
+DAWN_CACHE     := .deps/webgpu
+MESA_MIN       := 25
+
+.PHONY: deps-webgpu deps-dawn deps-vulkan install-webgpu uninstall-webgpu
+
+deps-webgpu: deps-dawn deps-vulkan
+
+# npm pack downloads the tarball; its integrity is compared with the pinned
+# hash before anything is unpacked or installed.
+deps-dawn:
+	@set -e; \
+	if [ -f $(WEBGPU_LIBDIR)/$(DAWN_SO) ] && [ -f $(DAWN_CACHE)/ok ] && \
+	   cmp -s $(DAWN_CACHE)/package/$(DAWN_SO) $(WEBGPU_LIBDIR)/$(DAWN_SO); then exit 0; fi; \
+	mkdir -p $(DAWN_CACHE); rm -rf $(DAWN_CACHE)/package $(DAWN_CACHE)/ok; \
+	tgz=$$(cd $(DAWN_CACHE) && npm pack --silent $(DAWN_NPM) 2>/dev/null | tail -n 1); \
+	got="sha512-$$(openssl dgst -sha512 -binary $(DAWN_CACHE)/$$tgz | base64 -w0)"; \
+	if [ "$$got" != "$(DAWN_INTEGRITY)" ]; then \
+		echo "$(DAWN_NPM): integrity $$got, want $(DAWN_INTEGRITY)" >&2; rm -f $(DAWN_CACHE)/$$tgz; exit 1; \
+	fi; \
+	tar -xzf $(DAWN_CACHE)/$$tgz -C $(DAWN_CACHE); \
+	so=$$(find $(DAWN_CACHE)/package -name $(DAWN_SO) | head -n 1); \
+	[ -n "$$so" ] || { echo "$(DAWN_SO) not in $(DAWN_NPM)" >&2; exit 1; }; \
+	[ "$$so" = $(DAWN_CACHE)/package/$(DAWN_SO) ] || cp "$$so" $(DAWN_CACHE)/package/$(DAWN_SO); \
+	install -D -m 0644 $(DAWN_CACHE)/package/$(DAWN_SO) $(WEBGPU_LIBDIR)/$(DAWN_SO); \
+	touch $(DAWN_CACHE)/ok; echo "installed $(WEBGPU_LIBDIR)/$(DAWN_SO) from $(DAWN_NPM)"
+
+# libvulkan1 plus Mesa's Vulkan drivers >= $(MESA_MIN). The backports suite
+# reuses the URI of the machine's own Debian source (a mirror or snapshot).
+deps-vulkan:
+	@set -e; \
+	ver=$$(dpkg-query -W -f='$${Version}' mesa-vulkan-drivers 2>/dev/null || true); \
+	major=$$(echo "$$ver" | sed -E 's/^([0-9]+:)?([0-9]+).*/\2/'); \
+	if dpkg -s libvulkan1 >/dev/null 2>&1 && [ -n "$$major" ] && [ "$$major" -ge $(MESA_MIN) ]; then exit 0; fi; \
+	codename=$$(. /etc/os-release && echo $$VERSION_CODENAME); \
+	list=/etc/apt/sources.list.d/s4d-backports.sources; \
+	if [ ! -f $$list ]; then \
+		uri=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null); \
+		[ -n "$$uri" ] || uri=$$(awk '$$1=="deb" && $$0 !~ /security/ {print $$2; exit}' /etc/apt/sources.list 2>/dev/null); \
+		[ -n "$$uri" ] || uri=http://deb.debian.org/debian; \
+		printf 'Types: deb\nURIs: %s\nSuites: %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+			"$$uri" "$$codename" > $$list; \
+		echo "added $$codename-backports from $$uri"; \
+	fi; \
+	apt-get update -qq; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvulkan1; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t $$codename-backports mesa-vulkan-drivers; \
+	ver=$$(dpkg-query -W -f='$${Version}' mesa-vulkan-drivers); \
+	echo "mesa-vulkan-drivers $$ver"
+
+install-webgpu:
+	@if [ -f $(DAWN_CACHE)/package/$(DAWN_SO) ]; then \
+		install -D -m 0644 $(DAWN_CACHE)/package/$(DAWN_SO) $(DESTDIR)$(WEBGPU_LIBDIR)/$(DAWN_SO); \
+	fi
+
+uninstall-webgpu:
+	rm -f $(DESTDIR)$(WEBGPU_LIBDIR)/$(DAWN_SO)
+	-rmdir $(DESTDIR)$(WEBGPU_LIBDIR) 2>/dev/null
