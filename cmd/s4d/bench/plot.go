@@ -25,7 +25,7 @@ func writePlot(file string, rep *Report) error {
 	byName := map[string]*series{}
 	batches := map[int]bool{}
 	for _, r := range append(append([]Result(nil), rep.Results...), rep.Reference...) {
-		name := fmt.Sprintf("%s %s %s", r.Mode, r.Backend, r.Codec)
+		name := fmt.Sprintf("%s %s %s, %d clients", r.Mode, r.Backend, r.Codec, r.Clients)
 		if r.Mode == "e2e" {
 			name = fmt.Sprintf("e2e daemon %s, %d clients", r.Codec, r.Clients)
 		}
