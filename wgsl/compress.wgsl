@@ -23,13 +23,14 @@ const HASH_BITS: u32 = HASH_BITS_V;
 const HASH_SIZE: u32 = 1u << HASH_BITS;
 const MFLIMIT: u32 = PS - 12u;     // last position a match may start at
 const MATCH_END: u32 = PS - 5u;    // a match must end by here
-const ROUNDS: u32 = (MFLIMIT + 2u * WG) / (2u * WG);
+const BACKSCAN: u32 = 16u;          // in-round positions searched directly
+const ROUNDS: u32 = (MFLIMIT + WG) / WG;
 
 var<workgroup> page: array<u32, PAGE_WORDS>;
 // Latest position + 1 with a given hash, start earlier rounds (0 = none).
 var<workgroup> table: array<atomic<u32>, HASH_SIZE>;
-// Two u16 match offsets per word (0 = no match); thread-owned words.
-var<workgroup> cand: array<u32, PAGE_WORDS * 2u>;
+// Two u16 match offsets per word (0 = no match), set with atomicOr.
+var<workgroup> cand: array<atomic<u32>, PAGE_WORDS * 2u>;
 var<workgroup> differ: atomic<u32>;
 var<workgroup> differFlag: u32;
 
@@ -99,7 +100,7 @@ fn putLiterals(start: u32, n: u32) {
 }
 
 fn offsetAt(p: u32) -> u32 {
-    return (cand[p >> 1u] >> ((p & 1u) * 16u)) & 0xffffu;
+    return (atomicLoad(&cand[p >> 1u]) >> ((p & 1u) * 16u)) & 0xffffu;
 }
 
 @compute @workgroup_size(WG)
@@ -143,34 +144,37 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         return;
     }
 
-    // Match candidates: in round r each invocation takes positions
-    // q and q+1 (q = 2*(r*WG+t)); lookups see only earlier rounds' inserts.
+    // Match candidates: in round r invocation t takes position r*WG+t;
+    // lookups see earlier rounds' inserts plus the last BACKSCAN positions.
     for (var r = 0u; r < ROUNDS; r = r + 1u) {
-        let q = 2u * (r * WG + t);
-        var packed = 0u;
-        var h0 = HASH_SIZE;
-        var h1 = HASH_SIZE;
-        for (var k = 0u; k < 2u; k = k + 1u) {
-            let p = q + k;
-            if (p <= MFLIMIT) {
-                let key = load32(p);
-                let h = hashOf(key);
-                let c1 = atomicLoad(&table[h]);
-                if (c1 != 0u) {
-                    let c = c1 - 1u;
-                    if (c < p && p - c < 65536u && load32(c) == key) {
-                        packed = packed | ((p - c) << (16u * k));
-                    }
+        let p = r * WG + t;
+        var h = HASH_SIZE;
+        if (p <= MFLIMIT) {
+            let key = load32(p);
+            h = hashOf(key);
+            var off = 0u;
+            // The table holds earlier rounds only: look back a few
+            // positions of this round directly, then at the table.
+            let lo = max(r * WG, max(p, BACKSCAN) - BACKSCAN);
+            for (var j = p; j > lo; j = j - 1u) {
+                if (load32(j - 1u) == key) {
+                    off = p - (j - 1u);
+                    break;
                 }
-                if (k == 0u) { h0 = h; } else { h1 = h; }
+            }
+            let c1 = atomicLoad(&table[h]);
+            if (off == 0u && c1 != 0u) {
+                let c = c1 - 1u;
+                if (c < p && p - c < 65536u && load32(c) == key) {
+                    off = p - c;
+                }
+            }
+            if (off != 0u) {
+                atomicOr(&cand[p >> 1u], off << (16u * (p & 1u)));
             }
         }
-        if (q < PAGE_WORDS * 4u) {
-            cand[q >> 1u] = packed;
-        }
         workgroupBarrier();
-        if (h0 < HASH_SIZE) { atomicMax(&table[h0], q + 1u); }
-        if (h1 < HASH_SIZE) { atomicMax(&table[h1], q + 2u); }
+        if (h < HASH_SIZE) { atomicMax(&table[h], p + 1u); }
         workgroupBarrier();
     }
 
@@ -190,8 +194,8 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
                 ip = ip + 1u;
                 continue;
             }
-            let mref = ip - off;
-            let mmax = MATCH_END - ip;
+            var mref = ip - off;
+            var mmax = MATCH_END - ip;
             var ml = 4u;
             loop {
                 if (ml + 4u > mmax) { break; }
@@ -207,6 +211,13 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
                     if (ml >= mmax || byteAt(ip + ml) != byteAt(mref + ml)) { break; }
                     ml = ml + 1u;
                 }
+            }
+            // Extend backwards over literals not yet emitted.
+            loop {
+                if (ip <= anchor || mref == 0u || byteAt(ip - 1u) != byteAt(mref - 1u)) { break; }
+                ip = ip - 1u;
+                mref = mref - 1u;
+                ml = ml + 1u;
             }
             let lit = ip - anchor;
             let mcode = ml - 4u;
