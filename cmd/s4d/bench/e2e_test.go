@@ -85,10 +85,13 @@ func TestEndToEndAgainstRealDaemon(t *testing.T) {
 	bin, socket, pid := startDaemon(t)
 	png := filepath.Join(t.TempDir(), "p.png")
 	rep := runBench(t, bin, "--socket", socket, "--clients", "2", "--batch", "1,64",
-		"--synthetic", "mixed", "--size", "4M", "--plot", png)
+		"--synthetic", "mixed", "--size", "4M", "--repeat", "2", "--plot", png)
 
 	if rep.Daemon == nil || rep.Daemon.PID != pid || rep.Daemon.Codec != "lz4" {
 		t.Errorf("daemon identified as %+v, want pid %d with lz4", rep.Daemon, pid)
+	}
+	if rep.Repeat != 2 {
+		t.Errorf("report says %d runs per case, want 2", rep.Repeat)
 	}
 	if rep.Pages != 1024 || len(rep.Results) != 2 || len(rep.Reference) != 2 {
 		t.Fatalf("%d pages, %d results, %d references; want 1024, 2, 2", rep.Pages, len(rep.Results), len(rep.Reference))

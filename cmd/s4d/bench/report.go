@@ -117,6 +117,7 @@ type Report struct {
 	PageSize  int         `json:"page_size"`
 	Pages     int         `json:"pages"`
 	Cores     int         `json:"cores"`
+	Repeat    int         `json:"repeat"` // runs per case; the fastest is reported
 	Daemon    *DaemonInfo `json:"daemon,omitempty"`
 	Skipped   []Skipped   `json:"skipped,omitempty"`
 	Results   []Result    `json:"results"`
@@ -154,6 +155,9 @@ func (r *Report) writeTable(w io.Writer) error {
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s: %s\n", s.Backend, s.State, s.Reason)
+	}
+	if r.Repeat > 1 {
+		fmt.Fprintf(w, "each case run %d times, alternating with its reference; the fastest run is shown\n", r.Repeat)
 	}
 	fmt.Fprintln(w, "figures in brackets: x cpu-inproc (the cpu backend in this process, same pages, codec, batch and clients)")
 	fmt.Fprintln(w)

@@ -92,3 +92,15 @@ func TestParseBatches(t *testing.T) {
 		}
 	}
 }
+
+func TestFasterKeepsLeastWallTime(t *testing.T) {
+	a := Result{PutSeconds: 1, GetSeconds: 1, Batch: 1}
+	b := Result{PutSeconds: 1.5, GetSeconds: 0.2, Batch: 2}
+	c := Result{PutSeconds: 3, GetSeconds: 0.1, Batch: 3}
+	best := faster(Result{}, a, true)
+	best = faster(best, b, false)
+	best = faster(best, c, false)
+	if best.Batch != 2 {
+		t.Errorf("faster kept run %d, want 2 (1.7 s of 2, 1.7 and 3.1)", best.Batch)
+	}
+}
