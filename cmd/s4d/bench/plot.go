@@ -55,7 +55,6 @@ func writePlot(file string, rep *Report) error {
 	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
-	p.Legend.Left = true
 	for i, s := range all {
 		c := plotutil.Color(i)
 		for j, xys := range []plotter.XYs{s.put, s.get} {
@@ -76,6 +75,8 @@ func writePlot(file string, rep *Report) error {
 			}
 		}
 	}
+	// Headroom above the highest point keeps the legend off the lines.
+	p.Y.Max *= 1.3
 	p.BackgroundColor = color.White
 	return p.Save(9*vg.Inch, 5.5*vg.Inch, file)
 }
