@@ -11,7 +11,7 @@ typedef unsigned char u8;
 
 #define FULL 0xffffffffu
 
-enum { CLASS_NEED = 0, CLASS_ZERO = 1, CLASS_SAME = 2, CLASS_RAW = 5 };
+enum { CLASS_NEED = 0, CLASS_ZERO = 1, CLASS_SAME = 2, CLASS_LZ4 = 3, CLASS_ZSTD = 4, CLASS_RAW = 5 };
 
 // s4d_classify: one warp per page. A page is zero or same-filled when every
 // 8-byte word equals the first (zram's rule). Writes the class, the fill
@@ -135,6 +135,105 @@ extern "C" __global__ void s4d_finalize(u64 n, u8 *cls, const u32 *need, const u
         }
     }
     psize[i] = sz;
+}
+
+// s4d_fixup: one thread per compressed page makes nvCOMP's output what
+// every decoder accepts, before packing.
+//
+// LZ4: nvCOMP leaves a non-zero match-length nibble in the token of the
+// final, literals-only sequence. liblz4 ignores it; stricter decoders
+// (pierrec/lz4) reject the block. The walk clears it, and checks the whole
+// block on the way: sequences in bounds, offsets inside the page, exactly
+// one page decoded, the end-of-block rules (last match starts at least 12
+// bytes before the end, at least 5 literals close the block). A block that
+// fails any check is stored raw.
+//
+// zstd: nvCOMP's frames declare a 1 MiB window for a page-sized frame;
+// decoders that cap their window (as a page store should) refuse them. No
+// match can reach before the frame's start, so the smallest power-of-two
+// window holding a page (at least 1 KiB) is equivalent: it is written in.
+extern "C" __global__ void s4d_fixup(u64 n, u8 *cls, const u32 *pos, u32 *psize, u64 dout, u64 stride,
+                                     u64 page_size)
+{
+    u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    u32 sz = psize[i];
+    if (sz == 0)
+        return;
+    u8 *p = (u8 *)(dout + (u64)pos[i] * stride);
+    bool ok = false;
+    if (cls[i] == CLASS_LZ4) {
+        u64 si = 0, di = 0, last_match = 0, lit = 0;
+        bool any_match = false;
+        while (si < sz) {
+            u64 tokpos = si;
+            u32 tok = p[si++];
+            lit = tok >> 4;
+            if (lit == 15) {
+                u32 x;
+                do {
+                    if (si >= sz)
+                        goto done;
+                    x = p[si++];
+                    lit += x;
+                } while (x == 255);
+            }
+            si += lit;
+            di += lit;
+            if (si > sz || di > page_size)
+                goto done;
+            if (si == sz) {
+                p[tokpos] = (u8)(tok & 0xf0);
+                ok = di == page_size && lit >= 5 && (!any_match || last_match + 12 <= page_size);
+                goto done;
+            }
+            if (si + 2 > sz)
+                goto done;
+            u32 off = p[si] | ((u32)p[si + 1] << 8);
+            si += 2;
+            u64 ml = tok & 15;
+            if (ml == 15) {
+                u32 x;
+                do {
+                    if (si >= sz)
+                        goto done;
+                    x = p[si++];
+                    ml += x;
+                } while (x == 255);
+            }
+            ml += 4;
+            if (off == 0 || off > di)
+                goto done;
+            any_match = true;
+            last_match = di;
+            di += ml;
+            if (di > page_size)
+                goto done;
+        }
+    } else if (cls[i] == CLASS_ZSTD) {
+        u32 magic = p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
+        if (sz < 6 || magic != 0xFD2FB528u)
+            goto done;
+        u32 fhd = p[4];
+        ok = true;
+        if (!(fhd & 0x20)) { // not single-segment: a window descriptor follows
+            u32 wlog = 10;
+            while ((1ull << wlog) < page_size)
+                wlog++;
+            u32 wd = p[5], exp = wd >> 3, mant = wd & 7;
+            u64 base = 1ull << (10 + exp), window = base + (base >> 3) * mant;
+            if (window > (1ull << wlog))
+                p[5] = (u8)((wlog - 10) << 3);
+        }
+    } else {
+        ok = true;
+    }
+done:
+    if (!ok) {
+        cls[i] = CLASS_RAW;
+        psize[i] = 0;
+    }
 }
 
 // s4d_gather: one warp per page copies its compressed bytes to their packed

@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/s4d-project/s4d/backends"
 )
 
 // layout places the per-page arrays of one slot in a single allocation,
@@ -37,9 +39,10 @@ func newLayout(p int) layout {
 
 // slot is one batch's worth of buffers and the stream that works on them.
 type slot struct {
-	s                               stream
-	din, dout, dpacked, darr, dtemp devptr
-	hin, hpacked, harr              []byte
+	s                        stream
+	nvDone                   cuEvent // recorded after this slot's nvCOMP call
+	din, dout, dpacked, darr devptr
+	hin, hpacked, harr       []byte
 }
 
 func u64s(b []byte, off, n int) []uint64 {
@@ -56,13 +59,57 @@ func i32s(b []byte, off, n int) []int32 {
 
 // config is everything sized by the page size: slot buffers, nvCOMP's
 // temporary space and output stride.
+//
+// The two slots share one nvCOMP scratch buffer: zstd's runs to hundreds
+// of MiB whatever the batch, too much to hold twice. Each slot's nvCOMP
+// call waits for the other's (nvDone), while uploads, our kernels and
+// downloads of the two slots still overlap.
 type config struct {
-	pageSize, pages int // pages per slot
-	stride          int // bytes per compressed chunk slot (nvCOMP's bound, 8-aligned)
-	temp            int
+	pageSize, pages int    // pages per slot
+	stride          int    // bytes per compressed chunk slot (nvCOMP's bound, 8-aligned)
+	temps           [4]int // nvCOMP scratch bytes: LZ4 compress, decompress, zstd compress, decompress
+	dtemp           devptr
+	temp            int // bytes allocated at dtemp; grown on first use of a codec
 	lay             layout
 	slots           [2]*slot
-	deviceBytes     int64
+	slotBytes       int64 // device bytes of both slots, without scratch
+}
+
+func tempIndex(codec backends.Codec, compress bool) int {
+	i := 0
+	if codec == backends.CodecZstd {
+		i = 2
+	}
+	if !compress {
+		i++
+	}
+	return i
+}
+
+// scratch returns nvCOMP's scratch for codec, growing it within the
+// memory limit.
+func (b *Backend) scratch(c *config, codec backends.Codec, compress bool) (devptr, int, error) {
+	need := max(c.temps[tempIndex(codec, compress)], 256)
+	if need <= c.temp {
+		return c.dtemp, c.temp, nil
+	}
+	if c.slotBytes+int64(need) > b.limit {
+		return 0, 0, fmt.Errorf("cuda: gpu memory limit of %d bytes is too small: nvCOMP %v needs %d bytes of scratch besides %d bytes of buffers",
+			b.limit, codec, need, c.slotBytes)
+	}
+	for _, s := range c.slots {
+		if err := b.drv.Sync(s.s); err != nil {
+			return 0, 0, err
+		}
+	}
+	b.drv.Free(c.dtemp)
+	c.dtemp, c.temp = 0, 0
+	p, err := b.drv.Alloc(need)
+	if err != nil {
+		return 0, 0, fmt.Errorf("cuda: allocating %d bytes of nvCOMP scratch: %w", need, err)
+	}
+	c.dtemp, c.temp = p, need
+	return p, need, nil
 }
 
 func (c *config) free(d *driver) {
@@ -74,13 +121,15 @@ func (c *config) free(d *driver) {
 			continue
 		}
 		d.StreamDestroy(s.s)
-		for _, p := range []devptr{s.din, s.dout, s.dpacked, s.darr, s.dtemp} {
+		d.EventDestroy(s.nvDone)
+		for _, p := range []devptr{s.din, s.dout, s.dpacked, s.darr} {
 			d.Free(p)
 		}
 		d.HostFree(s.hin)
 		d.HostFree(s.hpacked)
 		d.HostFree(s.harr)
 	}
+	d.Free(c.dtemp)
 }
 
 // newConfig sizes two slots for pageSize within the device memory limit,
@@ -104,10 +153,10 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 	// The packed output region reuses stride-sized room per page, which
 	// must hold a page plus the 8-byte rounding of the packed offsets.
 	c.stride = max(c.stride, pageSize+8)
-	var need int64
+	// Slots shrink until they and LZ4's scratch fit the limit; zstd's
+	// scratch is checked when a zstd batch first needs it.
 	for p := max(slotBytes/pageSize, minSlotPages); ; p /= 2 {
-		temp := 0
-		for _, q := range []struct {
+		for qi, q := range []struct {
 			codec    *nvcompCodec
 			compress bool
 			o        nvOpts
@@ -116,10 +165,11 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 			if err != nil {
 				return nil, err
 			}
-			temp = max(temp, t)
+			c.temps[qi] = t
 		}
-		c.pages, c.temp, c.lay = p, temp, newLayout(p)
-		need = 2 * (int64(p)*int64(pageSize+2*c.stride) + int64(c.lay.total) + int64(temp) + 4*256)
+		c.pages, c.lay = p, newLayout(p)
+		c.slotBytes = 2 * (int64(p)*int64(pageSize+2*c.stride) + int64(c.lay.total) + 3*256)
+		need := c.slotBytes + int64(max(c.temps[0], c.temps[1]))
 		if need <= b.limit {
 			break
 		}
@@ -128,7 +178,6 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 				b.limit, pageSize, need, p)
 		}
 	}
-	c.deviceBytes = need
 	d := &b.drv
 	for i := range c.slots {
 		s := &slot{}
@@ -138,11 +187,15 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 			c.free(d)
 			return nil, err
 		}
+		if s.nvDone, err = d.EventCreate(); err != nil {
+			c.free(d)
+			return nil, err
+		}
 		for _, a := range []struct {
 			p *devptr
 			n int
 		}{{&s.din, c.pages * pageSize}, {&s.dout, c.pages * c.stride}, {&s.dpacked, c.pages * c.stride},
-			{&s.darr, c.lay.total}, {&s.dtemp, max(c.temp, 256)}} {
+			{&s.darr, c.lay.total}} {
 			if *a.p, err = d.Alloc(a.n); err != nil {
 				c.free(d)
 				return nil, fmt.Errorf("cuda: allocating %d bytes of device memory: %w", a.n, err)

@@ -77,6 +77,11 @@ static CUresult t_memsetd32(void *f, CUdeviceptr d, unsigned v, size_t n, CUstre
 }
 static CUresult t_streamcreate(void *f, CUstream *s, unsigned flags) { return ((CUresult(*)(CUstream *, unsigned))f)(s, flags); }
 static CUresult t_stream(void *f, CUstream s) { return ((CUresult(*)(CUstream))f)(s); }
+typedef void *CUevent;
+static CUresult t_eventcreate(void *f, CUevent *e, unsigned flags) { return ((CUresult(*)(CUevent *, unsigned))f)(e, flags); }
+static CUresult t_event(void *f, CUevent e) { return ((CUresult(*)(CUevent))f)(e); }
+static CUresult t_eventrecord(void *f, CUevent e, CUstream s) { return ((CUresult(*)(CUevent, CUstream))f)(e, s); }
+static CUresult t_streamwait(void *f, CUstream s, CUevent e, unsigned flags) { return ((CUresult(*)(CUstream, CUevent, unsigned))f)(s, e, flags); }
 static CUresult t_errname(void *f, CUresult r, const char **s) { return ((CUresult(*)(CUresult, const char **))f)(r, s); }
 
 // Kernel parameters are all 8-byte values; the pointer array cuLaunchKernel
@@ -126,6 +131,7 @@ type (
 	cuDevice  = C.CUdevice
 	cuContext = C.CUcontext
 	cuModule  = C.CUmodule
+	cuEvent   = C.CUevent
 	nvOpts    = [64]byte
 	alignment struct{ Input, Output, Temp uintptr }
 )
@@ -143,20 +149,22 @@ var driverSyms = []string{
 	"cuModuleGetFunction", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost",
 	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemsetD32Async", "cuStreamCreate",
 	"cuStreamDestroy_v2", "cuStreamSynchronize", "cuLaunchKernel", "cuGetErrorName",
+	"cuEventCreate", "cuEventDestroy_v2", "cuEventRecord", "cuStreamWaitEvent",
 }
 
 type driver struct {
 	init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, deviceMem,
 	ctxRetain, ctxRelease, ctxSet, modLoad, modUnload, modFunc, memAlloc, memFree,
 	hostAlloc, hostFree, htod, dtoh, memsetD32, streamCreate, streamDestroy, streamSync,
-	launch, errName unsafe.Pointer
+	launch, errName, eventCreate, eventDestroy, eventRecord, streamWait unsafe.Pointer
 }
 
 func (d *driver) ptrs() []*unsafe.Pointer {
 	return []*unsafe.Pointer{&d.init, &d.driverVersion, &d.deviceCount, &d.deviceGet, &d.deviceName,
 		&d.deviceAttr, &d.deviceMem, &d.ctxRetain, &d.ctxRelease, &d.ctxSet, &d.modLoad, &d.modUnload,
 		&d.modFunc, &d.memAlloc, &d.memFree, &d.hostAlloc, &d.hostFree, &d.htod, &d.dtoh, &d.memsetD32,
-		&d.streamCreate, &d.streamDestroy, &d.streamSync, &d.launch, &d.errName}
+		&d.streamCreate, &d.streamDestroy, &d.streamSync, &d.launch, &d.errName,
+		&d.eventCreate, &d.eventDestroy, &d.eventRecord, &d.streamWait}
 }
 
 // cuError is a failed driver call.
@@ -335,6 +343,28 @@ func (d *driver) StreamDestroy(s stream) {
 	if s != nil {
 		C.t_stream(d.streamDestroy, s)
 	}
+}
+
+func (d *driver) EventCreate() (cuEvent, error) {
+	var e C.CUevent
+	// CU_EVENT_DISABLE_TIMING: ordering only, the cheapest kind.
+	return e, d.check(C.t_eventcreate(d.eventCreate, &e, 2), "cuEventCreate")
+}
+
+func (d *driver) EventDestroy(e cuEvent) {
+	if e != nil {
+		C.t_event(d.eventDestroy, e)
+	}
+}
+
+func (d *driver) Record(e cuEvent, s stream) error {
+	return d.check(C.t_eventrecord(d.eventRecord, e, s), "cuEventRecord")
+}
+
+// Wait makes s wait for the work recorded in e (a never-recorded event is
+// already complete).
+func (d *driver) Wait(s stream, e cuEvent) error {
+	return d.check(C.t_streamwait(d.streamWait, s, e, 0), "cuStreamWaitEvent")
 }
 
 func (d *driver) Sync(s stream) error {

@@ -49,7 +49,7 @@ func (b *Backend) compress(in *backends.Batch, out *backends.Compressed) error {
 		cnt := min(c.pages, n-lo)
 		s := c.slots[j%2]
 		parallelCopy(s.hin[:cnt*ps], in.Pages[lo*ps:(lo+cnt)*ps])
-		if err := b.submitCompress(c, s, cnt, in.Codec, t); err != nil {
+		if err := b.submitCompress(c, s, c.slots[(j+1)%2], cnt, in.Codec, t); err != nil {
 			b.drain(c)
 			return err
 		}
@@ -76,8 +76,12 @@ func grid(threads, per int) int { return (threads + per - 1) / per }
 // submitCompress queues one piece's whole pipeline on the slot's stream:
 // upload, classify, compact the pages to compress, nvCOMP, decide raw,
 // pack, and download the per-page results.
-func (b *Backend) submitCompress(c *config, s *slot, cnt int, codec backends.Codec, t int) error {
+func (b *Backend) submitCompress(c *config, s, other *slot, cnt int, codec backends.Codec, t int) error {
 	d, l, ps := &b.drv, c.lay, c.pageSize
+	temp, tempSize, err := b.scratch(c, codec, true)
+	if err != nil {
+		return err
+	}
 	a := func(off int) uint64 { return s.darr + uint64(off) }
 	nc, copts, _ := b.codec(codec)
 	class := uint64(codec.Class())
@@ -95,13 +99,21 @@ func (b *Backend) submitCompress(c *config, s *slot, cnt int, codec backends.Cod
 			return d.Launch(b.fBuild, grid(cnt, blockThreads), blockThreads, s.s, uint64(cnt), a(l.need), a(l.pos),
 				s.din, uint64(ps), s.dout, uint64(c.stride), a(l.inPtr), a(l.inSize), a(l.outPtr))
 		},
+		// The scratch is shared: wait for the other slot's nvCOMP call.
+		func() error { return d.Wait(s.s, other.nvDone) },
 		func() error {
-			return nc.Compress(&b.nv, a(l.inPtr), a(l.inSize), ps, cnt, s.dtemp, c.temp,
+			return nc.Compress(&b.nv, a(l.inPtr), a(l.inSize), ps, cnt, temp, tempSize,
 				a(l.outPtr), a(l.outSize), copts, a(l.status), s.s)
 		},
+		func() error { return d.Record(s.nvDone, s.s) },
 		func() error {
 			return d.Launch(b.fFinalize, grid(cnt, blockThreads), blockThreads, s.s, uint64(cnt), a(l.cls), a(l.need),
 				a(l.pos), a(l.outSize), a(l.status), uint64(t), class, a(l.psize), a(l.err))
+		},
+		// nvCOMP's blocks made canonical (see s4d_fixup), before packing.
+		func() error {
+			return d.Launch(b.fFixup, grid(cnt, 128), 128, s.s, uint64(cnt), a(l.cls), a(l.pos), a(l.psize),
+				s.dout, uint64(c.stride), uint64(ps))
 		},
 		func() error {
 			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.psize), a(l.offs), uint64(cnt), 8)
@@ -258,6 +270,10 @@ func (b *Backend) runDecompress(c *config, s *slot, codec backends.Codec, take [
 	d, l, ps, cnt := &b.drv, c.lay, c.pageSize, len(take)
 	nc, _, dopts := b.codec(codec)
 	a := func(off int) uint64 { return s.darr + uint64(off) }
+	temp, tempSize, err := b.scratch(c, codec, false)
+	if err != nil {
+		return err
+	}
 	// The four host-filled arrays are adjacent: one upload.
 	if err := d.HtoD(s.dpacked, s.hpacked[:used], s.s); err != nil {
 		return err
@@ -265,7 +281,7 @@ func (b *Backend) runDecompress(c *config, s *slot, codec backends.Codec, take [
 	if err := d.HtoD(a(l.inPtr), s.harr[l.inPtr:l.outSize], s.s); err != nil {
 		return err
 	}
-	if err := nc.Decompress(&b.nv, a(l.inPtr), a(l.inSize), a(l.bufSize), a(l.outSize), cnt, s.dtemp, c.temp,
+	if err := nc.Decompress(&b.nv, a(l.inPtr), a(l.inSize), a(l.bufSize), a(l.outSize), cnt, temp, tempSize,
 		a(l.outPtr), dopts, a(l.status), s.s); err != nil {
 		return err
 	}

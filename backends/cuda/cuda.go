@@ -29,8 +29,9 @@ const (
 	// enough that two slots overlap a 64 MiB batch's staging copy with the
 	// GPU's work, large enough to keep the GPU and the copy engines busy.
 	slotBytes = 16 << 20
-	// defaultMemLimit caps device memory when no --gpu-mem-limit is given.
-	defaultMemLimit = 1 << 30
+	// defaultMemLimit caps device memory when no --gpu-mem-limit is given:
+	// nvCOMP's zstd scratch alone takes 0.5-1.2 GiB.
+	defaultMemLimit = 2 << 30
 	minSlotPages    = 16
 	minDriver       = 12000 // CUDA 12.0, the oldest driver nvCOMP 5 runs on
 	ptxEnv          = "S4D_CUDA_PTX"
@@ -73,16 +74,16 @@ type Backend struct {
 	done     chan struct{}
 
 	// Owned by the worker goroutine.
-	cu, nvl                                      *dl.Lib
-	drv                                          driver
-	nv                                           nvcompLib
-	lz4, zstd                                    nvcompCodec
-	dev                                          cuDevice
-	ctx                                          cuContext
-	mod                                          cuModule
-	fClassify, fScan, fBuild, fFinalize, fGather cuFunc
-	limit                                        int64
-	cfg                                          *config // buffers for the current page size
+	cu, nvl                                              *dl.Lib
+	drv                                                  driver
+	nv                                                   nvcompLib
+	lz4, zstd                                            nvcompCodec
+	dev                                                  cuDevice
+	ctx                                                  cuContext
+	mod                                                  cuModule
+	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
+	limit                                                int64
+	cfg                                                  *config // buffers for the current page size
 }
 
 // Open loads the driver and nvCOMP, picks GPU 0 and prepares buffers for
@@ -211,8 +212,8 @@ func (b *Backend) setup() error {
 	if b.cfg, err = b.newConfig(b.opts.PageSize); err != nil {
 		return err
 	}
-	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d pages in flight x2",
-		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, b.cfg.pages)
+	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d pages in flight x2, nvCOMP scratch %v",
+		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, b.cfg.pages, b.cfg.temps)
 	return nil
 }
 
@@ -315,7 +316,7 @@ func (b *Backend) loadKernels() error {
 		p    *cuFunc
 		name string
 	}{{&b.fClassify, "s4d_classify"}, {&b.fScan, "s4d_scan"}, {&b.fBuild, "s4d_build"},
-		{&b.fFinalize, "s4d_finalize"}, {&b.fGather, "s4d_gather"}} {
+		{&b.fFinalize, "s4d_finalize"}, {&b.fFixup, "s4d_fixup"}, {&b.fGather, "s4d_gather"}} {
 		if *f.p, err = b.drv.Function(b.mod, f.name); err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package cuda_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,15 +76,25 @@ func TestMissingNvcomp(t *testing.T) {
 
 func TestMemoryLimit(t *testing.T) {
 	openGPU(t, backends.Options{})
-	_, err := cuda.Open(backends.Options{GPUMemLimit: 1 << 20})
+	_, err := cuda.Open(backends.Options{GPUMemLimit: 64 << 10})
 	if err == nil || backends.IsUnavailable(err) || !strings.Contains(err.Error(), "gpu memory limit") {
-		t.Fatalf("1 MiB limit: want a clear limit error, got %v", err)
+		t.Fatalf("64 KiB limit: want a clear limit error, got %v", err)
 	}
 	t.Log(err)
 	// A limit that only fits small slots still works.
 	b := openGPU(t, backends.Options{GPUMemLimit: 96 << 20})
 	t.Log(b.Describe())
-	roundTrip(t, b, corpus.Pages(corpus.Mixed, 3000, 4096, 9), 4096, backends.CodecLZ4)
+	pages := corpus.Pages(corpus.Mixed, 3000, 4096, 9)
+	roundTrip(t, b, pages, 4096, backends.CodecLZ4)
+	// zstd's scratch does not fit beside the buffers: a clear error, and
+	// the backend still works afterwards.
+	var out backends.Compressed
+	err = b.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecZstd, Threshold: 3072}, &out)
+	if err == nil || !strings.Contains(err.Error(), "gpu memory limit") {
+		t.Fatalf("zstd under a 96 MiB limit: want a limit error, got %v", err)
+	}
+	t.Log(err)
+	roundTrip(t, b, pages, 4096, backends.CodecLZ4)
 }
 
 func TestConformance(t *testing.T) {
@@ -123,7 +135,12 @@ func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec bac
 		}
 		s := backends.Stored{Class: c, Fill: out.Fill[i], Data: out.Bytes(i, in)}
 		if !ref.DecodePage(s, got) || !bytes.Equal(got, in.Page(i)) {
-			t.Fatalf("%v page %d (%v, %d bytes): CPU decoder disagrees", codec, i, c, len(s.Data))
+			if dir := os.Getenv("S4D_DUMP"); dir != "" {
+				os.WriteFile(filepath.Join(dir, codec.String()+".page"), in.Page(i), 0o644)
+				os.WriteFile(filepath.Join(dir, codec.String()+".data"), s.Data, 0o644)
+			}
+			t.Errorf("%v page %d (%v, %d bytes): CPU decoder disagrees", codec, i, c, len(s.Data))
+			return
 		}
 		counts[c]++
 		d.Src = append(d.Src, s)

@@ -9,7 +9,7 @@ CARRY=${CARRY:-.carry/cuda}
 OUT=${OUT:-/tmp/s4d-gpu}
 mkdir -p "$OUT" /tmp/nvc /tmp/site /tmp/zstd
 nvidia-smi -L
-unzip -qo "$CARRY"/nvidia_libnvcomp_*.whl -d /tmp/nvc
+python3 -m zipfile -e "$CARRY"/nvidia_libnvcomp_*.whl /tmp/nvc && chmod +x /tmp/nvc/nvidia/libnvcomp/lib64/*.so*
 export S4D_NVCOMP_LIB=/tmp/nvc/nvidia/libnvcomp/lib64/libnvcomp.so.6
 # The conformance suite's reference decoders: C liblz4 through python's lz4
 # (run by /usr/bin/python3) and the zstd command.
@@ -35,5 +35,5 @@ s = json.dumps(d)[:50_000_000]
 print("ready", flush=True); time.sleep(600)' >"$OUT/py.log" 2>&1 &
 PY=$!
 for _ in $(seq 60); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
-S4D_BENCH_PID=$PY "$CARRY"/cuda.test -test.run XXX -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-20x}" 2>&1 | tee "$OUT/bench.log"
+S4D_BENCH_PID=$PY "$CARRY"/cuda.test -test.v -test.run XXX -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-20x}" 2>&1 | tee "$OUT/bench.log"
 kill $PY
