@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
@@ -119,28 +121,79 @@ func (c *conn) put(body []byte) ([][]byte, ipc.Code, string) {
 	if err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
 	}
-	if int(req.PageSize) != c.d.cfg.PageSize {
-		return nil, ipc.CodePageSize, fmt.Sprintf("pages of %d bytes; this daemon stores %d-byte pages", req.PageSize, c.d.cfg.PageSize)
-	}
-	if code, msg := c.checkKeys(req.Pool, req.Keys); code != ipc.OK {
+	if code, msg := c.checkPut(req.Pool, req.PageSize, req.Keys); code != ipc.OK {
 		return nil, code, msg
 	}
-	// Refuse a foreign pool before spending time compressing for it.
-	if err := c.d.store.CheckPool(c.uid, req.Pool); err != nil {
-		code, msg := storeErr(err, req.Pool)
+	return c.store(req.Pool, req.Keys, req.Pages)
+}
+
+// checkPut applies what PUT and PUT_FD share, before any work is done:
+// a foreign pool is refused before time is spent compressing for it.
+func (c *conn) checkPut(pool string, pageSize uint32, keys []uint64) (ipc.Code, string) {
+	if int(pageSize) != c.d.cfg.PageSize {
+		return ipc.CodePageSize, fmt.Sprintf("pages of %d bytes; this daemon stores %d-byte pages", pageSize, c.d.cfg.PageSize)
+	}
+	if code, msg := c.checkKeys(pool, keys); code != ipc.OK {
+		return code, msg
+	}
+	if err := c.d.store.CheckPool(c.uid, pool); err != nil {
+		return storeErr(err, pool)
+	}
+	return ipc.OK, ""
+}
+
+// putFD stores pages straight from the client's sealed memfd.
+func (c *conn) putFD(body []byte, fd int) ([][]byte, ipc.Code, string) {
+	req, err := ipc.DecodePutFD(body)
+	if err != nil {
+		return nil, ipc.CodeMalformed, err.Error()
+	}
+	if code, msg := c.checkPut(req.Pool, req.PageSize, req.Keys); code != ipc.OK {
 		return nil, code, msg
 	}
+	pages, err := mapPages(fd, req.Offset, len(req.Keys)*c.d.cfg.PageSize, c.d.cfg.PageSize)
+	if err != nil {
+		return nil, ipc.CodeMalformed, err.Error()
+	}
+	defer unix.Munmap(pages)
+	return c.store(req.Pool, req.Keys, pages)
+}
+
+// mapPages maps length bytes of a client's memfd read-only. The memfd must
+// be sealed against shrinking: a file cut short under the mapping would
+// kill the daemon with SIGBUS.
+func mapPages(fd int, off uint64, length, pageSize int) ([]byte, error) {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return nil, fmt.Errorf("the descriptor must be a memfd sealed with F_SEAL_SHRINK")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("fstat: %v", err)
+	}
+	if off%uint64(pageSize) != 0 || off+uint64(length) > uint64(st.Size) {
+		return nil, fmt.Errorf("%d bytes at offset %d: outside the %d-byte memfd or not page aligned", length, off, st.Size)
+	}
+	mem, err := unix.Mmap(fd, int64(off), length, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %v", err)
+	}
+	return mem, nil
+}
+
+// store compresses pages and keeps them under keys.
+func (c *conn) store(pool string, keys []uint64, pages []byte) ([][]byte, ipc.Code, string) {
 	out := compressedPool.Get().(*backends.Compressed)
 	defer compressedPool.Put(out)
-	name, err := c.d.disp.Compress(context.Background(), c.d.cfg.PageSize, req.Pages, out)
+	name, err := c.d.disp.Compress(context.Background(), c.d.cfg.PageSize, pages, out)
 	if err != nil {
-		c.d.failedWr.Add(uint64(len(req.Keys)))
+		c.d.failedWr.Add(uint64(len(keys)))
 		return nil, ipc.CodeFailed, "compression failed on every backend: " + err.Error()
 	}
-	res := make([]pagecache.Result, len(req.Keys))
-	batch := &backends.Batch{PageSize: c.d.cfg.PageSize, Pages: req.Pages}
-	if err := c.d.store.Put(c.uid, req.Pool, req.Keys, batch, out, c.d.store.BackendID(name), res); err != nil {
-		code, msg := storeErr(err, req.Pool)
+	res := make([]pagecache.Result, len(keys))
+	batch := &backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
+	if err := c.d.store.Put(c.uid, pool, keys, batch, out, c.d.store.BackendID(name), res); err != nil {
+		code, msg := storeErr(err, pool)
 		return nil, code, msg
 	}
 	codes := make([]ipc.Code, len(res))

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -195,7 +196,7 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 		nc.Close()
 		return
 	}
-	c := &conn{d: d, nc: nc, uid: cred.Uid, pid: cred.Pid, queue: make(chan request, 16)}
+	c := &conn{d: d, nc: nc, uid: cred.Uid, pid: cred.Pid}
 	if d.active.Add(1) > int64(d.cfg.MaxConns) {
 		d.active.Add(-1)
 		d.invalid.Add(1)
@@ -206,9 +207,8 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 	d.mu.Lock()
 	d.live[c] = struct{}{}
 	d.mu.Unlock()
-	d.conns.Add(2)
-	go c.readLoop()
-	go c.serveLoop()
+	d.conns.Add(1)
+	go c.loop()
 }
 
 func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
@@ -245,45 +245,100 @@ func (d *Daemon) shutdown() {
 	d.log.Info("stopped")
 }
 
-// conn is one client connection: a reader that queues whole requests and a
-// server that answers them in order, so requests pipeline.
+// conn is one client connection. Its requests are read and answered in
+// order by one goroutine: a client may pipeline, and the requests it sent
+// ahead wait in the socket buffer. Parallelism comes from connections and
+// from the backends, which spread each batch over all cores.
 type conn struct {
-	d     *Daemon
-	nc    *net.UnixConn
-	uid   uint32
-	pid   int32
-	queue chan request
-	wmu   sync.Mutex
+	d   *Daemon
+	nc  *net.UnixConn
+	uid uint32
+	pid int32
+	wmu sync.Mutex
 }
 
 type request struct {
 	h    ipc.Header
 	body []byte
+	fds  []int // passed with the frame (PUT_FD); closed once answered
 }
 
-func (c *conn) readLoop() {
-	defer c.d.conns.Done()
-	defer close(c.queue)
+func (c *conn) loop() {
+	defer func() {
+		c.nc.Close()
+		c.d.active.Add(-1)
+		c.d.mu.Lock()
+		delete(c.d.live, c)
+		c.d.mu.Unlock()
+		c.d.conns.Done()
+	}()
 	for !c.d.closing.Load() {
 		c.nc.SetReadDeadline(time.Now().Add(c.d.cfg.IdleTimeout))
-		h, body, err := c.readFrame()
+		h, body, fds, err := c.readFrame()
 		if err != nil {
+			closeAll(fds)
 			c.readFailed(h, err)
 			return
 		}
-		c.queue <- request{h, body}
+		ok := c.serve(request{h, body, fds})
+		closeAll(fds)
+		if !ok {
+			return // a broken stream: the rest of it cannot be trusted
+		}
 	}
 }
 
-// readFrame reads one frame; once its first byte is in, the rest must
-// arrive within FrameTimeout, so a byte-at-a-time client cannot hold a slot.
-func (c *conn) readFrame() (ipc.Header, []byte, error) {
-	var first [1]byte
-	if _, err := io.ReadFull(c.nc, first[:]); err != nil {
-		return ipc.Header{}, nil, err
+// readFrame reads one frame and any descriptors sent with it. The length
+// word and header come in with recvmsg (one call, usually), so descriptors
+// are seen; once the first bytes are in, the rest must arrive within
+// FrameTimeout, so a byte-at-a-time client cannot hold a slot.
+func (c *conn) readFrame() (ipc.Header, []byte, []int, error) {
+	var pre [4 + ipc.HeaderSize]byte
+	var fds []int
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for got := 0; got < len(pre); {
+		n, oobn, _, _, err := c.nc.ReadMsgUnix(pre[got:], oob)
+		fds = append(fds, parseRights(oob[:oobn])...)
+		if err == nil && n == 0 {
+			err = io.EOF
+		}
+		if err != nil {
+			if got > 0 && err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return ipc.Header{}, nil, fds, err
+		}
+		if got == 0 {
+			c.nc.SetReadDeadline(time.Now().Add(c.d.cfg.FrameTimeout))
+		}
+		got += n
+		// A length too short for a header is refused without waiting for more.
+		if got >= 4 && binary.LittleEndian.Uint32(pre[:4]) < ipc.HeaderSize {
+			return ipc.Header{}, nil, fds, ipc.ErrShortFrame
+		}
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.d.cfg.FrameTimeout))
-	return ipc.ReadFrame(io.MultiReader(bytesReader(first[:]), c.nc), c.d.cfg.MaxFrame, nil)
+	h, body, err := ipc.ReadFrame(io.MultiReader(bytesReader(pre[:]), c.nc), c.d.cfg.MaxFrame, nil)
+	return h, body, fds, err
+}
+
+func parseRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if f, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
 }
 
 func bytesReader(b []byte) io.Reader { return &onceReader{b} }
@@ -320,26 +375,6 @@ func (c *conn) readFailed(h ipc.Header, err error) {
 	}
 }
 
-func (c *conn) serveLoop() {
-	defer c.d.conns.Done()
-	defer func() {
-		c.nc.Close()
-		c.d.active.Add(-1)
-		c.d.mu.Lock()
-		delete(c.d.live, c)
-		c.d.mu.Unlock()
-	}()
-	for req := range c.queue {
-		if !c.serve(req) {
-			// A broken stream: stop reading, drop what is queued.
-			c.nc.SetReadDeadline(time.Now())
-			for range c.queue {
-			}
-			return
-		}
-	}
-}
-
 // serve answers one request; false means the connection must close.
 func (c *conn) serve(req request) bool {
 	h := req.h
@@ -353,7 +388,19 @@ func (c *conn) serve(req request) bool {
 		c.writeError(h, ipc.CodeMalformed, "request header has flags or status set")
 		return false
 	}
-	parts, code, msg := c.handle(h.Op, req.body)
+	var parts [][]byte
+	var code ipc.Code
+	var msg string
+	switch {
+	case h.Op == ipc.OpPutFD && len(req.fds) == 1:
+		parts, code, msg = c.putFD(req.body, req.fds[0])
+	case h.Op == ipc.OpPutFD:
+		code, msg = ipc.CodeMalformed, fmt.Sprintf("PUT_FD needs exactly one descriptor with the frame, got %d", len(req.fds))
+	case len(req.fds) > 0:
+		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v takes no descriptors", h.Op)
+	default:
+		parts, code, msg = c.handle(h.Op, req.body)
+	}
 	if code != ipc.OK {
 		c.d.invalid.Add(1)
 		c.writeError(h, code, msg)

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -134,8 +135,10 @@ func unwrapOp(err error) error {
 }
 
 func (cn *conn) readLoop() {
+	// Buffered: a response usually arrives in one read, not three.
+	r := bufio.NewReaderSize(cn.nc, 64<<10)
 	for {
-		h, body, err := ReadFrame(cn.nc, 1<<31-1, nil)
+		h, body, err := ReadFrame(r, 1<<31-1, nil)
 		if err != nil {
 			cn.fail(err)
 			return
@@ -166,6 +169,21 @@ func (cn *conn) fail(err error) {
 // roundTrip sends one request (body given in parts, written without
 // copying) and waits for its response.
 func (cn *conn) roundTrip(ctx context.Context, op Op, parts ...[]byte) (Header, []byte, error) {
+	return cn.send(ctx, op, func(id uint64) error {
+		n := 0
+		for _, p := range parts {
+			n += len(p)
+		}
+		hdr := AppendHeader(nil, Header{Version: Version, Op: op, ID: id}, n)
+		bufs := append(net.Buffers{hdr}, parts...)
+		_, err := bufs.WriteTo(cn.nc)
+		return err
+	})
+}
+
+// send registers a request id, writes the request with write (under the
+// write lock) and waits for the response.
+func (cn *conn) send(ctx context.Context, op Op, write func(id uint64) error) (Header, []byte, error) {
 	ch := make(chan result, 1)
 	cn.mu.Lock()
 	if cn.err != nil {
@@ -177,14 +195,8 @@ func (cn *conn) roundTrip(ctx context.Context, op Op, parts ...[]byte) (Header, 
 	cn.pending[id] = ch
 	cn.mu.Unlock()
 
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	hdr := AppendHeader(nil, Header{Version: Version, Op: op, ID: id}, n)
-	bufs := append(net.Buffers{hdr}, parts...)
 	cn.wmu.Lock()
-	_, err := bufs.WriteTo(cn.nc)
+	err := write(id)
 	cn.wmu.Unlock()
 	if err != nil {
 		cn.fail(err)

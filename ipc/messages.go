@@ -179,6 +179,31 @@ func DecodeHello(body []byte) (*Hello, error) {
 	return h, r.done()
 }
 
+// PutFDRequest stores pages that sit in a sealed memfd sent with the frame.
+type PutFDRequest struct {
+	Pool     string
+	PageSize uint32
+	Keys     []uint64
+	Offset   uint64 // where the first page starts in the memfd
+}
+
+// AppendPutFD appends a PUT_FD body.
+func AppendPutFD(b []byte, p *PutFDRequest) []byte {
+	b = appendStr(b, p.Pool)
+	b = binary.LittleEndian.AppendUint32(b, p.PageSize)
+	b = appendKeys(b, p.Keys)
+	return binary.LittleEndian.AppendUint64(b, p.Offset)
+}
+
+// DecodePutFD parses a PUT_FD body.
+func DecodePutFD(body []byte) (*PutFDRequest, error) {
+	r := reader{b: body}
+	p := &PutFDRequest{Pool: r.str(), PageSize: r.u32()}
+	p.Keys = r.keys()
+	p.Offset = r.u64()
+	return p, r.done()
+}
+
 // PutBodySize is the size of a PUT body, so callers can build it in place.
 func PutBodySize(pool string, n, pageSize int) int { return 2 + len(pool) + 8 + 8*n + n*pageSize }
 

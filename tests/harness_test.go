@@ -4,6 +4,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -27,7 +28,13 @@ func TestMain(m *testing.M) {
 	}
 	os.Chmod(dir, 0o755)
 	s4dBin = filepath.Join(dir, "s4d")
-	out, err := exec.Command("go", "build", "-race", "-o", s4dBin, "../cmd/s4d").CombinedOutput()
+	// Tests run the daemon under the race detector; benchmarks need it plain.
+	args := []string{"build", "-race", "-o", s4dBin, "../cmd/s4d"}
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		args = append(args[:1], args[2:]...)
+	}
+	out, err := exec.Command("go", args...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building s4d: %v\n%s", err, out)
 		os.Exit(1)
@@ -39,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // daemon is one running s4d.
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	socket string
 	cmd    *exec.Cmd
 	log    *syncBuffer
@@ -64,13 +71,13 @@ func (s *syncBuffer) String() string {
 }
 
 // start runs `s4d daemon` on a fresh socket and waits until it answers.
-func start(t *testing.T, args ...string) *daemon {
+func start(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	return startBin(t, s4dBin, args...)
 }
 
 // startBin is start with another build of s4d.
-func startBin(t *testing.T, bin string, args ...string) *daemon {
+func startBin(t testing.TB, bin string, args ...string) *daemon {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "s4d-sock-")
 	if err != nil {
@@ -81,12 +88,12 @@ func startBin(t *testing.T, bin string, args ...string) *daemon {
 	return startOnBin(t, bin, filepath.Join(dir, "run", "s4d.sock"), args...)
 }
 
-func startOn(t *testing.T, socket string, args ...string) *daemon {
+func startOn(t testing.TB, socket string, args ...string) *daemon {
 	t.Helper()
 	return startOnBin(t, s4dBin, socket, args...)
 }
 
-func startOnBin(t *testing.T, bin, socket string, args ...string) *daemon {
+func startOnBin(t testing.TB, bin, socket string, args ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, socket: socket, log: &syncBuffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(bin, append([]string{"daemon", "--socket", socket, "--log-level", "debug"}, args...)...)
@@ -143,7 +150,7 @@ func (d *daemon) mustCtl(args ...string) string {
 	return out
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -157,7 +164,7 @@ func keys(first uint64, n int) []uint64 {
 	return k
 }
 
-func allOK(t *testing.T, what string, ks []uint64, codes []ipc.Code) {
+func allOK(t testing.TB, what string, ks []uint64, codes []ipc.Code) {
 	t.Helper()
 	if err := ipc.PageError(ks, codes); err != nil {
 		t.Fatalf("%s: %v", what, err)

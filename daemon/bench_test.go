@@ -1,0 +1,40 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// BenchmarkRoundTrip times one PUT of a single 4 KiB page through an
+// in-process daemon, the latency a swap-like client sees.
+func BenchmarkRoundTrip(b *testing.B) {
+	cfg := Defaults()
+	cfg.Socket = filepath.Join(b.TempDir(), "s.sock")
+	cfg.Backend = "cpu"
+	cfg.Log = slog.New(slog.DiscardHandler)
+	d, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	c := &ipc.Client{Socket: cfg.Socket}
+	defer c.Close()
+	page := corpus.Pages(corpus.Text, 1, 4096, 1)
+	b.SetBytes(4096)
+	for b.Loop() {
+		if _, err := c.Put(context.Background(), "rt", []uint64{1}, page); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

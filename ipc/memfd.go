@@ -1,0 +1,85 @@
+package ipc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// PageBuffer is memory shared with the daemon: pages written here are
+// compressed straight from it by PutBuffer, without crossing the socket.
+// It is a memfd sealed against shrinking, so the daemon can map it safely.
+type PageBuffer struct {
+	f   *os.File
+	mem []byte
+}
+
+// NewPageBuffer makes a shared buffer of size bytes (a multiple of the page size).
+func NewPageBuffer(size int) (*PageBuffer, error) {
+	fd, err := unix.MemfdCreate("s4d-pages", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "s4d-pages")
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memfd size: %w", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memfd seals: %w", err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	return &PageBuffer{f: f, mem: mem}, nil
+}
+
+// Bytes is the buffer to fill with pages.
+func (p *PageBuffer) Bytes() []byte { return p.mem }
+
+// Close releases the buffer.
+func (p *PageBuffer) Close() error {
+	unix.Munmap(p.mem)
+	return p.f.Close()
+}
+
+// PutBuffer stores len(keys) pages of buf, starting at byte offset off,
+// without copying them through the socket. The pages must not change until
+// it returns.
+func (c *Client) PutBuffer(ctx context.Context, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]Code, error) {
+	if len(keys) == 0 || off < 0 || off+len(keys)*pageSize > len(buf.mem) {
+		return nil, fmt.Errorf("put: %d pages of %d bytes at %d do not fit in a %d-byte buffer", len(keys), pageSize, off, len(buf.mem))
+	}
+	cn, err := c.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body := AppendPutFD(nil, &PutFDRequest{Pool: pool, PageSize: uint32(pageSize), Keys: keys, Offset: uint64(off)})
+	_, out, err := cn.roundTripFD(ctx, OpPutFD, body, int(buf.f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	return DecodeCodes(out, len(keys))
+}
+
+// roundTripFD sends one request with fd attached to its first byte.
+func (cn *conn) roundTripFD(ctx context.Context, op Op, body []byte, fd int) (Header, []byte, error) {
+	uc, ok := cn.nc.(*net.UnixConn)
+	if !ok {
+		return Header{}, nil, fmt.Errorf("passing a memfd needs a Unix socket")
+	}
+	return cn.send(ctx, op, func(id uint64) error {
+		frame := Frame(Header{Version: Version, Op: op, ID: id}, body)
+		n, _, err := uc.WriteMsgUnix(frame, unix.UnixRights(fd), nil)
+		if err == nil && n != len(frame) {
+			err = fmt.Errorf("short write %d of %d", n, len(frame))
+		}
+		return err
+	})
+}

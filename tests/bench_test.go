@@ -1,0 +1,44 @@
+package tests
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// BenchmarkPutPath compares sending pages through the socket with handing
+// them over in a memfd, end to end against the real daemon.
+func BenchmarkPutPath(b *testing.B) {
+	for _, n := range []int{1, 16, 1024} {
+		pages := corpus.Pages(corpus.Mixed, n, 4096, 1)
+		ks := keys(0, n)
+		b.Run(fmt.Sprint("copy/", n), func(b *testing.B) {
+			c := &ipc.Client{Socket: start(b).socket}
+			defer c.Close()
+			b.SetBytes(int64(len(pages)))
+			for b.Loop() {
+				if _, err := c.Put(b.Context(), "bench", ks, pages); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprint("memfd/", n), func(b *testing.B) {
+			c := &ipc.Client{Socket: start(b).socket}
+			defer c.Close()
+			buf, err := ipc.NewPageBuffer(len(pages))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer buf.Close()
+			copy(buf.Bytes(), pages)
+			b.SetBytes(int64(len(pages)))
+			for b.Loop() {
+				if _, err := c.PutBuffer(b.Context(), "bench", ks, buf, 0, 4096); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
