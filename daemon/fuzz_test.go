@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	_ "github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/ipc"
 )
@@ -40,5 +42,33 @@ func FuzzHandle(f *testing.F) {
 		if code != ipc.OK && (msg == "" || code.String() == "") {
 			t.Fatalf("%v: error %d without a message", ipc.Op(op), code)
 		}
+	})
+}
+
+// FuzzMapPages maps arbitrary ranges of a sealed memfd: out-of-range and
+// misaligned requests are refused, accepted ones are readable to the end.
+func FuzzMapPages(f *testing.F) {
+	buf, err := ipc.NewPageBuffer(16 * 4096)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer buf.Close()
+	f.Add(uint64(0), 4096)
+	f.Add(uint64(61440), 8192)
+	f.Add(uint64(1<<63), 4096)
+	f.Fuzz(func(t *testing.T, off uint64, length int) {
+		if length <= 0 || length > 1<<30 {
+			return
+		}
+		fd := int(buf.Fd())
+		mem, err := mapPages(fd, off, length, 4096)
+		if err != nil {
+			return
+		}
+		defer unix.Munmap(mem)
+		if off%4096 != 0 || off+uint64(length) > 16*4096 {
+			t.Fatalf("accepted %d bytes at %d", length, off)
+		}
+		_ = mem[len(mem)-1]
 	})
 }

@@ -42,3 +42,16 @@ func FuzzDecodePut(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodePutFD(f *testing.F) {
+	f.Add(AppendPutFD(nil, &PutFDRequest{Pool: "p", PageSize: 4096, Keys: []uint64{1, 2}, Offset: 8192}))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePutFD(body)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(AppendPutFD(nil, p), body) {
+			t.Fatal("re-encoding differs")
+		}
+	})
+}

@@ -40,6 +40,9 @@ func NewPageBuffer(size int) (*PageBuffer, error) {
 	return &PageBuffer{f: f, mem: mem}, nil
 }
 
+// Fd is the memfd's descriptor.
+func (p *PageBuffer) Fd() uintptr { return p.f.Fd() }
+
 // Bytes is the buffer to fill with pages.
 func (p *PageBuffer) Bytes() []byte { return p.mem }
 
