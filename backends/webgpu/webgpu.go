@@ -441,3 +441,29 @@ func (b *Backend) round(in *backends.Batch, out *backends.Compressed, lo, hi int
 func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
 	return b.cpu.Decompress(ctx, d)
 }
+
+// kernelPass reruns the kernels reps times on the n pages staged by the
+// last round, without transfers, and waits for them: it measures what the
+// device itself sustains. Device thread only; for benchmarks.
+func (b *Backend) kernelPass(n, reps int) error {
+	d, p := b.d, b.d.p
+	C.s4d_push_errors(p, d.dev)
+	enc := C.s4d_encoder(p, d.dev)
+	for range reps {
+		C.s4d_dispatch(p, enc, b.compress, b.bgCompress, C.uint32_t(n), 1)
+		C.s4d_dispatch(p, enc, b.scan, b.bgScan, 1, 1)
+		C.s4d_dispatch(p, enc, b.gather, b.bgGather, C.uint32_t(n), 1)
+	}
+	C.s4d_copy(p, enc, b.total, 0, b.readback, 0, 16)
+	C.s4d_submit(p, d.queue, enc)
+	if err := d.popErrors(b.errWait); err != nil {
+		return err
+	}
+	resetWait(b.rbWait)
+	C.s4d_map_async(p, b.readback, C.S4D_MAP_READ, 0, 16, b.rbWait)
+	if err := d.wait(b.rbWait, "kernel pass"); err != nil {
+		return err
+	}
+	C.s4d_unmap(p, b.readback)
+	return d.fault()
+}
