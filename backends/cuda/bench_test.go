@@ -14,6 +14,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/backends/cuda"
 )
 
 const benchBatch = 64 << 20
@@ -114,6 +115,10 @@ func benchCompress(b *testing.B, be backends.Backend, pages []byte, codec backen
 		}
 	}
 	b.SetBytes(benchBatch)
+	g, isGPU := be.(*cuda.Backend)
+	if isGPU {
+		g.Trace()
+	}
 	b.ResetTimer()
 	cpu0, t0 := cpuSeconds(), time.Now()
 	for i := 0; i < b.N; i++ {
@@ -129,6 +134,12 @@ func benchCompress(b *testing.B, be backends.Backend, pages []byte, codec backen
 		for p := range in[i].Len() {
 			stored += int(outs[i].Size[p])
 		}
+	}
+	if isGPU {
+		st, sub, w, f := g.Trace()
+		ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(b.N) }
+		b.Logf("per 64 MiB batch, ms: stage %.2f submit %.2f wait %.2f finish %.2f of %.2f",
+			ms(st), ms(sub), ms(w), ms(f), el*1e3/float64(b.N))
 	}
 	b.ReportMetric(gb/el, "GB/s")
 	b.ReportMetric(cs/gb, "core-s/GB")

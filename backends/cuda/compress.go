@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/s4d-project/s4d/backends"
 )
@@ -48,11 +49,15 @@ func (b *Backend) compress(in *backends.Batch, out *backends.Compressed) error {
 	for lo := 0; lo < n; lo, j = lo+c.pages, j+1 {
 		cnt := min(c.pages, n-lo)
 		s := c.slots[j%2]
+		t0 := time.Now()
 		parallelCopy(s.hin[:cnt*ps], in.Pages[lo*ps:(lo+cnt)*ps])
+		t1 := time.Now()
 		if err := b.submitCompress(c, s, c.slots[(j+1)%2], cnt, in.Codec, t); err != nil {
 			b.drain(c)
 			return err
 		}
+		b.trace[0] += t1.Sub(t0)
+		b.trace[1] += time.Since(t1)
 		if j > 0 {
 			if err := b.finishCompress(c, c.slots[(j-1)%2], prevLo, prevCnt, out); err != nil {
 				b.drain(c)
@@ -136,9 +141,16 @@ func (b *Backend) submitCompress(c *config, s, other *slot, cnt int, codec backe
 // the packed bytes (only as many as the pages need) and fills out.
 func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.Compressed) error {
 	d, l, h := &b.drv, c.lay, s.harr
+	t0 := time.Now()
 	if err := d.Sync(s.s); err != nil {
 		return err
 	}
+	t1 := time.Now()
+	defer func() {
+		t3 := time.Now()
+		b.trace[2] += t1.Sub(t0)
+		b.trace[4] += t3.Sub(t1)
+	}()
 	if st := binary.LittleEndian.Uint32(h[l.err:]); st != 0 {
 		return b.nv.status(int(int32(st)), "nvCOMP compress chunk")
 	}
@@ -157,7 +169,13 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 	if base+total > 1<<32-1 {
 		return fmt.Errorf("cuda: batch output exceeds 4 GiB")
 	}
-	out.Data = append(out.Data, s.hpacked[:total]...)
+	if cap(out.Data) < base+total {
+		grown := make([]byte, base, max(base+total, 2*cap(out.Data)))
+		copy(grown, out.Data)
+		out.Data = grown
+	}
+	out.Data = out.Data[:base+total]
+	parallelCopy(out.Data[base:], s.hpacked[:total])
 	fill, psize, cls := u64s(h, l.fill, cnt), u32s(h, l.psize, cnt), h[l.cls:l.cls+cnt]
 	ps := uint32(c.pageSize)
 	for k := range cnt {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"time"
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
@@ -84,6 +85,9 @@ type Backend struct {
 	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
 	limit                                                int64
 	cfg                                                  *config // buffers for the current page size
+	// Worker time spent staging, submitting, waiting for the GPU and
+	// finishing (index 3 unused), for tuning; read by tests.
+	trace [5]time.Duration
 }
 
 // Open loads the driver and nvCOMP, picks GPU 0 and prepares buffers for
