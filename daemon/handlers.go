@@ -259,7 +259,9 @@ func (c *conn) get(body []byte) ([][]byte, ipc.Code, string) {
 				res[i] = pagecache.Failed
 				c.d.failedRd.Add(1)
 			} else {
-				copy(pages[w*ps:], pages[j*ps:(j+1)*ps])
+				if w != j {
+					copy(pages[w*ps:], pages[j*ps:(j+1)*ps])
+				}
 				w++
 			}
 			j++

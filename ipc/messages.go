@@ -297,6 +297,11 @@ func DecodeGet(body []byte, n int) (pageSize int, pages []byte, codes []Code, er
 	if r.err != nil {
 		return 0, nil, nil, r.err
 	}
+	if len(r.b) == n*pageSize {
+		// Every page is there: hand out the body itself, no copy.
+		pages = r.take(n * pageSize)
+		return pageSize, pages, codes, r.done()
+	}
 	pages = make([]byte, n*pageSize)
 	for i, c := range codes {
 		if c == OK {
