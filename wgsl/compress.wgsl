@@ -31,6 +31,9 @@ var<workgroup> page: array<u32, PAGE_WORDS>;
 var<workgroup> table: array<atomic<u32>, HASH_SIZE>;
 // Two u16 match offsets per word (0 = no match), set with atomicOr.
 var<workgroup> cand: array<atomic<u32>, PAGE_WORDS * 2u>;
+// One bit per position that has a match candidate: the walk skips to
+// the next set bit instead of stepping through literals.
+var<workgroup> mbits: array<atomic<u32>, PAGE_WORDS / 8u>;
 var<workgroup> differ: atomic<u32>;
 var<workgroup> differFlag: u32;
 
@@ -92,10 +95,35 @@ fn putLength(n: u32) {
     putByte(r);
 }
 
+// Four bytes at once; the pending bytes in acc stay pending.
+fn putWord(x: u32) {
+    if (accN == 0u) {
+        let w = op >> 2u;
+        if (w < PAGE_WORDS) {
+            slots[slotBase + w] = x;
+        }
+    } else {
+        let sh = accN * 8u;
+        let w = (op - accN) >> 2u;
+        if (w < PAGE_WORDS) {
+            slots[slotBase + w] = acc | (x << sh);
+        }
+        acc = x >> (32u - sh);
+    }
+    op = op + 4u;
+}
+
 fn putLiterals(start: u32, n: u32) {
-    for (var i = 0u; i < n; i = i + 1u) {
-        if (op > limit) { return; }
+    var i = 0u;
+    loop {
+        if (i + 4u > n || op > limit) { break; }
+        putWord(load32(start + i));
+        i = i + 4u;
+    }
+    loop {
+        if (i >= n || op > limit) { break; }
         putByte(byteAt(start + i));
+        i = i + 1u;
     }
 }
 
@@ -171,6 +199,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             }
             if (off != 0u) {
                 atomicOr(&cand[p >> 1u], off << (16u * (p & 1u)));
+                atomicOr(&mbits[p >> 5u], 1u << (p & 31u));
             }
         }
         workgroupBarrier();
@@ -188,12 +217,20 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         var ip = 0u;
         var anchor = 0u;
         loop {
-            if (ip > MFLIMIT || op > limit) { break; }
-            let off = offsetAt(ip);
-            if (off == 0u) {
-                ip = ip + 1u;
-                continue;
+            // Every pending literal costs at least a byte: stop as soon
+            // as the block cannot fit any more.
+            if (ip > MFLIMIT || op + (ip - anchor) > limit) { break; }
+            var w = ip >> 5u;
+            var bits = atomicLoad(&mbits[w]) & (0xffffffffu << (ip & 31u));
+            loop {
+                if (bits != 0u || w + 1u >= PAGE_WORDS / 8u) { break; }
+                w = w + 1u;
+                bits = atomicLoad(&mbits[w]);
             }
+            if (bits == 0u) { break; }
+            ip = w * 32u + countTrailingZeros(bits);
+            if (ip > MFLIMIT || op + (ip - anchor) > limit) { break; }
+            let off = offsetAt(ip);
             var mref = ip - off;
             var mmax = MATCH_END - ip;
             var ml = 4u;
@@ -229,6 +266,9 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             if (mcode >= 15u) { putLength(mcode - 15u); }
             ip = ip + ml;
             anchor = ip;
+        }
+        if (op + 1u + (PS - anchor) > limit) {
+            op = limit + 1u;
         }
         if (op <= limit) {
             let lit = PS - anchor;

@@ -47,5 +47,6 @@ func WorkgroupBytes(p Params) int {
 	return ps + // the page
 		4<<p.HashBits + // hash table of positions
 		ps*2 + // one u16 match offset per position
+		ps/8 + // match bitmap
 		16 // flags
 }
