@@ -61,7 +61,7 @@ func FuzzMapPages(f *testing.F) {
 			return
 		}
 		fd := int(buf.Fd())
-		mem, err := mapPages(fd, off, length, 4096)
+		mem, err := mapPages(fd, off, length, 4096, off%8192 == 0)
 		if err != nil {
 			return
 		}

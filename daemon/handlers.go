@@ -151,7 +151,7 @@ func (c *conn) putFD(body []byte, fd int) ([][]byte, ipc.Code, string) {
 	if code, msg := c.checkPut(req.Pool, req.PageSize, req.Keys); code != ipc.OK {
 		return nil, code, msg
 	}
-	pages, err := mapPages(fd, req.Offset, len(req.Keys)*c.d.cfg.PageSize, c.d.cfg.PageSize)
+	pages, err := mapPages(fd, req.Offset, len(req.Keys)*c.d.cfg.PageSize, c.d.cfg.PageSize, false)
 	if err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
 	}
@@ -159,10 +159,10 @@ func (c *conn) putFD(body []byte, fd int) ([][]byte, ipc.Code, string) {
 	return c.store(req.Pool, req.Keys, pages)
 }
 
-// mapPages maps length bytes of a client's memfd read-only. The memfd must
-// be sealed against shrinking: a file cut short under the mapping would
-// kill the daemon with SIGBUS.
-func mapPages(fd int, off uint64, length, pageSize int) ([]byte, error) {
+// mapPages maps length bytes of a client's memfd, writable if asked. The
+// memfd must be sealed against shrinking: a file cut short under the
+// mapping would kill the daemon with SIGBUS.
+func mapPages(fd int, off uint64, length, pageSize int, writable bool) ([]byte, error) {
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
 		return nil, fmt.Errorf("the descriptor must be a memfd sealed with F_SEAL_SHRINK")
@@ -174,7 +174,11 @@ func mapPages(fd int, off uint64, length, pageSize int) ([]byte, error) {
 	if off%uint64(pageSize) != 0 || off+uint64(length) > uint64(st.Size) {
 		return nil, fmt.Errorf("%d bytes at offset %d: outside the %d-byte memfd or not page aligned", length, off, st.Size)
 	}
-	mem, err := unix.Mmap(fd, int64(off), length, unix.PROT_READ, unix.MAP_SHARED)
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	mem, err := unix.Mmap(fd, int64(off), length, prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mmap: %v", err)
 	}
@@ -224,33 +228,90 @@ func (c *conn) get(body []byte) ([][]byte, ipc.Code, string) {
 	if code != ipc.OK {
 		return nil, code, msg
 	}
-	n := len(req.Keys)
-	res := make([]pagecache.Result, n)
-	stored, _, err := c.d.store.Get(c.uid, req.Pool, req.Keys, nil, nil, res)
-	if err != nil {
-		code, msg := storeErr(err, req.Pool)
+	n, ps := len(req.Keys), c.d.cfg.PageSize
+	resp := make([]byte, 8+n+n*ps)
+	binary.LittleEndian.PutUint32(resp, uint32(ps))
+	binary.LittleEndian.PutUint32(resp[4:], uint32(n))
+	// The found pages are decompressed straight into the response body.
+	res, found, code, msg := c.fetch(req.Pool, req.Keys, resp[8+n:])
+	if code != ipc.OK {
 		return nil, code, msg
 	}
-	// Decompress the found pages straight into the response body.
-	src := make([]backends.Stored, 0, n)
+	for i, r := range res {
+		resp[8+i] = uint8(codeOf(r))
+	}
+	return one(resp[:8+n+found*ps]), ipc.OK, ""
+}
+
+// getFD decompresses pages straight into the client's sealed memfd: page
+// i of the request lands at offset + i*page_size; missing pages are left
+// as they were.
+func (c *conn) getFD(body []byte, fd int) ([][]byte, ipc.Code, string) {
+	req, err := ipc.DecodePutFD(body)
+	if err != nil {
+		return nil, ipc.CodeMalformed, err.Error()
+	}
+	if code, msg := c.checkKeys(req.Pool, req.Keys); code != ipc.OK {
+		return nil, code, msg
+	}
+	if int(req.PageSize) != c.d.cfg.PageSize {
+		return nil, ipc.CodePageSize, fmt.Sprintf("pages of %d bytes; this daemon stores %d-byte pages", req.PageSize, c.d.cfg.PageSize)
+	}
+	n, ps := len(req.Keys), c.d.cfg.PageSize
+	mem, err := mapPages(fd, req.Offset, n*ps, ps, true)
+	if err != nil {
+		return nil, ipc.CodeMalformed, err.Error()
+	}
+	defer unix.Munmap(mem)
+	// Decode in place when every key is there (the usual case), otherwise
+	// into a scratch buffer and scatter.
+	into := mem
+	if c.d.store.Missing(c.uid, req.Pool, req.Keys) {
+		into = make([]byte, n*ps)
+	}
+	res, _, code, msg := c.fetch(req.Pool, req.Keys, into)
+	if code != ipc.OK {
+		return nil, code, msg
+	}
+	codes := make([]ipc.Code, n)
+	j := 0
+	for i, r := range res {
+		codes[i] = codeOf(r)
+		if r == pagecache.OK {
+			if &into[0] != &mem[0] {
+				copy(mem[i*ps:(i+1)*ps], into[j*ps:(j+1)*ps])
+			}
+			j++
+		}
+	}
+	return one(ipc.AppendCodes(nil, codes)), ipc.OK, ""
+}
+
+// fetch decompresses the stored pages of keys into dst, the found ones
+// back to back in key order, and says what happened to each key. A page
+// that fails to decode or its checksum is reported, never returned wrong.
+func (c *conn) fetch(pool string, keys []uint64, dst []byte) ([]pagecache.Result, int, ipc.Code, string) {
+	res := make([]pagecache.Result, len(keys))
+	stored, _, err := c.d.store.Get(c.uid, pool, keys, nil, nil, res)
+	if err != nil {
+		code, msg := storeErr(err, pool)
+		return nil, 0, code, msg
+	}
+	src := stored[:0]
 	for i := range stored {
 		if res[i] == pagecache.OK {
 			src = append(src, stored[i])
 		}
 	}
 	ps := c.d.cfg.PageSize
-	resp := make([]byte, 8+n, 8+n+len(src)*ps)
-	binary.LittleEndian.PutUint32(resp, uint32(ps))
-	binary.LittleEndian.PutUint32(resp[4:], uint32(n))
-	pages := resp[8+n : 8+n+len(src)*ps]
+	w := 0
 	if len(src) > 0 {
-		dd := &backends.Decompression{PageSize: ps, Src: src, Dst: pages}
+		dd := &backends.Decompression{PageSize: ps, Src: src, Dst: dst[:len(src)*ps]}
 		if err := c.d.disp.Decompress(context.Background(), dd); err != nil {
 			c.d.failedRd.Add(uint64(len(src)))
-			return nil, ipc.CodeFailed, "decompression failed on every backend: " + err.Error()
+			return nil, 0, ipc.CodeFailed, "decompression failed on every backend: " + err.Error()
 		}
-		// A page that fails to decode is reported, never returned wrong.
-		j, w := 0, 0
+		j := 0
 		for i := range res {
 			if res[i] != pagecache.OK {
 				continue
@@ -260,22 +321,20 @@ func (c *conn) get(body []byte) ([][]byte, ipc.Code, string) {
 				c.d.failedRd.Add(1)
 			} else {
 				if w != j {
-					copy(pages[w*ps:], pages[j*ps:(j+1)*ps])
+					copy(dst[w*ps:], dst[j*ps:(j+1)*ps])
 				}
 				w++
 			}
 			j++
 		}
-		pages = pages[:w*ps]
 	}
-	for i, r := range res {
-		resp[8+i] = uint8(codeOf(r))
+	for _, r := range res {
 		if r == pagecache.Corrupt {
 			c.d.corrupt.Add(1)
 			c.d.failedRd.Add(1)
 		}
 	}
-	return [][]byte{resp, pages}, ipc.OK, ""
+	return res, w, ipc.OK, ""
 }
 
 func (c *conn) del(body []byte) ([][]byte, ipc.Code, string) {

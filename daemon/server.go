@@ -394,8 +394,10 @@ func (c *conn) serve(req request) bool {
 	switch {
 	case h.Op == ipc.OpPutFD && len(req.fds) == 1:
 		parts, code, msg = c.putFD(req.body, req.fds[0])
-	case h.Op == ipc.OpPutFD:
-		code, msg = ipc.CodeMalformed, fmt.Sprintf("PUT_FD needs exactly one descriptor with the frame, got %d", len(req.fds))
+	case h.Op == ipc.OpGetFD && len(req.fds) == 1:
+		parts, code, msg = c.getFD(req.body, req.fds[0])
+	case h.Op == ipc.OpPutFD || h.Op == ipc.OpGetFD:
+		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v needs exactly one descriptor with the frame, got %d", h.Op, len(req.fds))
 	case len(req.fds) > 0:
 		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v takes no descriptors", h.Op)
 	default:

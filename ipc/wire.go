@@ -34,11 +34,12 @@ const (
 	OpStats   Op = 6
 	OpPools   Op = 7
 	OpCompact Op = 8
-	OpPutFD   Op = 9 // PUT with the pages in a memfd passed alongside
+	OpPutFD   Op = 9  // PUT with the pages in a memfd passed alongside
+	OpGetFD   Op = 10 // GET with the pages written into a memfd passed alongside
 )
 
 var opNames = map[Op]string{OpHello: "HELLO", OpPut: "PUT", OpGet: "GET", OpDel: "DEL",
-	OpInspect: "INSPECT", OpStats: "STATS", OpPools: "POOLS", OpCompact: "COMPACT", OpPutFD: "PUT_FD"}
+	OpInspect: "INSPECT", OpStats: "STATS", OpPools: "POOLS", OpCompact: "COMPACT", OpPutFD: "PUT_FD", OpGetFD: "GET_FD"}
 
 func (o Op) String() string {
 	if s, ok := opNames[o]; ok {

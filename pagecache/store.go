@@ -284,6 +284,22 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 	return out, scratch, nil
 }
 
+// Missing reports whether any of keys is absent (or the pool is).
+func (s *Store) Missing(uid uint32, name string, keys []uint64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return true
+	}
+	for _, k := range keys {
+		if p.ix.find(k) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Del removes keys.
 func (s *Store) Del(uid uint32, name string, keys []uint64, res []Result) error {
 	s.mu.Lock()

@@ -33,6 +33,30 @@ func TestPutFromMemfd(t *testing.T) {
 		t.Fatalf("pages put through a memfd come back wrong: %v", err)
 	}
 
+	// And back into another memfd, with a missing key left untouched.
+	back, err := ipc.NewPageBuffer((n + 1) * ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	for i := range back.Bytes() {
+		back.Bytes()[i] = 0xEE
+	}
+	codes, err = c.GetBuffer(ctx(t), "zc", append(keys(0, n), 999999), back, 0, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ipc.PageError(keys(0, n), codes[:n]) != nil || codes[n] != ipc.CodeNotFound {
+		t.Fatalf("get into memfd: %v", codes[n-2:])
+	}
+	if !bytes.Equal(back.Bytes()[:n*ps], pages) || back.Bytes()[n*ps] != 0xEE || back.Bytes()[len(back.Bytes())-1] != 0xEE {
+		t.Fatal("pages fetched into a memfd come back wrong")
+	}
+	codes, err = c.GetBuffer(ctx(t), "zc", keys(0, n), back, ps, ps)
+	if err != nil || ipc.PageError(keys(0, n), codes) != nil || !bytes.Equal(back.Bytes()[ps:], pages) {
+		t.Fatalf("get into memfd at an offset: %v", err)
+	}
+
 	// Out of bounds or misaligned: refused with a reason, the connection goes on.
 	if _, err := c.PutBuffer(ctx(t), "zc", keys(0, 1), buf, 100, ps); err == nil {
 		t.Fatal("misaligned offset accepted")
