@@ -95,9 +95,12 @@ func BenchmarkCompress(b *testing.B) {
 	}
 	defer ref.Close()
 	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
-		for _, be := range []backends.Backend{gpu, ref} {
-			b.Run(fmt.Sprintf("%s/%s", be.Name(), codec), func(b *testing.B) {
-				benchCompress(b, be, pages, codec)
+		for _, be := range []struct {
+			name string
+			b    backends.Backend
+		}{{"cuda", gpu}, {"cpu", ref}} {
+			b.Run(fmt.Sprintf("%s/%s", be.name, codec), func(b *testing.B) {
+				benchCompress(b, be.b, pages, codec)
 			})
 		}
 	}

@@ -155,7 +155,7 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 	c.stride = max(c.stride, pageSize+8)
 	// Slots shrink until they and LZ4's scratch fit the limit; zstd's
 	// scratch is checked when a zstd batch first needs it.
-	for p := max(slotBytes/pageSize, minSlotPages); ; p /= 2 {
+	for p := max(b.slotBytes/pageSize, minSlotPages); ; p /= 2 {
 		for qi, q := range []struct {
 			codec    *nvcompCodec
 			compress bool

@@ -35,5 +35,10 @@ s = json.dumps(d)[:50_000_000]
 print("ready", flush=True); time.sleep(600)' >"$OUT/py.log" 2>&1 &
 PY=$!
 for _ in $(seq 60); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
-S4D_BENCH_PID=$PY "$CARRY"/cuda.test -test.v -test.run XXX -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-20x}" 2>&1 | tee "$OUT/bench.log"
+# SLOT_MIBS: slot sizes to compare (S4D_CUDA_SLOT_MIB), default the built-in.
+for mib in ${SLOT_MIBS:-0}; do
+	echo "slot MiB: $mib (0: default)"
+	S4D_CUDA_SLOT_MIB=$mib S4D_BENCH_PID=$PY "$CARRY"/cuda.test -test.v -test.run XXX -test.bench "$BENCH" \
+		-test.benchtime "${BENCHTIME:-20x}" 2>&1
+done | tee "$OUT/bench.log"
 kill $PY
