@@ -11,8 +11,15 @@ import (
 )
 
 // BenchmarkRoundTrip times one PUT of a single 4 KiB page through an
-// in-process daemon, the latency a swap-like client sees.
+// in-process daemon, the latency a swap-like client sees: a text page
+// (compression dominates) and a zero page (the request path alone).
 func BenchmarkRoundTrip(b *testing.B) {
+	for _, kind := range []corpus.Kind{corpus.Text, corpus.Pointers, corpus.Zero} {
+		b.Run(string(kind), func(b *testing.B) { roundTrip(b, kind) })
+	}
+}
+
+func roundTrip(b *testing.B, kind corpus.Kind) {
 	cfg := Defaults()
 	cfg.Socket = filepath.Join(b.TempDir(), "s.sock")
 	cfg.Backend = "cpu"
@@ -30,7 +37,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	defer func() { cancel(); <-done }()
 	c := &ipc.Client{Socket: cfg.Socket}
 	defer c.Close()
-	page := corpus.Pages(corpus.Text, 1, 4096, 1)
+	page := corpus.Pages(kind, 1, 4096, 1)
 	b.SetBytes(4096)
 	for b.Loop() {
 		if _, err := c.Put(context.Background(), "rt", []uint64{1}, page); err != nil {
