@@ -56,34 +56,26 @@ func (p *PageBuffer) Close() error {
 // without copying them through the socket. The pages must not change until
 // it returns.
 func (c *Client) PutBuffer(ctx context.Context, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]Code, error) {
-	if len(keys) == 0 || off < 0 || off+len(keys)*pageSize > len(buf.mem) {
-		return nil, fmt.Errorf("put: %d pages of %d bytes at %d do not fit in a %d-byte buffer", len(keys), pageSize, off, len(buf.mem))
-	}
-	cn, err := c.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	body := AppendPutFD(nil, &PutFDRequest{Pool: pool, PageSize: uint32(pageSize), Keys: keys, Offset: uint64(off)})
-	_, out, err := cn.roundTripFD(ctx, OpPutFD, body, int(buf.f.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	return DecodeCodes(out, len(keys))
+	return c.bufferOp(ctx, OpPutFD, pool, keys, buf, off, pageSize)
 }
 
 // GetBuffer fetches the pages of keys into buf, page i at byte offset
 // off + i*pageSize, without their crossing the socket. Pages whose code is
 // not OK are left as they were.
 func (c *Client) GetBuffer(ctx context.Context, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]Code, error) {
+	return c.bufferOp(ctx, OpGetFD, pool, keys, buf, off, pageSize)
+}
+
+func (c *Client) bufferOp(ctx context.Context, op Op, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]Code, error) {
 	if len(keys) == 0 || off < 0 || off+len(keys)*pageSize > len(buf.mem) {
-		return nil, fmt.Errorf("get: %d pages of %d bytes at %d do not fit in a %d-byte buffer", len(keys), pageSize, off, len(buf.mem))
+		return nil, fmt.Errorf("%v: %d pages of %d bytes at %d do not fit in a %d-byte buffer", op, len(keys), pageSize, off, len(buf.mem))
 	}
 	cn, err := c.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	body := AppendPutFD(nil, &PutFDRequest{Pool: pool, PageSize: uint32(pageSize), Keys: keys, Offset: uint64(off)})
-	_, out, err := cn.roundTripFD(ctx, OpGetFD, body, int(buf.f.Fd()))
+	_, out, err := cn.roundTripFD(ctx, op, body, int(buf.f.Fd()))
 	if err != nil {
 		return nil, err
 	}
