@@ -6,11 +6,13 @@ NVCC          ?= nvcc
 PTX_ARCH      ?= compute_75
 NVCOMP_WHEEL  ?= nvidia-libnvcomp-cu13==6.0.0.12
 NVCOMP_LIBDIR ?= /usr/local/lib/s4d
+NVCOMP_CACHE  := .deps/nvcomp
 CUDA_CARRY    := .carry/cuda
-PIP_WHEEL_FLAGS := --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-	--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
+PIP_WHEEL     := python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+	--implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+	--platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
 
-.PHONY: ptx nvcomp-wheel install-nvcomp uninstall-nvcomp cuda-test-binary
+.PHONY: ptx nvcomp-wheel install-nvcomp uninstall-nvcomp cuda-carry
 
 # Needs nvcc (the CUDA toolkit); the result is committed.
 ptx: ptx/s4d.ptx
@@ -19,18 +21,25 @@ ptx/s4d.ptx: ptx/s4d.cu
 
 # Downloads the nvCOMP wheel and unpacks libnvcomp.so.N next to it.
 nvcomp-wheel:
-	mkdir -p $(CUDA_CARRY)
-	python3 -m pip download $(PIP_WHEEL_FLAGS) -d $(CUDA_CARRY) '$(NVCOMP_WHEEL)'
-	cd $(CUDA_CARRY) && unzip -o -j nvidia_libnvcomp_*.whl 'nvidia/libnvcomp/lib64/libnvcomp.so.*' -x '*_cpu*'
+	mkdir -p $(NVCOMP_CACHE)
+	$(PIP_WHEEL) -d $(NVCOMP_CACHE) '$(NVCOMP_WHEEL)'
+	cd $(NVCOMP_CACHE) && python3 -c 'import glob, zipfile; z = zipfile.ZipFile(sorted(glob.glob("nvidia_libnvcomp_*.whl"))[-1]); \
+		[open(n.rsplit("/", 1)[1], "wb").write(z.read(n)) for n in z.namelist() if "/lib64/libnvcomp.so." in n]'
+	ls $(NVCOMP_CACHE)/libnvcomp.so.*
 
-# Installs libnvcomp where the daemon looks first.
+# Installs libnvcomp where the daemon looks after the loader's own paths.
 install-nvcomp: nvcomp-wheel
-	install -D -m 0644 $$(ls $(CUDA_CARRY)/libnvcomp.so.* | sort | tail -n 1) -t $(NVCOMP_LIBDIR)
+	install -D -m 0644 $$(ls $(NVCOMP_CACHE)/libnvcomp.so.* | sort | tail -n 1) -t $(NVCOMP_LIBDIR)
 
 uninstall-nvcomp:
 	rm -f $(NVCOMP_LIBDIR)/libnvcomp.so.*
 
-# The test binary, to run on a GPU machine that has no Go toolchain.
-cuda-test-binary:
-	mkdir -p $(CUDA_CARRY)
+# What backends/cuda/gpu-check.sh needs on a GPU machine with no Go and no
+# network: the test binary, the nvCOMP wheel, and the reference decoders
+# the conformance suite runs (python lz4 for C liblz4, Debian's zstd).
+cuda-carry:
+	mkdir -p $(CUDA_CARRY)/deb
 	$(GO) test -c -o $(CUDA_CARRY)/cuda.test ./backends/cuda
+	ls $(CUDA_CARRY)/nvidia_libnvcomp_*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d $(CUDA_CARRY) '$(NVCOMP_WHEEL)'
+	ls $(CUDA_CARRY)/lz4-*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d $(CUDA_CARRY) lz4
+	ls $(CUDA_CARRY)/deb/zstd_*.deb >/dev/null 2>&1 || (cd $(CUDA_CARRY)/deb && apt-get download zstd libzstd1)
