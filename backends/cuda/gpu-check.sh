@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs the CUDA backend's tests and benchmarks on a GPU machine that has
 # nvcc but no Go toolchain and no network. Expects, in $CARRY (default
-# .carry/cuda): cuda.test (make cuda-test-binary), the nvidia-libnvcomp
+# .carry/cuda, from make cuda-carry): cuda.test, the nvidia-libnvcomp
 # wheel, the lz4 wheel for the reference decoder, and Debian's zstd debs.
 # Writes the fresh PTX and the logs to $OUT.
 set -u
