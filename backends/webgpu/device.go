@@ -298,7 +298,7 @@ func (d *device) pipeline(src, entry string) (C.WGPUComputePipeline, error) {
 // memory: the biggest hash table (up to 2^12 entries) that fits.
 func kernelParams(pageSize int, wgStorage uint32) (wgsl.Params, error) {
 	for bits := 12; bits >= 8; bits-- {
-		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Workgroup: 64}
+		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Workgroup: 128}
 		if wgsl.WorkgroupBytes(p) <= int(wgStorage) {
 			return p, nil
 		}
