@@ -44,16 +44,21 @@ func (b *Backend) compress(in *backends.Batch, out *backends.Compressed) error {
 	}
 	ps, n := in.PageSize, in.Len()
 	t := min(max(in.Threshold, 0), ps)
+	direct := b.inPinned(in.Pages)
 	var prevLo, prevCnt int
 	j := 0
 	for lo := 0; lo < n; lo, j = lo+c.pages, j+1 {
 		cnt := min(c.pages, n-lo)
 		s := c.slots[j%2]
 		t0 := time.Now()
-		// Staging through pinned memory: page-locking the caller's batch
-		// in place (cuMemHostRegister) measured slower on the H100 host.
-		src := s.hin[:cnt*ps]
-		parallelCopy(src, in.Pages[lo*ps:(lo+cnt)*ps])
+		// Pages in a HostBuffer go up as they are; others are staged
+		// through pinned memory (page-locking the caller's batch in place
+		// with cuMemHostRegister measured slower than this copy).
+		src := in.Pages[lo*ps : (lo+cnt)*ps]
+		if !direct {
+			parallelCopy(s.hin[:cnt*ps], src)
+			src = s.hin[:cnt*ps]
+		}
 		t1 := time.Now()
 		if err := b.submitCompress(c, s, c.slots[(j+1)%2], src, in.Codec, t); err != nil {
 			b.drain(c)

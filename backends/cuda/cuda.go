@@ -87,8 +87,9 @@ type Backend struct {
 	mod                                                  cuModule
 	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
 	limit                                                int64
-	slotBytes                                            int     // bytes of pages per slot
-	cfg                                                  *config // buffers for the current page size
+	slotBytes                                            int      // bytes of pages per slot
+	cfg                                                  *config  // buffers for the current page size
+	pinned                                               [][]byte // buffers from HostBuffer, owned by callers; worker only
 	// Worker time spent staging, submitting, waiting for the GPU and
 	// finishing (index 3 unused), for tuning; read by tests.
 	trace [5]time.Duration
@@ -231,6 +232,10 @@ func (b *Backend) setup() error {
 
 func (b *Backend) teardown() {
 	if b.ctx != nil {
+		for _, p := range b.pinned {
+			b.drv.HostFree(p)
+		}
+		b.pinned = nil
 		b.cfg.free(&b.drv)
 		if b.mod != nil {
 			b.drv.UnloadModule(b.mod)
@@ -370,4 +375,54 @@ func (b *Backend) codec(c backends.Codec) (*nvcompCodec, nvOpts, nvOpts) {
 		return &b.zstd, zstdC, zstdD
 	}
 	return &b.lz4, lz4C, lz4D
+}
+
+// HostBuffer returns n bytes of pinned host memory. Batches whose pages lie
+// inside such a buffer are uploaded from it directly, skipping the copy
+// into the backend's own staging buffers: a caller that receives pages
+// into it saves a pass over every byte. Release it with FreeHostBuffer;
+// Close frees those left.
+func (b *Backend) HostBuffer(n int) ([]byte, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("cuda: host buffer of %d bytes", n)
+	}
+	var buf []byte
+	err := b.do(context.Background(), func() error {
+		var err error
+		if buf, err = b.drv.HostAlloc(n); err == nil {
+			b.pinned = append(b.pinned, buf)
+		}
+		return err
+	})
+	return buf, err
+}
+
+// FreeHostBuffer releases a buffer from HostBuffer.
+func (b *Backend) FreeHostBuffer(buf []byte) {
+	b.do(context.Background(), func() error {
+		for i, p := range b.pinned {
+			if len(buf) > 0 && len(p) > 0 && &p[0] == &buf[0] {
+				b.drv.HostFree(p)
+				b.pinned = append(b.pinned[:i], b.pinned[i+1:]...)
+				break
+			}
+		}
+		return nil
+	})
+}
+
+// inPinned reports whether all of s lies inside one HostBuffer buffer.
+func (b *Backend) inPinned(s []byte) bool {
+	if len(s) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(&s[0]))
+	hi := lo + uintptr(len(s))
+	for _, p := range b.pinned {
+		plo := uintptr(unsafe.Pointer(&p[0]))
+		if lo >= plo && hi <= plo+uintptr(len(p)) {
+			return true
+		}
+	}
+	return false
 }

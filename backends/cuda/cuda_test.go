@@ -110,6 +110,17 @@ func TestLargeBatch(t *testing.T) {
 	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
 		roundTrip(t, b, pages, 4096, codec)
 	}
+	// The same pages in a pinned buffer of the backend's, uploaded in place.
+	buf, err := b.HostBuffer(len(pages) + 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.FreeHostBuffer(buf)
+	in := buf[4096 : 4096+len(pages)]
+	copy(in, pages)
+	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+		roundTrip(t, b, in, 4096, codec)
+	}
 }
 
 func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec backends.Codec) {
