@@ -3,6 +3,6 @@ package all
 
 import (
 	_ "github.com/s4d-project/s4d/backends/cpu"
-	_ "github.com/s4d-project/s4d/backends/webgpu"
 	_ "github.com/s4d-project/s4d/backends/cuda"
+	_ "github.com/s4d-project/s4d/backends/webgpu"
 )
