@@ -275,7 +275,6 @@ func (b *Backend) decompress(dd *backends.Decompression, codec backends.Codec, i
 				break
 			}
 			j := len(take)
-			copy(s.hpacked[used:], data)
 			inPtr[j], inSize[j] = s.dpacked+uint64(used), uint64(len(data))
 			outPtr[j], bufSize[j] = s.din+uint64(j*ps), uint64(ps)
 			used += (len(data) + bufAlign - 1) &^ (bufAlign - 1)
@@ -285,6 +284,12 @@ func (b *Backend) decompress(dd *backends.Decompression, codec backends.Codec, i
 		if len(take) == 0 {
 			continue
 		}
+		// The offsets are set; the bytes are copied on all cores.
+		parallelFor(len(take), func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				copy(s.hpacked[inPtr[j]-s.dpacked:], dd.Src[take[j]].Data)
+			}
+		})
 		if err := b.runDecompress(c, s, codec, take, used, dd); err != nil {
 			b.drain(c)
 			return err
@@ -322,14 +327,39 @@ func (b *Backend) runDecompress(c *config, s *slot, codec backends.Codec, take [
 		return err
 	}
 	actual, status := u64s(s.harr, l.outSize, cnt), i32s(s.harr, l.status, cnt)
-	for j, i := range take {
-		if status[j] != 0 || actual[j] != uint64(ps) {
-			dd.Failed[i] = true
-			continue
+	parallelFor(cnt, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			i := take[j]
+			if status[j] != 0 || actual[j] != uint64(ps) {
+				dd.Failed[i] = true
+				continue
+			}
+			copy(dd.Dst[i*ps:(i+1)*ps], s.hin[j*ps:(j+1)*ps])
 		}
-		copy(dd.Dst[i*ps:(i+1)*ps], s.hin[j*ps:(j+1)*ps])
-	}
+	})
 	return nil
+}
+
+// parallelFor runs fn over [0,n) in contiguous parts on up to 16 cores;
+// small n runs on the caller.
+func parallelFor(n int, fn func(lo, hi int)) {
+	const minPart = 256
+	parts := min(runtime.GOMAXPROCS(0), 16, n/minPart)
+	if parts <= 1 {
+		fn(0, n)
+		return
+	}
+	step := (n + parts - 1) / parts
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += step {
+		hi := min(lo+step, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
 }
 
 // parallelCopy spreads a large copy into pinned memory over the cores: one
