@@ -24,6 +24,12 @@ var Compress string
 //go:embed compact.wgsl
 var Compact string
 
+// Decompress expands LZ4 blocks into pages, one page per workgroup,
+// flagging blocks that do not decode to exactly one page.
+//
+//go:embed decompress.wgsl
+var Decompress string
+
 // Params are the compile-time constants of the kernels.
 type Params struct {
 	PageWords int // page size / 4

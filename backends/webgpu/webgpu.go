@@ -64,6 +64,13 @@ type Backend struct {
 	uploadPending          bool // a MapAsync(write) of upload is outstanding
 	uploadMapped           bool
 
+	// Decompression (device thread state).
+	decomp                     C.WGPUComputePipeline
+	dCap, dSrcCap              int
+	dSrc, dDesc, dOut, dStatus C.WGPUBuffer
+	dParams, dRead             C.WGPUBuffer
+	bgDecomp                   C.WGPUBindGroup
+
 	// Results of the last round, read on the caller's goroutine.
 	metaOut []uint32
 	dataOut []byte
@@ -118,6 +125,9 @@ func (b *Backend) setup() error {
 	if b.gather, err = d.pipeline(wgsl.Source(wgsl.Compact, kp), "gather"); err != nil {
 		return err
 	}
+	if b.decomp, err = d.pipeline(wgsl.Source(wgsl.Decompress, kp), "decompress"); err != nil {
+		return err
+	}
 	b.uploadWait, b.rbWait, b.errWait = newWait(), newWait(), newWait()
 	d.desc += fmt.Sprintf(", workgroup memory %d B, hash 2^%d", uint32(d.lim.l.maxComputeWorkgroupStorageSize), kp.HashBits)
 	return nil
@@ -138,6 +148,7 @@ func (b *Backend) Close() error {
 		C.s4d_pipeline_free(b.d.p, b.compress)
 		C.s4d_pipeline_free(b.d.p, b.scan)
 		C.s4d_pipeline_free(b.d.p, b.gather)
+		C.s4d_pipeline_free(b.d.p, b.decomp)
 		for _, w := range []*C.s4d_wait{b.uploadWait, b.rbWait, b.errWait} {
 			C.free(unsafe.Pointer(w))
 		}
@@ -158,6 +169,16 @@ func (b *Backend) freeBuffers() {
 	b.bgCompress, b.bgScan, b.bgGather = nil, nil, nil
 	b.in, b.slots, b.meta, b.total, b.params, b.packed, b.upload, b.readback = nil, nil, nil, nil, nil, nil, nil, nil
 	b.capPages, b.uploadPending, b.uploadMapped = 0, false, false
+	b.freeDecompBuffers()
+}
+
+func (b *Backend) freeDecompBuffers() {
+	C.s4d_bind_group_free(b.d.p, b.bgDecomp)
+	for _, x := range []C.WGPUBuffer{b.dSrc, b.dDesc, b.dOut, b.dStatus, b.dParams, b.dRead} {
+		C.s4d_buffer_free(b.d.p, x)
+	}
+	b.bgDecomp, b.dSrc, b.dDesc, b.dOut, b.dStatus, b.dParams, b.dRead = nil, nil, nil, nil, nil, nil, nil
+	b.dCap, b.dSrcCap = 0, 0
 }
 
 const metaWords = 4
@@ -436,10 +457,144 @@ func (b *Backend) round(in *backends.Batch, out *backends.Compressed, lo, hi int
 	return nil
 }
 
-// Decompress expands stored pages on the CPU: LZ4 decoding of 4 KiB pages
-// is memory-bound there, and it avoids two bus crossings per GET.
+// Decompress expands the LZ4 pages of d with the decompress kernel and
+// the other classes on the CPU (a fill or a copy). zstd pages and other
+// page sizes go to the cpu backend. A block that does not decode to
+// exactly one page is flagged in d.Failed.
 func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
-	return b.cpu.Decompress(ctx, d)
+	if d.PageSize != PageSize {
+		return b.cpu.Decompress(ctx, d)
+	}
+	n := len(d.Src)
+	if cap(d.Failed) < n {
+		d.Failed = make([]bool, n)
+	}
+	d.Failed = d.Failed[:n]
+	clear(d.Failed)
+	var lz []int
+	for i, s := range d.Src {
+		if s.Class == backends.ClassLZ4 {
+			lz = append(lz, i)
+			continue
+		}
+		d.Failed[i] = !b.cpu.DecodePage(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+	}
+	if len(lz) == 0 {
+		return ctx.Err()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failed != nil {
+		return b.failed
+	}
+	for lo := 0; lo < len(lz); lo += maxRound {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		idx := lz[lo:min(lo+maxRound, len(lz))]
+		if err := b.d.do(func() error { return b.decompress(d, idx) }); err != nil {
+			b.failed = err
+			return err
+		}
+	}
+	return nil
+}
+
+// decompress runs the kernel over the pages idx of d. Device thread only.
+func (b *Backend) decompress(d *backends.Decompression, idx []int) error {
+	dv, p := b.d, b.d.p
+	n := len(idx)
+	desc := make([]byte, 8*n)
+	total := 0
+	for k, i := range idx {
+		l := min(len(d.Src[i].Data), 1<<20)
+		binary.LittleEndian.PutUint32(desc[8*k:], uint32(total))
+		binary.LittleEndian.PutUint32(desc[8*k+4:], uint32(l))
+		total += (l + 3) &^ 3
+	}
+	src := make([]byte, max(total, 4))
+	for k, i := range idx {
+		off := binary.LittleEndian.Uint32(desc[8*k:])
+		copy(src[off:], d.Src[i].Data)
+	}
+	if err := b.ensureDecomp(n, len(src)); err != nil {
+		return err
+	}
+	var prm [16]byte
+	binary.LittleEndian.PutUint32(prm[0:], uint32(n))
+	csrc, cdesc, cprm := C.CBytes(src), C.CBytes(desc), C.CBytes(prm[:])
+	defer C.free(csrc)
+	defer C.free(cdesc)
+	defer C.free(cprm)
+	outBytes, statOff := n*PageSize, n*PageSize
+	C.s4d_push_errors(p, dv.dev)
+	C.s4d_write(p, dv.queue, b.dSrc, 0, csrc, C.size_t(len(src)))
+	C.s4d_write(p, dv.queue, b.dDesc, 0, cdesc, C.size_t(len(desc)))
+	C.s4d_write(p, dv.queue, b.dParams, 0, cprm, 16)
+	enc := C.s4d_encoder(p, dv.dev)
+	C.s4d_dispatch(p, enc, b.decomp, b.bgDecomp, C.uint32_t(n), 1)
+	C.s4d_copy(p, enc, b.dOut, 0, b.dRead, 0, C.uint64_t(outBytes))
+	C.s4d_copy(p, enc, b.dStatus, 0, b.dRead, C.uint64_t(statOff), C.uint64_t(4*n))
+	C.s4d_submit(p, dv.queue, enc)
+	if err := dv.popErrors(b.errWait); err != nil {
+		return err
+	}
+	resetWait(b.rbWait)
+	C.s4d_map_async(p, b.dRead, C.S4D_MAP_READ, 0, C.size_t(outBytes+4*n), b.rbWait)
+	if err := dv.wait(b.rbWait, "decompress readback"); err != nil {
+		return err
+	}
+	if b.rbWait.status != C.S4D_STATUS_SUCCESS {
+		return fmt.Errorf("webgpu: decompress readback failed: %s", waitMsg(b.rbWait))
+	}
+	m := C.s4d_const_mapped(p, b.dRead, 0, C.size_t(outBytes+4*n))
+	if m == nil {
+		C.s4d_unmap(p, b.dRead)
+		return errors.New("webgpu: decompress readback has no mapped range")
+	}
+	raw := unsafe.Slice((*byte)(m), outBytes+4*n)
+	for k, i := range idx {
+		ok := binary.LittleEndian.Uint32(raw[statOff+4*k:]) == 1 && len(d.Src[i].Data) <= 1<<20
+		d.Failed[i] = !ok
+		if ok {
+			copy(d.Dst[i*PageSize:(i+1)*PageSize], raw[k*PageSize:(k+1)*PageSize])
+		}
+	}
+	C.s4d_unmap(p, b.dRead)
+	return dv.fault()
+}
+
+// ensureDecomp grows the decompression buffers. Device thread only.
+func (b *Backend) ensureDecomp(n, srcBytes int) error {
+	if n <= b.dCap && srcBytes <= b.dSrcCap {
+		return nil
+	}
+	c, sc := max(b.dCap, 64), max(b.dSrcCap, 1<<16)
+	for c < n {
+		c *= 2
+	}
+	for sc < srcBytes {
+		sc *= 2
+	}
+	b.freeDecompBuffers()
+	d, p := b.d, b.d.p
+	st := C.WGPUFlags(C.S4D_BUFFER_STORAGE)
+	out := uint64(c) * PageSize
+	C.s4d_push_errors(p, d.dev)
+	b.dSrc = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_DST, C.uint64_t(sc), 0)
+	b.dDesc = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_DST, C.uint64_t(8*c), 0)
+	b.dOut = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(out), 0)
+	b.dStatus = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(4*c), 0)
+	b.dParams = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_UNIFORM|C.S4D_BUFFER_COPY_DST, 16, 0)
+	b.dRead = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_READ|C.S4D_BUFFER_COPY_DST, C.uint64_t(out+uint64(4*c)), 0)
+	b.bgDecomp = bindGroup(d, b.decomp, bind{b.dSrc, uint64(sc)}, bind{b.dDesc, uint64(8 * c)}, bind{b.dOut, out},
+		bind{b.dStatus, uint64(4 * c)}, bind{b.dParams, 16})
+	if err := d.popErrors(b.errWait); err != nil {
+		b.freeDecompBuffers()
+		return fmt.Errorf("webgpu: decompression buffers for %d pages: %w", c, err)
+	}
+	b.dCap, b.dSrcCap = c, sc
+	return nil
 }
 
 // kernelPass reruns the kernels reps times on the n pages staged by the

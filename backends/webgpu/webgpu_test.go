@@ -250,3 +250,73 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 		}
 	}
 }
+
+// FuzzDecompress feeds arbitrary bytes as LZ4 blocks to the decompress
+// kernel: it must never accept a block that pierrec/lz4 does not decode to
+// the same page, and must accept every block that decodes to one.
+func FuzzDecompress(f *testing.F) {
+	page := corpus.Pages(corpus.Text, 1, PageSize, 3)
+	blk := make([]byte, lz4.CompressBlockBound(PageSize))
+	n, _ := lz4.CompressBlock(page, blk, nil)
+	f.Add(blk[:n])
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Add(bytes.Repeat([]byte{0x1f, 0, 0, 0}, 8))
+	f.Add([]byte{0x1f, 'a', 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xe2, 0x50, 'a', 'b', 'c', 'd', 'e'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := open(t)
+		d := &backends.Decompression{PageSize: PageSize, Dst: make([]byte, PageSize),
+			Src: []backends.Stored{{Class: backends.ClassLZ4, Data: data}}}
+		if err := b.Decompress(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, PageSize)
+		m, err := lz4.UncompressBlock(data, want)
+		refOK := err == nil && m == PageSize
+		switch {
+		case d.Failed[0] && refOK:
+			t.Fatalf("kernel rejects a block pierrec/lz4 decodes")
+		case !d.Failed[0] && !refOK:
+			t.Fatalf("kernel accepts a block pierrec/lz4 rejects (%v, %d bytes)", err, m)
+		case !d.Failed[0] && !bytes.Equal(d.Dst, want):
+			t.Fatalf("kernel and pierrec/lz4 decode differently")
+		}
+	})
+}
+
+// BenchmarkDecompress64MiB expands 64 MiB of stored pages (compressed by
+// the cpu backend) with this backend's kernel and with the cpu backend.
+func BenchmarkDecompress64MiB(bm *testing.B) {
+	pages := benchPages(bm)
+	c, err := cpu.New(backends.Options{})
+	if err != nil {
+		bm.Fatal(err)
+	}
+	defer c.Close()
+	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
+	out := &backends.Compressed{}
+	if err := c.Compress(context.Background(), in, out); err != nil {
+		bm.Fatal(err)
+	}
+	d := &backends.Decompression{PageSize: PageSize, Dst: make([]byte, len(pages))}
+	for i := range in.Len() {
+		d.Src = append(d.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+	}
+	for _, be := range []struct {
+		name string
+		b    func() backends.Backend
+	}{{"webgpu", func() backends.Backend { return open(bm) }}, {"cpu", func() backends.Backend { return c }}} {
+		bm.Run(be.name, func(bm *testing.B) {
+			b := be.b()
+			bm.SetBytes(int64(len(pages)))
+			for bm.Loop() {
+				if err := b.Decompress(context.Background(), d); err != nil {
+					bm.Fatal(err)
+				}
+			}
+			bm.StopTimer()
+			if !bytes.Equal(d.Dst, pages) {
+				bm.Fatal("decompressed pages differ")
+			}
+		})
+	}
+}
