@@ -42,6 +42,7 @@ var Command = &cli.Command{
 		&cli.IntFlag{Name: "page-size", Value: 4096, Usage: "with --inproc: page size (end to end, the daemon's is used)"},
 		&cli.IntFlag{Name: "repeat", Value: 1, Usage: "measure each case this many times and keep the fastest (steadier figures on a busy machine)"},
 		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		&cli.BoolFlag{Name: "memfd", Usage: "end to end: hand pages over in a sealed memfd (PUT_FD/GET_FD) instead of through the socket"},
 		&cli.StringFlag{Name: "plot", Usage: "draw throughput against batch size into this PNG file"},
 	},
 	Action: run,
@@ -135,6 +136,7 @@ func run(cx *cli.Context) error {
 			return err
 		}
 		defer target.close()
+		target.memfd = cx.Bool("memfd")
 		pageSize = int(target.hello.PageSize)
 		rep.Daemon = &DaemonInfo{Socket: target.socket, PID: target.pid, Server: target.hello.Server, Codec: target.hello.Codec}
 		for _, b := range batches {
