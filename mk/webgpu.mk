@@ -68,3 +68,19 @@ install-webgpu:
 uninstall-webgpu:
 	rm -f $(DESTDIR)$(WEBGPU_LIBDIR)/$(DAWN_SO)
 	-rmdir $(DESTDIR)$(WEBGPU_LIBDIR) 2>/dev/null
+
+# Everything the GPU machine needs for the suite and the benchmarks, in
+# .carry/webgpu (git-ignored): the test binary, Dawn, the Vulkan loader and
+# glvnd debs (the NVIDIA ICD needs them), the lz4 wheel for the reference
+# decoder, and the run script. There: bash .carry/webgpu/gpu-run.sh
+WEBGPU_CARRY := .carry/webgpu
+APT_AMD64 := -oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64
+.PHONY: webgpu-carry
+webgpu-carry: deps-dawn
+	mkdir -p $(WEBGPU_CARRY)/debs $(WEBGPU_CARRY)/whl /tmp/amd64/partial
+	$(GO) test -c -o $(WEBGPU_CARRY)/webgpu.test ./backends/webgpu
+	cp $(DAWN_CACHE)/package/$(DAWN_SO) backends/webgpu/testdata/gpu-run.sh backends/webgpu/testdata/dumppages.py $(WEBGPU_CARRY)/
+	apt-get $(APT_AMD64) update -qq
+	cd $(WEBGPU_CARRY)/debs && apt-get $(APT_AMD64) download libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0
+	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d $(WEBGPU_CARRY)/whl lz4

@@ -1,0 +1,26 @@
+#!/bin/bash
+# Runs the webgpu suite and benchmarks on a GPU machine (NVIDIA, Vulkan
+# loader carried as debs); logs go to $OUT.
+cd "$(dirname "$0")/../.." || exit 1
+C=.carry/webgpu  # filled by `make webgpu-carry`
+OUT=${OUT:-/tmp/s4d-webgpu}; mkdir -p "$OUT"
+for f in $C/debs/*.deb; do dpkg -x $f /; done; ldconfig
+ldconfig -p | grep -c libvulkan
+for j in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+  [ -f $j ] && export VK_DRIVER_FILES=$j && break
+done
+echo "VK_DRIVER_FILES=$VK_DRIVER_FILES"
+[ -x /usr/bin/python3 ] || ln -s "$(command -v python3)" /usr/bin/python3
+/usr/bin/python3 -m pip install -q --no-index --no-deps --target /tmp/site $C/whl/*.whl 2>&1 | tail -2
+export PYTHONPATH=/tmp/site
+/usr/bin/python3 -c 'import lz4.block; print("lz4", lz4.library_version_string())'
+nvidia-smi -L; nproc; command -v zstd || echo "no zstd CLI"
+export S4D_WEBGPU_LIB=$PWD/$C/libwebgpu_wrapper.so S4D_REQUIRE_WEBGPU=1
+(PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -3
+T=$PWD/$C/webgpu.test
+(cd backends/webgpu && $T -test.v -test.count=1 -test.run 'TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|FuzzCompress|FuzzDecompress') > $OUT/test.log 2>&1
+grep -E '^(--- |ok|FAIL|PASS)|webgpu_test' $OUT/test.log | grep -v '^    --- PASS' | head -40
+if [ -s /tmp/pages.bin ]; then
+  (cd backends/webgpu && S4D_BENCH_PAGES=/tmp/pages.bin $T -test.run XXX -test.bench . -test.benchtime 20x) 2>&1 | tee $OUT/bench-live.log | grep -E 'Benchmark|ok|FAIL'
+fi
+(cd backends/webgpu && $T -test.run XXX -test.bench . -test.benchtime 20x) 2>&1 | tee $OUT/bench-mixed.log | grep -E 'Benchmark|ok|FAIL'
