@@ -241,13 +241,17 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 	if err := b.Compress(context.Background(), in, out); err != nil {
 		bm.Fatal(err)
 	}
-	n := in.Len()
-	bm.SetBytes(int64(len(pages)))
-	bm.ResetTimer()
-	for bm.Loop() {
-		if err := b.d.do(func() error { return b.kernelPass(n, 1) }); err != nil {
-			bm.Fatal(err)
-		}
+	// Smaller dispatches over the first pages show how the time scales:
+	// proportional means the device is busy, flat means latency per page.
+	for _, n := range []int{in.Len() / 16, in.Len() / 4, in.Len()} {
+		bm.Run(fmt.Sprintf("pages=%d", n), func(bm *testing.B) {
+			bm.SetBytes(int64(n * PageSize))
+			for bm.Loop() {
+				if err := b.d.do(func() error { return b.kernelPass(n, 1) }); err != nil {
+					bm.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
