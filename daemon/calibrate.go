@@ -18,9 +18,11 @@ var CalibrationSizes = []int{1, 16, 256, 4096}
 // often belong to the CPU, where a GPU would pay a PCIe round trip, and
 // large ones to a GPU.
 type Calibration struct {
-	Sizes []int
-	Order [][]string           // per size, fastest first
-	Rate  map[string][]float64 // GB/s per size
+	Sizes    []int
+	Order    [][]string           // compression, per size, fastest first
+	Rate     map[string][]float64 // compression GB/s per size
+	DecOrder [][]string           // decompression, per size, fastest first
+	DecRate  map[string][]float64 // decompression GB/s per size
 }
 
 // Calibrate times every backend on mixed pages at each size; each timing is
@@ -28,40 +30,66 @@ type Calibration struct {
 func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, codec backends.Codec, sizes []int) (*Calibration, error) {
 	maxN := sizes[len(sizes)-1]
 	pages := corpus.Pages(corpus.Mixed, maxN, pageSize, 42)
-	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}}
+	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}}
 	var out backends.Compressed
 	for _, be := range usable {
 		b := &backends.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4}
 		rates := make([]float64, len(sizes))
+		drates := make([]float64, len(sizes))
 		for i, n := range sizes {
 			b.Pages = pages[:n*pageSize]
-			if err := be.Compress(ctx, b, &out); err != nil { // warm-up
+			t, err := fastest(func() error { return be.Compress(ctx, b, &out) })
+			if err != nil {
 				return nil, fmt.Errorf("%s: %w", be.Name(), err)
 			}
-			best := time.Duration(1 << 62)
-			var spent time.Duration
-			for run := 0; run < 3 || (spent < 20*time.Millisecond && run < 50); run++ {
-				t0 := time.Now()
-				if err := be.Compress(ctx, b, &out); err != nil {
-					return nil, fmt.Errorf("%s: %w", be.Name(), err)
-				}
-				el := time.Since(t0)
-				spent += el
-				best = min(best, el)
+			rates[i] = float64(n*pageSize) / t.Seconds() / 1e9
+			d := &backends.Decompression{PageSize: pageSize, Dst: make([]byte, n*pageSize)}
+			for j := range n {
+				d.Src = append(d.Src, backends.Stored{Class: out.Class[j], Fill: out.Fill[j], Data: out.Bytes(j, b)})
 			}
-			rates[i] = float64(n*pageSize) / best.Seconds() / 1e9
+			if t, err = fastest(func() error { return be.Decompress(ctx, d) }); err != nil {
+				return nil, fmt.Errorf("%s: %w", be.Name(), err)
+			}
+			drates[i] = float64(n*pageSize) / t.Seconds() / 1e9
 		}
-		c.Rate[be.Name()] = rates
+		c.Rate[be.Name()], c.DecRate[be.Name()] = rates, drates
 	}
+	c.Order, c.DecOrder = rankBy(usable, c.Rate, len(sizes)), rankBy(usable, c.DecRate, len(sizes))
+	return c, nil
+}
+
+// fastest runs fn once to warm up, then at least 3 times and for at least
+// 20 ms, and returns the best time.
+func fastest(fn func() error) (time.Duration, error) {
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	best := time.Duration(1 << 62)
+	var spent time.Duration
+	for run := 0; run < 3 || (spent < 20*time.Millisecond && run < 50); run++ {
+		t0 := time.Now()
+		if err := fn(); err != nil {
+			return 0, err
+		}
+		el := time.Since(t0)
+		spent += el
+		best = min(best, el)
+	}
+	return best, nil
+}
+
+// rankBy orders the backends by rate, fastest first, for every size.
+func rankBy(usable []backends.Backend, rate map[string][]float64, sizes int) [][]string {
+	var order [][]string
 	for i := range sizes {
 		var names []string
 		for _, be := range usable {
 			names = append(names, be.Name())
 		}
-		sort.SliceStable(names, func(a, b int) bool { return c.Rate[names[a]][i] > c.Rate[names[b]][i] })
-		c.Order = append(c.Order, names)
+		sort.SliceStable(names, func(a, b int) bool { return rate[names[a]][i] > rate[names[b]][i] })
+		order = append(order, names)
 	}
-	return c, nil
+	return order
 }
 
 // bucket is the index of the largest calibrated size not above n.
@@ -97,9 +125,9 @@ func (c *Calibration) String() string {
 	for name, r := range c.Rate {
 		fmt.Fprintf(&b, "%s:", name)
 		for i, s := range c.Sizes {
-			fmt.Fprintf(&b, " %d=%.2fGB/s", s, r[i])
+			fmt.Fprintf(&b, " %d=%.2f/%.2fGB/s", s, r[i], c.DecRate[name][i])
 		}
 		b.WriteString("; ")
 	}
-	return strings.TrimSuffix(b.String(), "; ")
+	return "compress/decompress " + strings.TrimSuffix(b.String(), "; ")
 }

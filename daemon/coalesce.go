@@ -2,10 +2,32 @@ package daemon
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/s4d-project/s4d/backends"
 )
+
+// meter estimates a rate of pages per second over 100 ms windows.
+type meter struct {
+	mu    sync.Mutex
+	start time.Time
+	pages int
+	rate  float64
+}
+
+// add counts n pages and returns the rate of the last full window.
+func (m *meter) add(n int) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if el := now.Sub(m.start); el >= 100*time.Millisecond {
+		m.rate = float64(m.pages) / el.Seconds()
+		m.start, m.pages = now, 0
+	}
+	m.pages += n
+	return m.rate
+}
 
 // A waiter is one small batch waiting to travel with others.
 type waiter struct {

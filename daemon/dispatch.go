@@ -28,6 +28,7 @@ type Dispatcher struct {
 	below     atomic.Int64 // coalesce batches smaller than this; 0 = never
 	wait      time.Duration
 	queue     chan *waiter
+	small     meter // pages per second arriving in batches that could merge
 	fallbacks atomic.Uint64
 	inFlight  atomic.Int64
 	progress  atomic.Int64 // unix nanoseconds of the last finished or first started batch
@@ -86,14 +87,19 @@ func (d *Dispatcher) Preference() string {
 	return d.prefer
 }
 
-// chain lists the backends to try for a batch of n pages, best first.
-func (d *Dispatcher) chain(n int) []backends.Backend {
+// chain lists the backends to try for compressing a batch of n pages, best first.
+func (d *Dispatcher) chain(n int) []backends.Backend { return d.chainFor(n, false) }
+
+func (d *Dispatcher) chainFor(n int, decompress bool) []backends.Backend {
 	usable := d.set.Usable()
 	pref := d.Preference()
 	if pref == "auto" {
 		cal := d.cal.Load()
 		if cal == nil {
 			return usable
+		}
+		if decompress && len(cal.DecOrder) > 0 {
+			return rank(usable, cal.DecOrder[cal.bucket(n)])
 		}
 		return rank(usable, cal.Order[cal.bucket(n)])
 	}
@@ -176,7 +182,10 @@ func (d *Dispatcher) Progress(limit time.Duration) error {
 
 // Compress compresses a batch and says which backend did it.
 func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
-	if n := len(pages) / pageSize; n < int(d.below.Load()) && d.Preference() == "auto" {
+	// Merge only when small batches arrive fast enough to fill a batch for
+	// the large-batch backend within the wait; a lone client goes direct.
+	if n, below := len(pages)/pageSize, int(d.below.Load()); n < below && d.Preference() == "auto" &&
+		d.small.add(n)*d.wait.Seconds() >= float64(below) {
 		return d.merge(ctx, pages, out)
 	}
 	return d.compress(ctx, pageSize, pages, out)
@@ -220,7 +229,7 @@ func (d *Dispatcher) compress(ctx context.Context, pageSize int, pages []byte, o
 func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
 	d.begin()
 	defer d.end()
-	for i, be := range d.chain(len(dd.Src)) {
+	for i, be := range d.chainFor(len(dd.Src), true) {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}

@@ -147,7 +147,16 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 	if c := d.chain(1000); c[0].Name() != "bulky" {
 		t.Fatalf("1000 pages go to %s", c[0].Name())
 	}
-	// 64 concurrent 4-page batches travel together on bulky.
+	// A lone small batch goes straight to the cpu: too little traffic to fill
+	// a bulky batch within the wait.
+	if name, _ := d.Compress(context.Background(), 4096, corpus.Pages(corpus.Text, 1, 4096, 9), &backends.Compressed{}); name != "cpu" || bk.batches.Load() != 0 {
+		t.Fatalf("a lone page went to %s", name)
+	}
+	// Under heavy small-batch traffic, 64 concurrent 4-page batches travel
+	// together on bulky.
+	d.small.mu.Lock()
+	d.small.rate, d.small.start = 1e9, time.Now().Add(time.Hour)
+	d.small.mu.Unlock()
 	pages := corpus.Pages(corpus.Mixed, 256, 4096, 3)
 	var wg sync.WaitGroup
 	outs := make([]backends.Compressed, 64)

@@ -165,6 +165,13 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // replaces its key whole or, when the memory limit refuses it, leaves the
 // key as it was and is reported NoSpace. res must have len(keys) entries.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
+	// Checksums are computed before taking the lock: they are the costly part.
+	sums := make([]uint32, len(keys))
+	for i := range keys {
+		if c.Class[i] != backends.ClassZero {
+			sums[i] = crc32.Checksum(c.Bytes(i, b), castagnoli)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, err := s.lookup(uid, name)
@@ -197,9 +204,8 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 				res[i] = NoSpace
 				continue
 			}
-			data := c.Bytes(i, b)
-			binary.LittleEndian.PutUint32(buf, crc32.Checksum(data, castagnoli))
-			copy(buf[checksumSize:], data)
+			binary.LittleEndian.PutUint32(buf, sums[i])
+			copy(buf[checksumSize:], c.Bytes(i, b))
 		}
 		e := makeEntry(h, size, class, backend)
 		if old, ok := p.ix.set(key, e); ok {
