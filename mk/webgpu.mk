@@ -45,7 +45,14 @@ deps-vulkan:
 	major=$$(echo "$$ver" | sed -E 's/^([0-9]+:)?([0-9]+).*/\2/'); \
 	if dpkg -s libvulkan1 >/dev/null 2>&1 && [ -n "$$major" ] && [ "$$major" -ge $(MESA_MIN) ]; then exit 0; fi; \
 	codename=$$(. /etc/os-release && echo $$VERSION_CODENAME); \
+	distro=$$(. /etc/os-release && echo $$ID); \
 	list=/etc/apt/sources.list.d/s4d-backports.sources; \
+	if [ "$$distro" != debian ]; then \
+		apt-get update -qq; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvulkan1 mesa-vulkan-drivers; \
+		echo "mesa-vulkan-drivers $$(dpkg-query -W -f='$${Version}' mesa-vulkan-drivers) (Dawn needs >= $(MESA_MIN) for lavapipe)"; \
+		exit 0; \
+	fi; \
 	if [ ! -f $$list ]; then \
 		uri=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null); \
 		[ -n "$$uri" ] || uri=$$(awk '$$1=="deb" && $$0 !~ /security/ {print $$2; exit}' /etc/apt/sources.list 2>/dev/null); \
