@@ -294,11 +294,17 @@ func (d *device) pipeline(src, entry string) (C.WGPUComputePipeline, error) {
 	return pl, nil
 }
 
+// Kernel shape; variables so that benchmarks can compare others.
+var (
+	maxHashBits   = 11
+	workgroupSize = 128
+)
+
 // kernelParams sizes the compress kernel from the adapter's workgroup
-// memory: the biggest hash table (up to 2^12 entries) that fits.
+// memory: the biggest hash table (up to 2^maxHashBits entries) that fits.
 func kernelParams(pageSize int, wgStorage uint32) (wgsl.Params, error) {
-	for bits := 12; bits >= 8; bits-- {
-		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Workgroup: 128}
+	for bits := maxHashBits; bits >= 8; bits-- {
+		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Workgroup: workgroupSize}
 		if wgsl.WorkgroupBytes(p) <= int(wgStorage) {
 			return p, nil
 		}

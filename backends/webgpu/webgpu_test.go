@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -38,7 +39,16 @@ func open(t testing.TB) *Backend {
 		}
 		t.Skipf("webgpu library %s missing: run `make deps`", lib)
 	}
-	sharedOnce.Do(func() { shared, sharedErr = New(backends.Options{}, true) })
+	sharedOnce.Do(func() {
+		// Benchmarks may try another kernel shape.
+		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_HASH_BITS")); err == nil {
+			maxHashBits = v
+		}
+		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_WORKGROUP")); err == nil {
+			workgroupSize = v
+		}
+		shared, sharedErr = New(backends.Options{}, true)
+	})
 	if sharedErr != nil {
 		t.Fatalf("open webgpu backend with %s: %v", lib, sharedErr)
 	}
