@@ -183,6 +183,8 @@ func (b *Backend) freeDecompBuffers() {
 
 const metaWords = 4
 
+var errClosed = errors.New("webgpu: backend closed")
+
 func rbDataOff(n int) int { return (n*metaWords*4 + 16 + 255) &^ 255 }
 
 // ensure grows the buffers to hold n pages. Device thread only.
@@ -400,6 +402,9 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.d.closed {
+		return errClosed
+	}
 	if b.failed != nil {
 		return b.failed
 	}
@@ -484,6 +489,9 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.d.closed {
+		return errClosed
+	}
 	if b.failed != nil {
 		return b.failed
 	}

@@ -168,7 +168,7 @@ func TestRatio(t *testing.T) {
 	}
 }
 
-// After Close, the backend refuses work instead of touching freed objects.
+// The device thread hands back its jobs' errors, and turns a panic into one.
 func TestClosedDeviceThread(t *testing.T) {
 	d := &device{jobs: make(chan func())}
 	go d.loop()
@@ -332,5 +332,24 @@ func BenchmarkDecompress64MiB(bm *testing.B) {
 				bm.Fatal("decompressed pages differ")
 			}
 		})
+	}
+}
+
+// A closed backend refuses batches instead of touching freed objects.
+func TestUseAfterClose(t *testing.T) {
+	open(t) // skips without the library
+	b, err := New(backends.Options{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	in := &backends.Batch{PageSize: PageSize, Pages: corpus.Pages(corpus.Text, 2, PageSize, 1), Codec: backends.CodecLZ4, Threshold: 3072}
+	if err := b.Compress(context.Background(), in, &backends.Compressed{}); err == nil {
+		t.Fatal("Compress after Close succeeded")
 	}
 }
