@@ -48,10 +48,12 @@ func New(o backends.Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zstd encoder: %w", err)
 	}
-	maxPage := uint64(64 << 10)
+	// Output is capped at one page by DecodeAllCapLimit; the memory limit
+	// only has to admit the windows other encoders declare (nvCOMP: 1 MiB)
+	// while refusing absurd ones.
 	dec, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(w),
-		zstd.WithDecoderMaxMemory(maxPage),
+		zstd.WithDecoderMaxMemory(8<<20),
 		zstd.WithDecodeAllCapLimit(true))
 	if err != nil {
 		return nil, fmt.Errorf("zstd decoder: %w", err)
