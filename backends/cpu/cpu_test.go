@@ -1,10 +1,14 @@
 package cpu_test
 
 import (
+	"bytes"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/backendtest"
+	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
 )
 
@@ -24,4 +28,17 @@ func TestOneWorker(t *testing.T) {
 	}
 	defer b.Close()
 	backendtest.Run(t, b, backendtest.Config{})
+}
+
+// A standard frame whose header declares a 1 MiB window (as nvCOMP's do)
+// still decodes to its page.
+func TestZstdLargeWindow(t *testing.T) {
+	b, _ := cpu.New(backends.Options{})
+	page := corpus.Pages(corpus.Text, 1, 4096, 1)
+	enc, _ := zstd.NewWriter(nil, zstd.WithWindowSize(1<<20), zstd.WithSingleSegment(false))
+	frame := enc.EncodeAll(page, nil)
+	got := make([]byte, 4096)
+	if !b.DecodePage(backends.Stored{Class: backends.ClassZstd, Data: frame}, got) || !bytes.Equal(got, page) {
+		t.Fatal("a 1 MiB-window frame does not decode")
+	}
 }
