@@ -282,6 +282,7 @@ func (c *conn) loop() {
 		}
 		ok := c.serve(request{h, body, fds})
 		closeAll(fds)
+		putBody(body) // nothing holds on to a request once it is answered
 		if !ok {
 			return // a broken stream: the rest of it cannot be trusted
 		}
@@ -317,8 +318,41 @@ func (c *conn) readFrame() (ipc.Header, []byte, []int, error) {
 			return ipc.Header{}, nil, fds, ipc.ErrShortFrame
 		}
 	}
-	h, body, err := ipc.ReadFrame(io.MultiReader(bytesReader(pre[:]), c.nc), c.d.cfg.MaxFrame, nil)
+	n := int(binary.LittleEndian.Uint32(pre[:4])) - ipc.HeaderSize
+	h, body, err := ipc.ReadFrame(io.MultiReader(bytesReader(pre[:]), c.nc), c.d.cfg.MaxFrame, getBody(n, c.d.cfg.MaxFrame))
 	return h, body, fds, err
+}
+
+// Request bodies come from pools by power-of-two size, so that batches of
+// tens of MiB do not cost a fresh allocation and its page faults each.
+var bodyPools [28]sync.Pool
+
+func bodyClass(n int) int {
+	c := 12 // 4 KiB and below share one class
+	for 1<<c < n {
+		c++
+	}
+	return c
+}
+
+func getBody(n, max int) []byte {
+	if n <= 0 || n > max {
+		return nil // ReadFrame refuses it without reading a body
+	}
+	c := bodyClass(n)
+	if c >= len(bodyPools) {
+		return nil
+	}
+	if b, ok := bodyPools[c].Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 1<<c)
+}
+
+func putBody(b []byte) {
+	if c := cap(b); c >= 1<<12 && c&(c-1) == 0 && bodyClass(c) < len(bodyPools) {
+		bodyPools[bodyClass(c)].Put(&b)
+	}
 }
 
 func parseRights(oob []byte) []int {
