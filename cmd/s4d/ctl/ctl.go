@@ -77,6 +77,32 @@ func parseKeys(s string) ([]uint64, error) {
 	return keys, nil
 }
 
+// overKeys parses --keys, connects, and calls do for each run of keys the
+// daemon takes in one request, collecting the per-page codes in key order.
+func overKeys(cx *cli.Context, do func(ctx context.Context, c *ipc.Client, h *ipc.Hello, keys []uint64) ([]ipc.Code, error)) ([]uint64, []ipc.Code, error) {
+	ctx, cancel := timeout(cx)
+	defer cancel()
+	keys, err := parseKeys(cx.String("keys"))
+	if err != nil {
+		return nil, nil, err
+	}
+	c := client(cx)
+	defer c.Close()
+	h, err := c.Hello(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var codes []ipc.Code
+	for _, b := range batches(h, len(keys)) {
+		cs, err := do(ctx, c, h, keys[b[0]:b[1]])
+		if err != nil {
+			return nil, nil, err
+		}
+		codes = append(codes, cs...)
+	}
+	return keys, codes, nil
+}
+
 // batches splits n keys into runs the daemon accepts in one request.
 func batches(h *ipc.Hello, n int) [][2]int {
 	per := int(h.MaxBatchPages)

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,26 +66,14 @@ var getCommand = &cli.Command{
 	UsageText: "s4d ctl get --pool P --keys K-L --out F",
 	Flags:     withSocket(poolFlag, keysFlag, &cli.StringFlag{Name: "out", Required: true, Usage: "file to write ('-' for stdout)"}),
 	Action: func(cx *cli.Context) error {
-		ctx, cancel := timeout(cx)
-		defer cancel()
-		keys, err := parseKeys(cx.String("keys"))
-		if err != nil {
-			return err
-		}
-		c := client(cx)
-		defer c.Close()
-		h, err := c.Hello(ctx)
-		if err != nil {
-			return err
-		}
 		var data []byte
-		var codes []ipc.Code
-		for _, b := range batches(h, len(keys)) {
-			pages, cs, err := c.Get(ctx, cx.String("pool"), keys[b[0]:b[1]])
-			if err != nil {
-				return err
-			}
-			data, codes = append(data, pages...), append(codes, cs...)
+		keys, codes, err := overKeys(cx, func(ctx context.Context, c *ipc.Client, _ *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
+			pages, codes, err := c.Get(ctx, cx.String("pool"), keys)
+			data = append(data, pages...)
+			return codes, err
+		})
+		if err != nil {
+			return err
 		}
 		if err := pageFailure("get", keys, codes); err != nil {
 			return err
@@ -103,25 +92,11 @@ var delCommand = &cli.Command{
 	UsageText: "s4d ctl del --pool P --keys K-L",
 	Flags:     withSocket(poolFlag, keysFlag),
 	Action: func(cx *cli.Context) error {
-		ctx, cancel := timeout(cx)
-		defer cancel()
-		keys, err := parseKeys(cx.String("keys"))
+		keys, codes, err := overKeys(cx, func(ctx context.Context, c *ipc.Client, _ *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
+			return c.Del(ctx, cx.String("pool"), keys)
+		})
 		if err != nil {
 			return err
-		}
-		c := client(cx)
-		defer c.Close()
-		h, err := c.Hello(ctx)
-		if err != nil {
-			return err
-		}
-		var codes []ipc.Code
-		for _, b := range batches(h, len(keys)) {
-			cs, err := c.Del(ctx, cx.String("pool"), keys[b[0]:b[1]])
-			if err != nil {
-				return err
-			}
-			codes = append(codes, cs...)
 		}
 		if err := pageFailure("del", keys, codes); err != nil {
 			return err
@@ -138,33 +113,25 @@ var inspectCommand = &cli.Command{
 	Flags: withSocket(poolFlag, keysFlag,
 		&cli.StringFlag{Name: "raw-out", Usage: "write each page's stored bytes to DIR/<key>.<codec>"}),
 	Action: func(cx *cli.Context) error {
-		ctx, cancel := timeout(cx)
-		defer cancel()
-		keys, err := parseKeys(cx.String("keys"))
-		if err != nil {
-			return err
-		}
 		dir := cx.String("raw-out")
 		if dir != "" {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
 		}
-		c := client(cx)
-		defer c.Close()
-		h, err := c.Hello(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%-12s %-6s %8s %7s %-8s %s\n", "KEY", "CLASS", "STORED", "RATIO", "BACKEND", "FILL")
-		var codes []ipc.Code
-		for _, b := range batches(h, len(keys)) {
-			infos, err := c.Inspect(ctx, cx.String("pool"), keys[b[0]:b[1]], dir != "")
+		header := false
+		keys, codes, err := overKeys(cx, func(ctx context.Context, c *ipc.Client, h *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
+			infos, err := c.Inspect(ctx, cx.String("pool"), keys, dir != "")
 			if err != nil {
-				return err
+				return nil, err
 			}
-			for _, in := range infos {
-				codes = append(codes, in.Status)
+			if !header {
+				fmt.Printf("%-12s %-6s %8s %7s %-8s %s\n", "KEY", "CLASS", "STORED", "RATIO", "BACKEND", "FILL")
+				header = true
+			}
+			codes := make([]ipc.Code, len(infos))
+			for i, in := range infos {
+				codes[i] = in.Status
 				if in.Status != ipc.OK {
 					fmt.Printf("%-12d %s\n", in.Key, in.Status)
 					continue
@@ -180,10 +147,14 @@ var inspectCommand = &cli.Command{
 				fmt.Printf("%-12d %-6s %8d %7s %-8s %s\n", in.Key, in.Class, in.Size, ratio, in.Backend, fill)
 				if dir != "" {
 					if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.%s", in.Key, in.Class)), in.Data, 0o644); err != nil {
-						return err
+						return nil, err
 					}
 				}
 			}
+			return codes, nil
+		})
+		if err != nil {
+			return err
 		}
 		return pageFailure("inspect", keys, codes)
 	},
