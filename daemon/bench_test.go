@@ -45,3 +45,52 @@ func roundTrip(b *testing.B, kind corpus.Kind) {
 		}
 	}
 }
+
+// BenchmarkGet times a GET of 4096 stored pages through an in-process
+// daemon, and the memfd variant.
+func BenchmarkGet(b *testing.B) {
+	cfg := Defaults()
+	cfg.Socket = filepath.Join(b.TempDir(), "s.sock")
+	cfg.Backend = "cpu"
+	cfg.Log = slog.New(slog.DiscardHandler)
+	d, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	c := &ipc.Client{Socket: cfg.Socket}
+	defer c.Close()
+	const n = 4096
+	pages := corpus.Pages(corpus.Mixed, n, 4096, 1)
+	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = uint64(i)
+	}
+	if _, err := c.Put(context.Background(), "g", keys, pages); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("socket", func(b *testing.B) {
+		b.SetBytes(int64(len(pages)))
+		for b.Loop() {
+			if _, _, err := c.Get(context.Background(), "g", keys); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("memfd", func(b *testing.B) {
+		buf, _ := ipc.NewPageBuffer(len(pages))
+		defer buf.Close()
+		b.SetBytes(int64(len(pages)))
+		for b.Loop() {
+			if _, err := c.GetBuffer(context.Background(), "g", keys, buf, 0, 4096); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -293,7 +293,9 @@ func (c *conn) getFD(body []byte, fd int) ([][]byte, ipc.Code, string) {
 // that fails to decode or its checksum is reported, never returned wrong.
 func (c *conn) fetch(pool string, keys []uint64, dst []byte) ([]pagecache.Result, int, ipc.Code, string) {
 	res := make([]pagecache.Result, len(keys))
-	stored, _, err := c.d.store.Get(c.uid, pool, keys, nil, nil, res)
+	scratch := getBody(len(keys)*(c.d.cfg.PageSize+8), 1<<30)
+	stored, scratch, err := c.d.store.Get(c.uid, pool, keys, scratch, nil, res)
+	defer putBody(scratch)
 	if err != nil {
 		code, msg := storeErr(err, pool)
 		return nil, 0, code, msg

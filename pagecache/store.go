@@ -243,8 +243,34 @@ func (s *Store) account(p *pool, e entry, sign int) {
 
 // Get copies out the stored form of each key, ready to decompress; the
 // returned Stored entries point into scratch, which is grown as needed and
-// returned for reuse. Decompression then runs without the lock.
+// returned for reuse. Only the copy holds the lock: checksums are verified
+// on the copy afterwards, and decompression runs without the lock too.
 func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out []backends.Stored, res []Result) ([]backends.Stored, []byte, error) {
+	out, scratch, err := s.copyOut(uid, name, keys, scratch, out, res)
+	if err != nil {
+		return out, scratch, err
+	}
+	for i := range out {
+		if res[i] != OK || out[i].Data == nil {
+			continue
+		}
+		obj := out[i].Data
+		data := obj[checksumSize:]
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, castagnoli) {
+			res[i], out[i].Data = Corrupt, nil
+			continue
+		}
+		out[i].Data = data
+		if out[i].Class == backends.ClassSame {
+			out[i].Fill = binary.LittleEndian.Uint64(data)
+		}
+	}
+	return out, scratch, nil
+}
+
+// copyOut copies each found key's arena object (checksum and bytes) into
+// scratch under the read lock.
+func (s *Store) copyOut(uid uint32, name string, keys []uint64, scratch []byte, out []backends.Stored, res []Result) ([]backends.Stored, []byte, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, err := s.lookup(uid, name)
@@ -259,7 +285,7 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 		if !ok {
 			res[i] = NotFound
 		} else if e.hasObject() {
-			need += e.size()
+			need += e.objSize()
 		}
 		// Park the entry in Fill until the bytes are copied below.
 		out = append(out, backends.Stored{Class: e.class(), Fill: uint64(e)})
@@ -275,17 +301,9 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 		if res[i] != OK || !e.hasObject() {
 			continue
 		}
-		data, ok := s.object(e)
-		if !ok {
-			res[i] = Corrupt
-			continue
-		}
-		n := copy(scratch[off:], data)
+		n := copy(scratch[off:], s.arena.bytes(e.handle(), e.objSize()))
 		out[i].Data = scratch[off : off+n : off+n]
 		off += n
-		if e.class() == backends.ClassSame {
-			out[i].Fill = binary.LittleEndian.Uint64(out[i].Data)
-		}
 	}
 	return out, scratch, nil
 }
