@@ -251,6 +251,10 @@ func backendName(b uint32) string {
 	return fmt.Sprintf("backend %d", b)
 }
 
+// lose destroys the device while it is in use, as a GPU reset would; the
+// loss test uses it. Device thread only.
+func (d *device) lose() { C.s4d_device_destroy(d.p, d.dev) }
+
 // release frees the device objects. Device thread only.
 func (d *device) release() {
 	C.s4d_device_free(d.p, d.dev, d.queue)

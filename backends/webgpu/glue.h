@@ -266,6 +266,12 @@ static inline void s4d_device_free(s4d_procs* p, WGPUDevice d, WGPUQueue q) {
     if (q) p->queueRelease(q);
     if (d) { p->deviceDestroy(d); p->deviceRelease(d); }
 }
+
+/* Destroys the device but keeps the handle: what a GPU reset looks like
+   to the code that still holds it. */
+static inline void s4d_device_destroy(s4d_procs *p, WGPUDevice d) {
+    if (d) p->deviceDestroy(d);
+}
 static inline void s4d_adapter_free(s4d_procs* p, WGPUAdapter a) { if (a) p->adapterRelease(a); }
 static inline void s4d_instance_free(s4d_procs* p, WGPUInstance i) { if (i) p->instanceRelease(i); }
 

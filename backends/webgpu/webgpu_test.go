@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pierrec/lz4/v4"
 
@@ -351,5 +352,45 @@ func TestUseAfterClose(t *testing.T) {
 	in := &backends.Batch{PageSize: PageSize, Pages: corpus.Pages(corpus.Text, 2, PageSize, 1), Codec: backends.CodecLZ4, Threshold: 3072}
 	if err := b.Compress(context.Background(), in, &backends.Compressed{}); err == nil {
 		t.Fatal("Compress after Close succeeded")
+	}
+}
+
+// Losing the device, as a GPU reset does, fails the batch in flight with an
+// error (the dispatcher then redoes it on the CPU) and every later batch,
+// instead of hanging or handing back bad data.
+func TestDeviceLost(t *testing.T) {
+	open(t) // skips when the library is absent
+	b, err := New(backends.Options{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pages := corpus.Pages(corpus.Text, 64, 4096, 1)
+	in := &backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecLZ4, Threshold: 3072}
+	var out backends.Compressed
+	if err := b.Compress(context.Background(), in, &out); err != nil {
+		t.Fatalf("before the loss: %v", err)
+	}
+	b.d.do(func() error { b.d.lose(); return nil })
+	for i, op := range []func() error{
+		func() error { return b.Compress(context.Background(), in, &out) },
+		func() error { return b.Compress(context.Background(), in, &out) },
+		func() error {
+			d := &backends.Decompression{PageSize: 4096, Dst: make([]byte, 4096),
+				Src: []backends.Stored{{Class: backends.ClassLZ4, Data: []byte{0x10, 'a'}}}}
+			return b.Decompress(context.Background(), d)
+		},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("call %d after the loss succeeded", i)
+			}
+			t.Logf("call %d: %v", i, err)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("call %d after the loss hangs", i)
+		}
 	}
 }
