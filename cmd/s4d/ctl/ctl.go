@@ -77,6 +77,18 @@ func parseKeys(s string) ([]uint64, error) {
 	return keys, nil
 }
 
+// withClient makes an Action that runs do with a connected client and the
+// command's deadline.
+func withClient(do func(ctx context.Context, c *ipc.Client) error) cli.ActionFunc {
+	return func(cx *cli.Context) error {
+		ctx, cancel := timeout(cx)
+		defer cancel()
+		c := client(cx)
+		defer c.Close()
+		return do(ctx, c)
+	}
+}
+
 // overKeys parses --keys, connects, and calls do for each run of keys the
 // daemon takes in one request, collecting the per-page codes in key order.
 func overKeys(cx *cli.Context, do func(ctx context.Context, c *ipc.Client, h *ipc.Hello, keys []uint64) ([]ipc.Code, error)) ([]uint64, []ipc.Code, error) {

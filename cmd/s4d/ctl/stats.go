@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -106,34 +107,26 @@ var poolsCommand = &cli.Command{
 	Name:  "pools",
 	Usage: "list your pools (all pools for root)",
 	Flags: withSocket(),
-	Action: func(cx *cli.Context) error {
-		ctx, cancel := timeout(cx)
-		defer cancel()
-		c := client(cx)
-		defer c.Close()
+	Action: withClient(func(ctx context.Context, c *ipc.Client) error {
 		pools, err := c.Pools(ctx)
 		if err != nil {
 			return err
 		}
 		printPools(tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0), pools)
 		return nil
-	},
+	}),
 }
 
 var compactCommand = &cli.Command{
 	Name:  "compact",
 	Usage: "move pages out of sparse arenas and return the memory",
 	Flags: withSocket(),
-	Action: func(cx *cli.Context) error {
-		ctx, cancel := timeout(cx)
-		defer cancel()
-		c := client(cx)
-		defer c.Close()
+	Action: withClient(func(ctx context.Context, c *ipc.Client) error {
 		r, err := c.Compact(ctx)
 		if err != nil {
 			return err
 		}
 		fmt.Printf("moved %d pages, freed %s\n", r.PagesMoved, human(r.BytesFreed))
 		return nil
-	},
+	}),
 }
