@@ -163,3 +163,13 @@ type Backend interface {
 	Decompress(ctx context.Context, d *Decompression) error
 	Close() error
 }
+
+// Pinner is implemented by backends that can transfer straight from host
+// memory once it is registered with their device (page-locked for DMA).
+// Pin registers mem, which must stay mapped until unpin is called; batches
+// whose pages lie inside a pinned range skip the staging copy. Registering
+// costs milliseconds, so callers pin memory they will reuse (a client's
+// shared page buffer), not each batch.
+type Pinner interface {
+	Pin(mem []byte) (unpin func(), err error)
+}
