@@ -255,3 +255,257 @@ extern "C" __global__ void s4d_gather(u64 n, const u32 *pos, const u32 *psize, c
     for (u32 w = lane; w < words; w += 32)
         dst[w] = src[w];
 }
+
+// s4d_lz4: our LZ4 compressor for pages of up to 4 KiB, one block of four
+// warps per page, the algorithm of backends/pagelz4 (which must give the
+// same bytes): hash chains over every position of the page, the longest of
+// up to LZ4_DEPTH candidates per position (lengths compared capped at
+// LZ4_CAP), a match put off by one byte when the next position's is
+// longer, then a parse that jumps from match start to match start. The
+// chains are built by one warp (positions in order), the matches of all
+// positions by the four, the parse by one; the block is built in shared
+// memory and copied out only if it fits the threshold, otherwise the page
+// is raw. It keeps LZ4's end-of-block rules.
+#define LZ4_THREADS 128
+#define LZ4_HASH_BITS 11
+#define LZ4_DEPTH 8
+#define LZ4_CAP 19
+#define LZ4_NONE 0xffffu
+
+struct __align__(16) lz4_block {
+    u32 page[1024 + 4];        // the page, plus zero words so 4-byte loads near the end stay inside
+    unsigned short link[4096]; // chain links; then each position's best match, (len-4)<<12 | offset
+    unsigned short head[2048]; // chain heads; then the output block
+    u32 sel[128];              // positions where a match starts, one bit each
+    unsigned short nxt[129];   // nxt[i]: the first match start in sel words i and up
+};
+
+__device__ __forceinline__ u32 lz4_load32(const u32 *page, u32 i)
+{
+    return __funnelshift_r(page[i >> 2], page[(i >> 2) + 1], (i & 3) * 8);
+}
+
+__device__ __forceinline__ u32 lz4_len(u32 e) { return (e & 0xfff) ? (e >> 12) + 4 : 0; }
+
+// lz4_lenbytes writes the extra length bytes of v (>= 0) at o, 255s by all
+// lanes, and returns the position after them.
+__device__ __forceinline__ u32 lz4_lenbytes(u8 *ob, u32 o, u32 v, int lane)
+{
+    u32 k = v / 255;
+    for (u32 j = lane; j < k; j += 32)
+        ob[o + j] = 255;
+    if (lane == 0)
+        ob[o + k] = (u8)(v - k * 255);
+    return o + k + 1;
+}
+
+__device__ __forceinline__ u32 lz4_need(u32 ll, u32 ml)
+{
+    u32 need = 1 + ll + (ll >= 15 ? (ll - 15) / 255 + 1 : 0);
+    if (ml)
+        need += 2 + (ml - 4 >= 15 ? (ml - 19) / 255 + 1 : 0);
+    return need;
+}
+
+// lz4_emit writes one sequence (a match unless ml is 0) at di, literals
+// copied by all lanes, and returns the position after it.
+__device__ u32 lz4_emit(u8 *ob, u32 di, const u8 *src, u32 anchor, u32 ll, u32 off, u32 ml, int lane)
+{
+    u32 tok = (min(ll, 15u) << 4) | (ml ? min(ml - 4, 15u) : 0);
+    if (lane == 0)
+        ob[di] = (u8)tok;
+    u32 o = di + 1;
+    if (ll >= 15)
+        o = lz4_lenbytes(ob, o, ll - 15, lane);
+    for (u32 j = lane; j < ll; j += 32)
+        ob[o + j] = src[anchor + j];
+    o += ll;
+    if (ml) {
+        if (lane == 0) {
+            ob[o] = (u8)off;
+            ob[o + 1] = (u8)(off >> 8);
+        }
+        o += 2;
+        if (ml - 4 >= 15)
+            o = lz4_lenbytes(ob, o, ml - 19, lane);
+    }
+    __syncwarp();
+    return o;
+}
+
+extern "C" __global__ void __launch_bounds__(LZ4_THREADS)
+s4d_lz4(u64 n, u8 *cls, const u32 *pos, u64 din, u64 page_size, u64 dout, u64 stride, u64 threshold, u32 *psize)
+{
+    __shared__ lz4_block w;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const u64 page = blockIdx.x;
+    if (page >= n)
+        return;
+    if (cls[page] != CLASS_NEED) { // uniform in the block
+        if (t == 0)
+            psize[page] = 0;
+        return;
+    }
+    const u32 ps = (u32)page_size;
+    const u8 *src = (const u8 *)w.page;
+    const uint4 *in = (const uint4 *)(din + page * page_size);
+    for (u32 j = t; j < ps / 16; j += LZ4_THREADS)
+        ((uint4 *)w.page)[j] = in[j];
+    if (t < 4)
+        w.page[ps / 4 + t] = 0;
+    for (u32 j = t; j < (1u << LZ4_HASH_BITS) / 2; j += LZ4_THREADS)
+        ((u32 *)w.head)[j] = 0xffffffffu;
+    __syncthreads();
+
+    // Chains, in position order: prev is the nearest earlier position with
+    // the same hash; within a round of 32 the nearest lower lane's.
+    if (warp == 0) {
+        for (u32 base = 0; base + 4 <= ps; base += 32) {
+            u32 p = base + lane;
+            bool valid = p + 4 <= ps;
+            u32 h = valid ? (lz4_load32(w.page, p) * 2654435761u) >> (32 - LZ4_HASH_BITS) : 0x10000u + lane;
+            u32 m = __match_any_sync(FULL, h);
+            u32 lower = m & ((1u << lane) - 1);
+            u32 pv = 0;
+            if (valid)
+                pv = lower ? base + 31 - __clz(lower) : w.head[h];
+            __syncwarp();
+            if (valid) {
+                w.link[p] = (unsigned short)pv;
+                if ((m >> lane) == 1)
+                    w.head[h] = (unsigned short)p;
+            }
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+
+    // Best match at each position where one may start. Rounds go from the
+    // end of the page down, so a position's result can replace its link:
+    // chains only lead to lower positions, which later rounds still read.
+    const int last = (int)ps - 12;
+    for (int base = last / LZ4_THREADS * LZ4_THREADS; last >= 0 && base >= 0; base -= LZ4_THREADS) {
+        int p = base + t;
+        u32 e = 0;
+        if (p <= last) {
+            u32 k = lz4_load32(w.page, p);
+            u32 limit = min(ps - 5 - (u32)p, (u32)LZ4_CAP);
+            u32 best = 0, boff = 0, q = w.link[p];
+            for (int d = 0; d < LZ4_DEPTH && q != LZ4_NONE; d++) {
+                if (lz4_load32(w.page, q) == k) {
+                    u32 l = 4;
+                    while (l < limit) {
+                        u32 x = lz4_load32(w.page, q + l) ^ lz4_load32(w.page, p + l);
+                        if (x) {
+                            l += (__ffs(x) - 1) >> 3;
+                            break;
+                        }
+                        l += 4;
+                    }
+                    l = min(l, limit);
+                    if (l > best) {
+                        best = l;
+                        boff = p - q;
+                    }
+                }
+                q = w.link[q];
+            }
+            e = best ? (best - 4) << 12 | boff : 0;
+        }
+        __syncthreads();
+        if (p <= last)
+            w.link[p] = (unsigned short)e;
+        __syncthreads();
+    }
+
+    // Match starts: a match, not beaten by the next position's.
+    for (u32 wi = warp; wi < 128; wi += LZ4_THREADS / 32) {
+        int p = wi * 32 + lane;
+        bool s = false;
+        if (p <= last) {
+            u32 b = lz4_len(w.link[p]);
+            u32 b1 = p + 1 <= last ? lz4_len(w.link[p + 1]) : 0;
+            s = b >= 4 && b1 <= b;
+        }
+        u32 bits = __ballot_sync(FULL, s);
+        if (lane == 0)
+            w.sel[wi] = bits;
+    }
+    __syncthreads();
+    if (warp != 0)
+        return;
+
+    // nxt: for each word of sel, the first match start in it or above.
+    {
+        u32 f[4], m = LZ4_NONE;
+        for (int k = 0; k < 4; k++) {
+            u32 wi = lane * 4 + k, bits = w.sel[wi];
+            f[k] = bits ? wi * 32 + __ffs(bits) - 1 : LZ4_NONE;
+            m = min(m, f[k]);
+        }
+        for (int d = 1; d < 32; d <<= 1) {
+            u32 o = __shfl_down_sync(FULL, m, d);
+            if (lane + d < 32)
+                m = min(m, o);
+        }
+        u32 run = __shfl_down_sync(FULL, m, 1);
+        if (lane == 31)
+            run = LZ4_NONE;
+        for (int k = 3; k >= 0; k--) {
+            if (f[k] != LZ4_NONE)
+                run = f[k];
+            w.nxt[lane * 4 + k] = (unsigned short)run;
+        }
+        if (lane == 0)
+            w.nxt[128] = LZ4_NONE;
+    }
+    __syncwarp();
+
+    // Parse and emit; every lane of the warp follows the same path.
+    u8 *ob = (u8 *)w.head;
+    u32 cap = (u32)min(threshold, (u64)sizeof(w.head));
+    u32 di = 0, anchor = 0, cur = 0;
+    bool ok = true;
+    while ((int)cur <= last) {
+        u32 wi = cur >> 5, bits = w.sel[wi] & (0xffffffffu << (cur & 31));
+        u32 p = bits ? wi * 32 + __ffs(bits) - 1 : w.nxt[wi + 1];
+        if (p == LZ4_NONE)
+            break;
+        u32 e = w.link[p], off = e & 0xfff, ml = lz4_len(e);
+        if (ml == LZ4_CAP) {
+            for (;;) {
+                u32 i = p + ml + lane;
+                bool diff = i >= ps - 5 || src[i] != src[i - off];
+                u32 b = __ballot_sync(FULL, diff);
+                if (b) {
+                    ml += __ffs(b) - 1;
+                    break;
+                }
+                ml += 32;
+            }
+        }
+        u32 ll = p - anchor;
+        if (di + lz4_need(ll, ml) > cap) {
+            ok = false;
+            break;
+        }
+        di = lz4_emit(ob, di, src, anchor, ll, off, ml, lane);
+        cur = anchor = p + ml;
+    }
+    if (ok) {
+        u32 ll = ps - anchor;
+        if (di + lz4_need(ll, 0) > cap)
+            ok = false;
+        else
+            di = lz4_emit(ob, di, src, anchor, ll, 0, 0, lane);
+    }
+    if (ok) {
+        u32 *dst = (u32 *)(dout + (u64)pos[page] * stride);
+        for (u32 j = lane; j < (di + 3) / 4; j += 32)
+            dst[j] = ((const u32 *)ob)[j];
+    }
+    if (lane == 0) {
+        cls[page] = ok ? CLASS_LZ4 : CLASS_RAW;
+        psize[page] = ok ? di : 0;
+    }
+}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
@@ -94,23 +96,50 @@ func BenchmarkCompress(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ref.Close()
+	// nvCOMP's LZ4 on the same pages, for comparison with s4d_lz4.
+	os.Setenv("S4D_CUDA_LZ4", "nvcomp")
+	nvc := openGPU(b, backends.Options{})
+	os.Unsetenv("S4D_CUDA_LZ4")
 	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
 		for _, be := range []struct {
 			name string
-			b    backends.Backend
-		}{{"cuda", gpu}, {"cuda-pinned", gpu}, {"cpu", ref}} {
+			b    *cuda.Backend
+		}{{"cuda", gpu}, {"cuda-pinned", gpu}, {"cuda-registered", gpu}, {"cuda-nvcomp-pinned", nvc}, {"cpu", nil}} {
+			if be.name == "cuda-nvcomp-pinned" && codec != backends.CodecLZ4 {
+				continue
+			}
 			b.Run(fmt.Sprintf("%s/%s", be.name, codec), func(b *testing.B) {
+				if be.b == nil {
+					benchCompress(b, ref, pages, codec)
+					return
+				}
 				src := pages
-				if be.name == "cuda-pinned" {
+				switch be.name {
+				case "cuda-pinned", "cuda-nvcomp-pinned":
 					// Pages already in the backend's pinned memory, as a
 					// caller receiving them into a HostBuffer has them.
-					buf, err := gpu.HostBuffer(len(pages))
+					buf, err := be.b.HostBuffer(len(pages))
 					if err != nil {
 						b.Fatal(err)
 					}
-					defer gpu.FreeHostBuffer(buf)
+					defer be.b.FreeHostBuffer(buf)
 					copy(buf, pages)
 					src = buf
+				case "cuda-registered":
+					// Pages in the caller's own memory, registered once:
+					// the daemon's case with a client's shared memfd.
+					mem, err := unix.Mmap(-1, 0, len(pages), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer unix.Munmap(mem)
+					copy(mem, pages)
+					unpin, err := be.b.Pin(mem)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer unpin()
+					src = mem
 				}
 				benchCompress(b, be.b, src, codec)
 			})

@@ -66,6 +66,8 @@ static CUresult t_memalloc(void *f, CUdeviceptr *p, size_t n) { return ((CUresul
 static CUresult t_memfree(void *f, CUdeviceptr p) { return ((CUresult(*)(CUdeviceptr))f)(p); }
 static CUresult t_hostalloc(void *f, void **p, size_t n, unsigned flags) { return ((CUresult(*)(void **, size_t, unsigned))f)(p, n, flags); }
 static CUresult t_hostfree(void *f, void *p) { return ((CUresult(*)(void *))f)(p); }
+static CUresult t_hostregister(void *f, void *p, size_t n, unsigned flags) { return ((CUresult(*)(void *, size_t, unsigned))f)(p, n, flags); }
+static CUresult t_ctxflags(void *f, CUdevice d, unsigned flags) { return ((CUresult(*)(CUdevice, unsigned))f)(d, flags); }
 static CUresult t_htod(void *f, CUdeviceptr d, const void *h, size_t n, CUstream s) {
 	return ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))f)(d, h, n, s);
 }
@@ -150,13 +152,15 @@ var driverSyms = []string{
 	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemsetD32Async", "cuStreamCreate",
 	"cuStreamDestroy_v2", "cuStreamSynchronize", "cuLaunchKernel", "cuGetErrorName",
 	"cuEventCreate", "cuEventDestroy_v2", "cuEventRecord", "cuStreamWaitEvent",
+	"cuMemHostRegister_v2", "cuMemHostUnregister", "cuDevicePrimaryCtxSetFlags_v2",
 }
 
 type driver struct {
 	init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, deviceMem,
 	ctxRetain, ctxRelease, ctxSet, modLoad, modUnload, modFunc, memAlloc, memFree,
 	hostAlloc, hostFree, htod, dtoh, memsetD32, streamCreate, streamDestroy, streamSync,
-	launch, errName, eventCreate, eventDestroy, eventRecord, streamWait unsafe.Pointer
+	launch, errName, eventCreate, eventDestroy, eventRecord, streamWait,
+	hostRegister, hostUnregister, ctxSetFlags unsafe.Pointer
 }
 
 func (d *driver) ptrs() []*unsafe.Pointer {
@@ -164,7 +168,8 @@ func (d *driver) ptrs() []*unsafe.Pointer {
 		&d.deviceAttr, &d.deviceMem, &d.ctxRetain, &d.ctxRelease, &d.ctxSet, &d.modLoad, &d.modUnload,
 		&d.modFunc, &d.memAlloc, &d.memFree, &d.hostAlloc, &d.hostFree, &d.htod, &d.dtoh, &d.memsetD32,
 		&d.streamCreate, &d.streamDestroy, &d.streamSync, &d.launch, &d.errName,
-		&d.eventCreate, &d.eventDestroy, &d.eventRecord, &d.streamWait}
+		&d.eventCreate, &d.eventDestroy, &d.eventRecord, &d.streamWait,
+		&d.hostRegister, &d.hostUnregister, &d.ctxSetFlags}
 }
 
 // cuError is a failed driver call.
@@ -310,6 +315,24 @@ func (d *driver) HostFree(b []byte) {
 	if len(b) > 0 {
 		C.t_hostfree(d.hostFree, unsafe.Pointer(&b[0]))
 	}
+}
+
+// HostRegister page-locks memory the caller allocated (a mapping of a
+// client's memfd), so the copy engines reach it as they reach HostAlloc's.
+func (d *driver) HostRegister(b []byte) error {
+	return d.check(C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), 0), "cuMemHostRegister")
+}
+
+func (d *driver) HostUnregister(b []byte) error {
+	return d.check(C.t_hostfree(d.hostUnregister, unsafe.Pointer(&b[0])), "cuMemHostUnregister")
+}
+
+// BlockingSync makes waits on dev's primary context sleep instead of
+// spinning a core: a batch takes milliseconds, and the CPU is what the
+// daemon's users pay for. It must come before the context is first retained.
+func (d *driver) BlockingSync(dev C.CUdevice) error {
+	const schedBlockingSync = 0x04 // CU_CTX_SCHED_BLOCKING_SYNC
+	return d.check(C.t_ctxflags(d.ctxSetFlags, dev, schedBlockingSync), "cuDevicePrimaryCtxSetFlags")
 }
 
 // HtoD and DtoH take pinned host memory only (from HostAlloc): the copy

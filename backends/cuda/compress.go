@@ -99,6 +99,9 @@ func (b *Backend) submitCompress(c *config, s, other *slot, src []byte, codec ba
 	a := func(off int) uint64 { return s.darr + uint64(off) }
 	nc, copts, _ := b.codec(codec)
 	class := uint64(codec.Class())
+	if codec == backends.CodecLZ4 && b.ownLZ4 && ps <= maxOwnLZ4Page {
+		return b.submitOwnLZ4(c, s, src, t)
+	}
 	steps := []func() error{
 		func() error { return d.HtoD(s.din, src, s.s) },
 		func() error { return d.MemsetD32(a(l.err), 0, 1, s.s) },
@@ -128,6 +131,50 @@ func (b *Backend) submitCompress(c *config, s, other *slot, src []byte, codec ba
 		func() error {
 			return d.Launch(b.fFixup, grid(cnt, 128), 128, s.s, uint64(cnt), a(l.cls), a(l.pos), a(l.psize),
 				s.dout, uint64(c.stride), uint64(ps))
+		},
+		func() error {
+			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.psize), a(l.offs), uint64(cnt), 8)
+		},
+		func() error {
+			return d.Launch(b.fGather, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.pos),
+				a(l.psize), a(l.offs), s.dout, uint64(c.stride), s.dpacked)
+		},
+		func() error { return d.DtoH(s.harr[l.meta:l.total], a(l.meta), s.s) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxOwnLZ4Page is the largest page s4d_lz4 holds in shared memory.
+const maxOwnLZ4Page = 4096
+
+// lz4Threads is s4d_lz4's block size, one block per page (LZ4_THREADS in ptx/s4d.cu).
+const lz4Threads = 128
+
+// submitOwnLZ4 queues one piece through our LZ4 kernel: upload, classify,
+// place each page needing compression, compress (deciding raw pages in the
+// kernel), pack, and download the per-page results. nvCOMP is not involved.
+func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
+	d, l, ps := &b.drv, c.lay, c.pageSize
+	cnt := len(src) / ps
+	a := func(off int) uint64 { return s.darr + uint64(off) }
+	steps := []func() error{
+		func() error { return d.HtoD(s.din, src, s.s) },
+		func() error { return d.MemsetD32(a(l.err), 0, 1, s.s) },
+		func() error {
+			return d.Launch(b.fClassify, grid(cnt*32, blockThreads), blockThreads, s.s,
+				s.din, uint64(ps/16), uint64(cnt), a(l.cls), a(l.fill), a(l.need))
+		},
+		func() error {
+			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.need), a(l.pos), uint64(cnt), 1)
+		},
+		func() error {
+			return d.Launch(b.fLZ4, cnt, lz4Threads, s.s, uint64(cnt), a(l.cls), a(l.pos),
+				s.din, uint64(ps), s.dout, uint64(c.stride), uint64(t), a(l.psize))
 		},
 		func() error {
 			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.psize), a(l.offs), uint64(cnt), 8)

@@ -40,6 +40,7 @@ const (
 	ptxEnv          = "S4D_CUDA_PTX"
 	slotEnv         = "S4D_CUDA_SLOT_MIB" // tuning: MiB of pages per slot
 	nvcompEnv       = "S4D_NVCOMP_LIB"
+	lz4Env          = "S4D_CUDA_LZ4" // "nvcomp": LZ4 by nvCOMP even where s4d_lz4 applies (comparisons)
 )
 
 // nvCOMP option structs, zero meaning the documented defaults (byte data,
@@ -86,10 +87,12 @@ type Backend struct {
 	ctx                                                  cuContext
 	mod                                                  cuModule
 	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
+	fLZ4                                                 cuFunc
 	limit                                                int64
-	slotBytes                                            int      // bytes of pages per slot
-	cfg                                                  *config  // buffers for the current page size
-	pinned                                               [][]byte // buffers from HostBuffer, owned by callers; worker only
+	slotBytes                                            int         // bytes of pages per slot
+	cfg                                                  *config     // buffers for the current page size
+	pinned                                               []hostRange // memory the GPU reads directly; worker only
+	ownLZ4                                               bool        // LZ4 by our kernel (s4d_lz4), not nvCOMP
 	// Worker time spent staging, submitting, waiting for the GPU and
 	// finishing (index 3 unused), for tuning; read by tests.
 	trace [5]time.Duration
@@ -103,6 +106,7 @@ func Open(o backends.Options) (*Backend, error) {
 	}
 	b := &Backend{opts: o, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
 	b.slotBytes = slotBytes
+	b.ownLZ4 = os.Getenv(lz4Env) != "nvcomp"
 	if v, err := strconv.Atoi(os.Getenv(slotEnv)); err == nil && v > 0 && v <= 1024 {
 		b.slotBytes = v << 20
 	}
@@ -198,6 +202,8 @@ func (b *Backend) setup() error {
 	if major*10+minor < 75 {
 		return backends.Unavailable("%s has compute capability %d.%d; need 7.5 or newer", name, major, minor)
 	}
+	// Without it only the waits cost more; the backend works either way.
+	syncErr := d.BlockingSync(b.dev)
 	ctx, err := d.PrimaryCtx(b.dev)
 	if err != nil {
 		return backends.Unavailable("%v", err)
@@ -227,13 +233,19 @@ func (b *Backend) setup() error {
 	}
 	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d pages in flight x2, nvCOMP scratch %v",
 		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, b.cfg.pages, b.cfg.temps)
+	if b.ownLZ4 {
+		b.describe += ", LZ4 by s4d_lz4 for pages up to 4 KiB"
+	}
+	if syncErr != nil {
+		b.describe += ", spinning waits (" + syncErr.Error() + ")"
+	}
 	return nil
 }
 
 func (b *Backend) teardown() {
 	if b.ctx != nil {
 		for _, p := range b.pinned {
-			b.drv.HostFree(p)
+			p.release(&b.drv)
 		}
 		b.pinned = nil
 		b.cfg.free(&b.drv)
@@ -333,7 +345,8 @@ func (b *Backend) loadKernels() error {
 		p    *cuFunc
 		name string
 	}{{&b.fClassify, "s4d_classify"}, {&b.fScan, "s4d_scan"}, {&b.fBuild, "s4d_build"},
-		{&b.fFinalize, "s4d_finalize"}, {&b.fFixup, "s4d_fixup"}, {&b.fGather, "s4d_gather"}} {
+		{&b.fFinalize, "s4d_finalize"}, {&b.fFixup, "s4d_fixup"}, {&b.fGather, "s4d_gather"},
+		{&b.fLZ4, "s4d_lz4"}} {
 		if *f.p, err = b.drv.Function(b.mod, f.name); err != nil {
 			return err
 		}
@@ -377,6 +390,21 @@ func (b *Backend) codec(c backends.Codec) (*nvcompCodec, nvOpts, nvOpts) {
 	return &b.lz4, lz4C, lz4D
 }
 
+// hostRange is host memory the GPU reads directly: a buffer from
+// HostBuffer (allocated pinned) or a caller's memory registered by Pin.
+type hostRange struct {
+	mem        []byte
+	registered bool
+}
+
+func (r hostRange) release(d *driver) {
+	if r.registered {
+		d.HostUnregister(r.mem)
+	} else {
+		d.HostFree(r.mem)
+	}
+}
+
 // HostBuffer returns n bytes of pinned host memory. Batches whose pages lie
 // inside such a buffer are uploaded from it directly, skipping the copy
 // into the backend's own staging buffers: a caller that receives pages
@@ -390,7 +418,7 @@ func (b *Backend) HostBuffer(n int) ([]byte, error) {
 	err := b.do(context.Background(), func() error {
 		var err error
 		if buf, err = b.drv.HostAlloc(n); err == nil {
-			b.pinned = append(b.pinned, buf)
+			b.pinned = append(b.pinned, hostRange{mem: buf})
 		}
 		return err
 	})
@@ -398,11 +426,34 @@ func (b *Backend) HostBuffer(n int) ([]byte, error) {
 }
 
 // FreeHostBuffer releases a buffer from HostBuffer.
-func (b *Backend) FreeHostBuffer(buf []byte) {
+func (b *Backend) FreeHostBuffer(buf []byte) { b.unpin(buf) }
+
+// Pin page-locks mem (the caller's, page aligned) so that batches inside
+// it are uploaded straight from it; see backends.Pinner. Registering once
+// and reusing the memory is what makes this pay: registering per batch
+// measured slower than copying into staging buffers.
+func (b *Backend) Pin(mem []byte) (func(), error) {
+	if len(mem) == 0 || uintptr(unsafe.Pointer(&mem[0]))%4096 != 0 {
+		return nil, errors.New("cuda: Pin needs page-aligned memory")
+	}
+	err := b.do(context.Background(), func() error {
+		if err := b.drv.HostRegister(mem); err != nil {
+			return err
+		}
+		b.pinned = append(b.pinned, hostRange{mem: mem, registered: true})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { b.unpin(mem) }, nil
+}
+
+func (b *Backend) unpin(mem []byte) {
 	b.do(context.Background(), func() error {
 		for i, p := range b.pinned {
-			if len(buf) > 0 && len(p) > 0 && &p[0] == &buf[0] {
-				b.drv.HostFree(p)
+			if len(mem) > 0 && len(p.mem) > 0 && &p.mem[0] == &mem[0] {
+				p.release(&b.drv)
 				b.pinned = append(b.pinned[:i], b.pinned[i+1:]...)
 				break
 			}
@@ -411,7 +462,7 @@ func (b *Backend) FreeHostBuffer(buf []byte) {
 	})
 }
 
-// inPinned reports whether all of s lies inside one HostBuffer buffer.
+// inPinned reports whether all of s lies inside one pinned range.
 func (b *Backend) inPinned(s []byte) bool {
 	if len(s) == 0 {
 		return false
@@ -419,8 +470,8 @@ func (b *Backend) inPinned(s []byte) bool {
 	lo := uintptr(unsafe.Pointer(&s[0]))
 	hi := lo + uintptr(len(s))
 	for _, p := range b.pinned {
-		plo := uintptr(unsafe.Pointer(&p[0]))
-		if lo >= plo && hi <= plo+uintptr(len(p)) {
+		plo := uintptr(unsafe.Pointer(&p.mem[0]))
+		if lo >= plo && hi <= plo+uintptr(len(p.mem)) {
 			return true
 		}
 	}
