@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -234,5 +236,68 @@ func BenchmarkDecompress(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkCompressParallel is BenchmarkCompress's registered case with
+// several callers at once, as the daemon's connections call it: the slot
+// ring keeps the GPU busy while each caller unpacks its results.
+func BenchmarkCompressParallel(b *testing.B) {
+	pages, _ := benchPages(b)
+	gpu := openGPU(b, backends.Options{})
+	mem, err := unix.Mmap(-1, 0, len(pages), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	copy(mem, pages)
+	unpin, err := gpu.Pin(mem)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unpin()
+	batches := len(pages) / benchBatch
+	for _, callers := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("callers-%d", callers), func(b *testing.B) {
+			outs := make([]backends.Compressed, callers)
+			run := func(g, i int) error {
+				k := (g + i) % batches
+				in := backends.Batch{PageSize: 4096, Pages: mem[k*benchBatch : (k+1)*benchBatch], Codec: backends.CodecLZ4, Threshold: 3072}
+				return gpu.Compress(context.Background(), &in, &outs[g])
+			}
+			for g := range callers {
+				if err := run(g, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			gpu.Trace()
+			b.SetBytes(benchBatch)
+			b.ResetTimer()
+			cpu0, t0 := cpuSeconds(), time.Now()
+			var wg sync.WaitGroup
+			var next atomic.Int64
+			for g := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := int(next.Add(1)) - 1; i < b.N; i = int(next.Add(1)) - 1 {
+						if err := run(g, i); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			el, cs := time.Since(t0).Seconds(), cpuSeconds()-cpu0
+			b.StopTimer()
+			gb := float64(b.N) * benchBatch / 1e9
+			st, sub, w, f := gpu.Trace()
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(b.N) }
+			b.Logf("per 64 MiB batch, ms summed over callers: stage %.2f submit %.2f wait %.2f unpack %.2f; wall %.2f",
+				ms(st), ms(sub), ms(w), ms(f), el*1e3/float64(b.N))
+			b.ReportMetric(gb/el, "GB/s")
+			b.ReportMetric(cs/gb, "core-s/GB")
+		})
 	}
 }

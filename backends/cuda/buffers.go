@@ -43,6 +43,8 @@ type slot struct {
 	nvDone                   cuEvent // recorded after this slot's nvCOMP call
 	din, dout, dpacked, darr devptr
 	hin, hpacked, harr       []byte
+	hpackedDev               devptr // hpacked's device address: kernels may pack straight into it
+	packedOnHost             bool   // the piece queued packed its output into hpacked itself
 }
 
 func u64s(b []byte, off, n int) []uint64 {
@@ -60,10 +62,10 @@ func i32s(b []byte, off, n int) []int32 {
 // config is everything sized by the page size: slot buffers, nvCOMP's
 // temporary space and output stride.
 //
-// The two slots share one nvCOMP scratch buffer: zstd's runs to hundreds
-// of MiB whatever the batch, too much to hold twice. Each slot's nvCOMP
-// call waits for the other's (nvDone), while uploads, our kernels and
-// downloads of the two slots still overlap.
+// The slots share one nvCOMP scratch buffer: zstd's runs to hundreds of
+// MiB whatever the batch, too much to hold more than once. Each slot's
+// nvCOMP call waits for the one queued before it (lastNv), while uploads,
+// our kernels and downloads of the slots still overlap.
 type config struct {
 	pageSize, pages int    // pages per slot
 	stride          int    // bytes per compressed chunk slot (nvCOMP's bound, 8-aligned)
@@ -71,9 +73,16 @@ type config struct {
 	dtemp           devptr
 	temp            int // bytes allocated at dtemp; grown on first use of a codec
 	lay             layout
-	slots           [2]*slot
-	slotBytes       int64 // device bytes of both slots, without scratch
+	slots           [numSlots]*slot
+	idle            chan *slot // slots no batch holds
+	lastNv          cuEvent    // the last slot's nvCOMP call queued (worker only)
+	slotBytes       int64      // device bytes of all slots, without scratch
 }
+
+// numSlots is how many pieces of batches can be on the GPU or being
+// unpacked at once: enough that batches of several callers keep both the
+// copy engines and the kernels busy.
+const numSlots = 4
 
 func tempIndex(codec backends.Codec, compress bool) int {
 	i := 0
@@ -132,7 +141,7 @@ func (c *config) free(d *driver) {
 	d.Free(c.dtemp)
 }
 
-// newConfig sizes two slots for pageSize within the device memory limit,
+// newConfig sizes the slots for pageSize within the device memory limit,
 // halving the pages per slot until they fit.
 func (b *Backend) newConfig(pageSize int) (*config, error) {
 	if pageSize < 64 || pageSize%16 != 0 || pageSize > 1<<20 {
@@ -168,17 +177,18 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 			c.temps[qi] = t
 		}
 		c.pages, c.lay = p, newLayout(p)
-		c.slotBytes = 2 * (int64(p)*int64(pageSize+2*c.stride) + int64(c.lay.total) + 3*256)
+		c.slotBytes = numSlots * (int64(p)*int64(pageSize+2*c.stride) + int64(c.lay.total) + 3*256)
 		need := c.slotBytes + int64(max(c.temps[0], c.temps[1]))
 		if need <= b.limit {
 			break
 		}
 		if p/2 < minSlotPages {
-			return nil, fmt.Errorf("cuda: gpu memory limit of %d bytes is too small: %d-byte pages need at least %d bytes (two slots of %d pages)",
-				b.limit, pageSize, need, p)
+			return nil, fmt.Errorf("cuda: gpu memory limit of %d bytes is too small: %d-byte pages need at least %d bytes (%d slots of %d pages)",
+				b.limit, pageSize, need, numSlots, p)
 		}
 	}
 	d := &b.drv
+	c.idle = make(chan *slot, numSlots)
 	for i := range c.slots {
 		s := &slot{}
 		c.slots[i] = s
@@ -204,12 +214,22 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 		for _, a := range []struct {
 			p *[]byte
 			n int
-		}{{&s.hin, c.pages * pageSize}, {&s.hpacked, c.pages * c.stride}, {&s.harr, c.lay.total}} {
+		}{{&s.hin, c.pages * pageSize}, {&s.harr, c.lay.total}} {
 			if *a.p, err = d.HostAlloc(a.n); err != nil {
 				c.free(d)
 				return nil, fmt.Errorf("cuda: allocating %d bytes of pinned host memory: %w", a.n, err)
 			}
 		}
+	}
+	for _, s := range c.slots {
+		var err error
+		if s.hpacked, s.hpackedDev, err = d.HostMapped(c.pages * c.stride); err != nil {
+			c.free(d)
+			return nil, fmt.Errorf("cuda: allocating %d bytes of mapped pinned host memory: %w", c.pages*c.stride, err)
+		}
+	}
+	for _, sl := range c.slots {
+		c.idle <- sl
 	}
 	return c, nil
 }

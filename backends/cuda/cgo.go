@@ -68,6 +68,7 @@ static CUresult t_hostalloc(void *f, void **p, size_t n, unsigned flags) { retur
 static CUresult t_hostfree(void *f, void *p) { return ((CUresult(*)(void *))f)(p); }
 static CUresult t_hostregister(void *f, void *p, size_t n, unsigned flags) { return ((CUresult(*)(void *, size_t, unsigned))f)(p, n, flags); }
 static CUresult t_ctxflags(void *f, CUdevice d, unsigned flags) { return ((CUresult(*)(CUdevice, unsigned))f)(d, flags); }
+static CUresult t_hostdevptr(void *f, CUdeviceptr *d, void *p) { return ((CUresult(*)(CUdeviceptr *, void *, unsigned))f)(d, p, 0); }
 static CUresult t_htod(void *f, CUdeviceptr d, const void *h, size_t n, CUstream s) {
 	return ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))f)(d, h, n, s);
 }
@@ -153,6 +154,7 @@ var driverSyms = []string{
 	"cuStreamDestroy_v2", "cuStreamSynchronize", "cuLaunchKernel", "cuGetErrorName",
 	"cuEventCreate", "cuEventDestroy_v2", "cuEventRecord", "cuStreamWaitEvent",
 	"cuMemHostRegister_v2", "cuMemHostUnregister", "cuDevicePrimaryCtxSetFlags_v2",
+	"cuMemHostGetDevicePointer_v2",
 }
 
 type driver struct {
@@ -160,7 +162,7 @@ type driver struct {
 	ctxRetain, ctxRelease, ctxSet, modLoad, modUnload, modFunc, memAlloc, memFree,
 	hostAlloc, hostFree, htod, dtoh, memsetD32, streamCreate, streamDestroy, streamSync,
 	launch, errName, eventCreate, eventDestroy, eventRecord, streamWait,
-	hostRegister, hostUnregister, ctxSetFlags unsafe.Pointer
+	hostRegister, hostUnregister, ctxSetFlags, hostDevPtr unsafe.Pointer
 }
 
 func (d *driver) ptrs() []*unsafe.Pointer {
@@ -169,7 +171,7 @@ func (d *driver) ptrs() []*unsafe.Pointer {
 		&d.modFunc, &d.memAlloc, &d.memFree, &d.hostAlloc, &d.hostFree, &d.htod, &d.dtoh, &d.memsetD32,
 		&d.streamCreate, &d.streamDestroy, &d.streamSync, &d.launch, &d.errName,
 		&d.eventCreate, &d.eventDestroy, &d.eventRecord, &d.streamWait,
-		&d.hostRegister, &d.hostUnregister, &d.ctxSetFlags}
+		&d.hostRegister, &d.hostUnregister, &d.ctxSetFlags, &d.hostDevPtr}
 }
 
 // cuError is a failed driver call.
@@ -309,6 +311,22 @@ func (d *driver) HostAlloc(n int) ([]byte, error) {
 		return nil, err
 	}
 	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// HostMapped returns pinned host memory that kernels write straight into
+// over PCIe (CU_MEMHOSTALLOC_DEVICEMAP), and its device address: results
+// written there need no copy back, only a wait for the kernel.
+func (d *driver) HostMapped(n int) ([]byte, devptr, error) {
+	var p unsafe.Pointer
+	if err := d.check(C.t_hostalloc(d.hostAlloc, &p, C.size_t(n), 0x02), "cuMemHostAlloc"); err != nil {
+		return nil, 0, err
+	}
+	var dp C.CUdeviceptr
+	if err := d.check(C.t_hostdevptr(d.hostDevPtr, &dp, p), "cuMemHostGetDevicePointer"); err != nil {
+		C.t_hostfree(d.hostFree, p)
+		return nil, 0, err
+	}
+	return unsafe.Slice((*byte)(p), n), devptr(dp), nil
 }
 
 func (d *driver) HostFree(b []byte) {

@@ -17,8 +17,10 @@ const (
 )
 
 // Compress classifies and compresses in on the GPU. The batch is cut into
-// slot-sized pieces; while the GPU works on one piece the worker packs the
-// next into the other slot's pinned buffer and unpacks the previous one.
+// slot-sized pieces that go through the slots of the backend's ring: the
+// worker queues each piece's GPU work, and this goroutine collects the
+// results of the earlier ones meanwhile, so the GPU never waits for a
+// batch's unpacking, and batches of several callers share the GPU.
 func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
 	n := in.Len()
 	out.Reset(n)
@@ -28,8 +30,12 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	if in.Codec != backends.CodecLZ4 && in.Codec != backends.CodecZstd {
 		return fmt.Errorf("cuda: codec %v not supported", in.Codec)
 	}
-	err := b.do(ctx, func() error { return b.compress(in, out) })
+	c, release, err := b.use(ctx, in.PageSize)
 	if err != nil {
+		return err
+	}
+	defer release()
+	if err := b.compress(ctx, c, in, out); err != nil {
 		// Nothing in out is valid: the caller redoes the batch elsewhere.
 		out.Reset(n)
 		return err
@@ -37,51 +43,127 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	return ctx.Err()
 }
 
-func (b *Backend) compress(in *backends.Batch, out *backends.Compressed) error {
-	c, err := b.configFor(in.PageSize)
-	if err != nil {
-		return err
+// use returns the buffers for pageSize, held for reading until release:
+// buffers are replaced (another page size) or freed only when no batch
+// holds them.
+func (b *Backend) use(ctx context.Context, pageSize int) (*config, func(), error) {
+	for {
+		b.cfgMu.RLock()
+		if c := b.cfg; c != nil && c.pageSize == pageSize {
+			return c, b.cfgMu.RUnlock, nil
+		}
+		b.cfgMu.RUnlock()
+		b.cfgMu.Lock()
+		err := b.do(ctx, func() error { _, err := b.configFor(pageSize); return err })
+		b.cfgMu.Unlock()
+		if err != nil {
+			return nil, nil, err
+		}
 	}
+}
+
+// piece is part of a batch in a slot, queued on the GPU.
+type piece struct {
+	s       *slot
+	lo, cnt int
+}
+
+// inFlight is how many pieces one batch keeps queued while it unpacks an
+// earlier one.
+const inFlight = 2
+
+func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, out *backends.Compressed) error {
 	ps, n := in.PageSize, in.Len()
 	t := min(max(in.Threshold, 0), ps)
 	direct := b.inPinned(in.Pages)
-	var prevLo, prevCnt int
-	j := 0
-	for lo := 0; lo < n; lo, j = lo+c.pages, j+1 {
+	var pending []piece
+	// On an error every queued piece is waited for before its slot is
+	// reused; the first error is the one reported.
+	fail := func(err error) error {
+		for _, p := range pending {
+			b.onThread(func() error { return b.drv.Sync(p.s.s) })
+			c.idle <- p.s
+		}
+		return err
+	}
+	for lo := 0; lo < n; lo += c.pages {
 		cnt := min(c.pages, n-lo)
-		s := c.slots[j%2]
+		// A batch that already holds slots unpacks its oldest piece when
+		// none is idle, rather than wait for one: callers each holding
+		// some slots and waiting for more would wait for ever.
+		var s *slot
+		for s == nil {
+			select {
+			case s = <-c.idle:
+				continue
+			default:
+			}
+			if len(pending) == 0 {
+				select {
+				case s = <-c.idle:
+				case <-ctx.Done():
+					return fail(ctx.Err())
+				}
+				continue
+			}
+			p := pending[0]
+			pending = pending[1:]
+			err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out) })
+			c.idle <- p.s
+			if err != nil {
+				return fail(err)
+			}
+		}
 		t0 := time.Now()
-		// Pages in a HostBuffer go up as they are; others are staged
-		// through pinned memory (page-locking the caller's batch in place
-		// with cuMemHostRegister measured slower than this copy).
+		// Pages in pinned memory go up as they are; others are staged
+		// through the slot's pinned buffer, here rather than on the worker.
 		src := in.Pages[lo*ps : (lo+cnt)*ps]
 		if !direct {
 			parallelCopy(s.hin[:cnt*ps], src)
 			src = s.hin[:cnt*ps]
 		}
 		t1 := time.Now()
-		if err := b.submitCompress(c, s, c.slots[(j+1)%2], src, in.Codec, t); err != nil {
-			b.drain(c)
-			return err
+		err := b.do(ctx, func() error { return b.submitCompress(c, s, src, in.Codec, t) })
+		b.trace[0].Add(int64(t1.Sub(t0)))
+		b.trace[1].Add(int64(time.Since(t1)))
+		if err != nil {
+			b.onThread(func() error { return b.drv.Sync(s.s) })
+			c.idle <- s
+			return fail(err)
 		}
-		b.trace[0] += t1.Sub(t0)
-		b.trace[1] += time.Since(t1)
-		if j > 0 {
-			if err := b.finishCompress(c, c.slots[(j-1)%2], prevLo, prevCnt, out); err != nil {
-				b.drain(c)
-				return err
+		pending = append(pending, piece{s, lo, cnt})
+		if len(pending) > inFlight {
+			p := pending[0]
+			pending = pending[1:]
+			err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out) })
+			c.idle <- p.s
+			if err != nil {
+				return fail(err)
 			}
 		}
-		prevLo, prevCnt = lo, cnt
 	}
-	return b.finishCompress(c, c.slots[(j-1)%2], prevLo, prevCnt, out)
+	for len(pending) > 0 {
+		p := pending[0]
+		pending = pending[1:]
+		err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out) })
+		c.idle <- p.s
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return nil
 }
 
-// drain waits for both slots so their buffers may be reused after an error.
-func (b *Backend) drain(c *config) {
-	for _, s := range c.slots {
-		b.drv.Sync(s.s)
+// onThread runs CUDA calls on the calling goroutine's thread, with the
+// backend's context current there: waiting for a slot and unpacking it
+// need not queue behind the worker.
+func (b *Backend) onThread(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := b.drv.SetCurrent(b.ctx); err != nil {
+		return err
 	}
+	return fn()
 }
 
 func grid(threads, per int) int { return (threads + per - 1) / per }
@@ -89,7 +171,7 @@ func grid(threads, per int) int { return (threads + per - 1) / per }
 // submitCompress queues one piece's whole pipeline on the slot's stream:
 // upload, classify, compact the pages to compress, nvCOMP, decide raw,
 // pack, and download the per-page results.
-func (b *Backend) submitCompress(c *config, s, other *slot, src []byte, codec backends.Codec, t int) error {
+func (b *Backend) submitCompress(c *config, s *slot, src []byte, codec backends.Codec, t int) error {
 	d, l, ps := &b.drv, c.lay, c.pageSize
 	cnt := len(src) / ps
 	temp, tempSize, err := b.scratch(c, codec, true)
@@ -102,6 +184,7 @@ func (b *Backend) submitCompress(c *config, s, other *slot, src []byte, codec ba
 	if codec == backends.CodecLZ4 && b.ownLZ4 && ps <= maxOwnLZ4Page {
 		return b.submitOwnLZ4(c, s, src, t)
 	}
+	s.packedOnHost = false
 	steps := []func() error{
 		func() error { return d.HtoD(s.din, src, s.s) },
 		func() error { return d.MemsetD32(a(l.err), 0, 1, s.s) },
@@ -116,13 +199,21 @@ func (b *Backend) submitCompress(c *config, s, other *slot, src []byte, codec ba
 			return d.Launch(b.fBuild, grid(cnt, blockThreads), blockThreads, s.s, uint64(cnt), a(l.need), a(l.pos),
 				s.din, uint64(ps), s.dout, uint64(c.stride), a(l.inPtr), a(l.inSize), a(l.outPtr))
 		},
-		// The scratch is shared: wait for the other slot's nvCOMP call.
-		func() error { return d.Wait(s.s, other.nvDone) },
+		// The scratch is shared: wait for the last nvCOMP call queued.
+		func() error {
+			if c.lastNv == nil {
+				return nil
+			}
+			return d.Wait(s.s, c.lastNv)
+		},
 		func() error {
 			return nc.Compress(&b.nv, a(l.inPtr), a(l.inSize), ps, cnt, temp, tempSize,
 				a(l.outPtr), a(l.outSize), copts, a(l.status), s.s)
 		},
-		func() error { return d.Record(s.nvDone, s.s) },
+		func() error {
+			c.lastNv = s.nvDone
+			return d.Record(s.nvDone, s.s)
+		},
 		func() error {
 			return d.Launch(b.fFinalize, grid(cnt, blockThreads), blockThreads, s.s, uint64(cnt), a(l.cls), a(l.need),
 				a(l.pos), a(l.outSize), a(l.status), uint64(t), class, a(l.psize), a(l.err))
@@ -179,12 +270,14 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 		func() error {
 			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.psize), a(l.offs), uint64(cnt), 8)
 		},
+		// Packed straight into host memory: no copy back to wait for.
 		func() error {
 			return d.Launch(b.fGather, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.pos),
-				a(l.psize), a(l.offs), s.dout, uint64(c.stride), s.dpacked)
+				a(l.psize), a(l.offs), s.dout, uint64(c.stride), s.hpackedDev)
 		},
 		func() error { return d.DtoH(s.harr[l.meta:l.total], a(l.meta), s.s) },
 	}
+	s.packedOnHost = true
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -203,9 +296,8 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 	}
 	t1 := time.Now()
 	defer func() {
-		t3 := time.Now()
-		b.trace[2] += t1.Sub(t0)
-		b.trace[4] += t3.Sub(t1)
+		b.trace[2].Add(int64(t1.Sub(t0)))
+		b.trace[4].Add(int64(time.Since(t1)))
 	}()
 	if st := binary.LittleEndian.Uint32(h[l.err:]); st != 0 {
 		return b.nv.status(int(int32(st)), "nvCOMP compress chunk")
@@ -215,11 +307,13 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 	if total > len(s.hpacked) {
 		return fmt.Errorf("cuda: packed output of %d bytes overran its %d-byte buffer", total, len(s.hpacked))
 	}
-	if err := d.DtoH(s.hpacked[:total], s.dpacked, s.s); err != nil {
-		return err
-	}
-	if err := d.Sync(s.s); err != nil {
-		return err
+	if !s.packedOnHost {
+		if err := d.DtoH(s.hpacked[:total], s.dpacked, s.s); err != nil {
+			return err
+		}
+		if err := d.Sync(s.s); err != nil {
+			return err
+		}
 	}
 	base := len(out.Data)
 	if base+total > 1<<32-1 {
@@ -287,27 +381,38 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 			d.Failed[i] = true
 		}
 	}
+	if len(byCodec) == 0 {
+		return ctx.Err()
+	}
+	c, release, err := b.use(ctx, ps)
+	if err != nil {
+		return err
+	}
+	defer release()
+	var s *slot
+	select {
+	case s = <-c.idle:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { c.idle <- s }()
 	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
 		idx := byCodec[codec]
 		if len(idx) == 0 {
 			continue
 		}
-		if err := b.do(ctx, func() error { return b.decompress(d, codec, idx) }); err != nil {
+		if err := b.do(ctx, func() error { return b.decompress(c, s, d, codec, idx) }); err != nil {
 			return err
 		}
 	}
 	return ctx.Err()
 }
 
-func (b *Backend) decompress(dd *backends.Decompression, codec backends.Codec, idx []int) error {
-	c, err := b.configFor(dd.PageSize)
-	if err != nil {
-		return err
-	}
+func (b *Backend) decompress(c *config, s *slot, dd *backends.Decompression, codec backends.Codec, idx []int) error {
 	for len(idx) > 0 {
 		// As many pages as fit the slot, by count and by compressed bytes.
 		// A page longer than a chunk's bound is no valid block: flagged.
-		s, l, ps := c.slots[0], c.lay, c.pageSize
+		l, ps := c.lay, c.pageSize
 		inPtr, inSize := u64s(s.harr, l.inPtr, c.pages), u64s(s.harr, l.inSize, c.pages)
 		outPtr, bufSize := u64s(s.harr, l.outPtr, c.pages), u64s(s.harr, l.bufSize, c.pages)
 		var take []int
@@ -338,7 +443,7 @@ func (b *Backend) decompress(dd *backends.Decompression, codec backends.Codec, i
 			}
 		})
 		if err := b.runDecompress(c, s, codec, take, used, dd); err != nil {
-			b.drain(c)
+			b.drv.Sync(s.s) // its buffers are free again only once the slot is idle
 			return err
 		}
 	}

@@ -14,7 +14,8 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"time"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
@@ -31,7 +32,7 @@ const (
 	// H100 with 64 MiB batches of a live process, 32 MiB slots gave 12.5
 	// GB/s (LZ4), 16 MiB 10.7, 8 MiB 8.0, 4 MiB 5.3: nvCOMP runs better on
 	// more chunks per call than the finer overlap gains.
-	slotBytes = 32 << 20
+	slotBytes = 16 << 20
 	// defaultMemLimit caps device memory when no --gpu-mem-limit is given:
 	// nvCOMP's zstd scratch alone takes 0.5-1.2 GiB.
 	defaultMemLimit = 2 << 30
@@ -89,13 +90,16 @@ type Backend struct {
 	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
 	fLZ4                                                 cuFunc
 	limit                                                int64
-	slotBytes                                            int         // bytes of pages per slot
-	cfg                                                  *config     // buffers for the current page size
-	pinned                                               []hostRange // memory the GPU reads directly; worker only
-	ownLZ4                                               bool        // LZ4 by our kernel (s4d_lz4), not nvCOMP
-	// Worker time spent staging, submitting, waiting for the GPU and
-	// finishing (index 3 unused), for tuning; read by tests.
-	trace [5]time.Duration
+	slotBytes                                            int     // bytes of pages per slot
+	cfg                                                  *config // buffers for the current page size
+	ownLZ4                                               bool    // LZ4 by our kernel (s4d_lz4), not nvCOMP
+
+	cfgMu  sync.RWMutex // held for reading by batches using cfg
+	pinMu  sync.RWMutex // guards pinned, which changes on the worker only
+	pinned []hostRange  // memory the GPU reads directly
+	// Time spent staging, submitting, waiting for the GPU and unpacking
+	// (index 3 unused), summed over batches, for tuning; read by tests.
+	trace [5]atomic.Int64
 }
 
 // Open loads the driver and nvCOMP, picks GPU 0 and prepares buffers for
@@ -231,8 +235,8 @@ func (b *Backend) setup() error {
 	if b.cfg, err = b.newConfig(b.opts.PageSize); err != nil {
 		return err
 	}
-	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d pages in flight x2, nvCOMP scratch %v",
-		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, b.cfg.pages, b.cfg.temps)
+	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d slots of %d pages, nvCOMP scratch %v",
+		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, numSlots, b.cfg.pages, b.cfg.temps)
 	if b.ownLZ4 {
 		b.describe += ", LZ4 by s4d_lz4 for pages up to 4 KiB"
 	}
@@ -244,10 +248,16 @@ func (b *Backend) setup() error {
 
 func (b *Backend) teardown() {
 	if b.ctx != nil {
+		// Batches in flight finish (or fail at their next worker call)
+		// before the buffers they use go.
+		b.cfgMu.Lock()
+		defer b.cfgMu.Unlock()
+		b.pinMu.Lock()
 		for _, p := range b.pinned {
 			p.release(&b.drv)
 		}
 		b.pinned = nil
+		b.pinMu.Unlock()
 		b.cfg.free(&b.drv)
 		if b.mod != nil {
 			b.drv.UnloadModule(b.mod)
@@ -418,7 +428,9 @@ func (b *Backend) HostBuffer(n int) ([]byte, error) {
 	err := b.do(context.Background(), func() error {
 		var err error
 		if buf, err = b.drv.HostAlloc(n); err == nil {
+			b.pinMu.Lock()
 			b.pinned = append(b.pinned, hostRange{mem: buf})
+			b.pinMu.Unlock()
 		}
 		return err
 	})
@@ -440,7 +452,9 @@ func (b *Backend) Pin(mem []byte) (func(), error) {
 		if err := b.drv.HostRegister(mem); err != nil {
 			return err
 		}
+		b.pinMu.Lock()
 		b.pinned = append(b.pinned, hostRange{mem: mem, registered: true})
+		b.pinMu.Unlock()
 		return nil
 	})
 	if err != nil {
@@ -451,6 +465,8 @@ func (b *Backend) Pin(mem []byte) (func(), error) {
 
 func (b *Backend) unpin(mem []byte) {
 	b.do(context.Background(), func() error {
+		b.pinMu.Lock()
+		defer b.pinMu.Unlock()
 		for i, p := range b.pinned {
 			if len(mem) > 0 && len(p.mem) > 0 && &p.mem[0] == &mem[0] {
 				p.release(&b.drv)
@@ -469,6 +485,8 @@ func (b *Backend) inPinned(s []byte) bool {
 	}
 	lo := uintptr(unsafe.Pointer(&s[0]))
 	hi := lo + uintptr(len(s))
+	b.pinMu.RLock()
+	defer b.pinMu.RUnlock()
 	for _, p := range b.pinned {
 		plo := uintptr(unsafe.Pointer(&p.mem[0]))
 		if lo >= plo && hi <= plo+uintptr(len(p.mem)) {

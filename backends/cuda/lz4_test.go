@@ -3,13 +3,16 @@ package cuda_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/backends/pagelz4"
 )
 
@@ -127,4 +130,49 @@ func TestPinnedMapping(t *testing.T) {
 	unpin()
 	// Unpinned, the same memory is staged as any other.
 	roundTrip(t, b, in, 4096, backends.CodecLZ4)
+}
+
+// Batches from several callers share the slot ring; each gets its own
+// pages back, whatever the interleaving.
+func TestConcurrentBatches(t *testing.T) {
+	b := openGPU(t, backends.Options{})
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codec := backends.CodecLZ4
+			if g == 5 {
+				codec = backends.CodecZstd
+			}
+			for it := range 3 {
+				pages := corpus.Pages(corpus.Mixed, 2000+g*1500+it*333, 4096, uint64(g*10+it))
+				in := &backends.Batch{PageSize: 4096, Pages: pages, Codec: codec, Threshold: 3072}
+				var out backends.Compressed
+				if err := b.Compress(context.Background(), in, &out); err != nil {
+					errs <- err
+					return
+				}
+				got := make([]byte, 4096)
+				for i := range in.Len() {
+					s := backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
+					if !ref.DecodePage(s, got) || !bytes.Equal(got, in.Page(i)) {
+						errs <- fmt.Errorf("caller %d batch %d page %d (%v) came back different", g, it, i, out.Class[i])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }
