@@ -268,7 +268,7 @@ extern "C" __global__ void s4d_gather(u64 n, const u32 *pos, const u32 *psize, c
 // is raw. It keeps LZ4's end-of-block rules.
 #define LZ4_THREADS 128
 #define LZ4_HASH_BITS 11
-#define LZ4_DEPTH 8
+#define LZ4_DEPTH 6
 #define LZ4_CAP 19
 #define LZ4_NONE 0xffffu
 
@@ -388,14 +388,21 @@ s4d_lz4(u64 n, u8 *cls, const u32 *pos, u64 din, u64 page_size, u64 dout, u64 st
         int p = base + t;
         u32 e = 0;
         if (p <= last) {
-            u32 k = lz4_load32(w.page, p);
+            // The position's own bytes, up to the cap, stay in registers.
+            u32 v[(LZ4_CAP + 3) / 4];
+#pragma unroll
+            for (int k = 0; k < (LZ4_CAP + 3) / 4; k++)
+                v[k] = lz4_load32(w.page, p + 4 * k);
             u32 limit = min(ps - 5 - (u32)p, (u32)LZ4_CAP);
             u32 best = 0, boff = 0, q = w.link[p];
-            for (int d = 0; d < LZ4_DEPTH && q != LZ4_NONE; d++) {
-                if (lz4_load32(w.page, q) == k) {
+            for (int d = 0; d < LZ4_DEPTH && q != LZ4_NONE && best < limit; d++) {
+                if (lz4_load32(w.page, q) == v[0]) {
                     u32 l = 4;
-                    while (l < limit) {
-                        u32 x = lz4_load32(w.page, q + l) ^ lz4_load32(w.page, p + l);
+#pragma unroll
+                    for (int k = 1; k < (LZ4_CAP + 3) / 4; k++) {
+                        if (l >= limit)
+                            break;
+                        u32 x = lz4_load32(w.page, q + 4 * k) ^ v[k];
                         if (x) {
                             l += (__ffs(x) - 1) >> 3;
                             break;
