@@ -12,7 +12,7 @@ PIP_WHEEL     := python3 -m pip download --no-deps --only-binary=:all: --python-
 	--implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
 	--platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
 
-.PHONY: ptx nvcomp-wheel install-nvcomp uninstall-nvcomp cuda-carry
+.PHONY: ptx nvcomp-wheel nvcc-wheel install-nvcomp uninstall-nvcomp cuda-carry
 
 # Needs nvcc (the CUDA toolkit); the result is committed.
 ptx: ptx/s4d.ptx
@@ -43,3 +43,15 @@ cuda-carry:
 	ls $(CUDA_CARRY)/nvidia_libnvcomp_*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d $(CUDA_CARRY) '$(NVCOMP_WHEEL)'
 	ls $(CUDA_CARRY)/lz4-*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d $(CUDA_CARRY) lz4
 	ls $(CUDA_CARRY)/deb/zstd_*.deb >/dev/null 2>&1 || (cd $(CUDA_CARRY)/deb && apt-get download zstd libzstd1)
+	$(GO) build -o $(CUDA_CARRY)/s4d ./cmd/s4d
+
+# nvcc from NVIDIA's PyPI wheels (the version the committed PTX was made
+# with), for make ptx on a machine without the CUDA toolkit.
+NVCC_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96
+NVCC_ROOT   := .deps/nvcc
+nvcc-wheel:
+	mkdir -p $(NVCC_ROOT)
+	python3 -m pip download --no-deps --only-binary=:all: -d $(NVCC_ROOT) $(NVCC_WHEELS)
+	cd $(NVCC_ROOT) && for w in *.whl; do python3 -m zipfile -e $$w root; done
+	chmod +x $(NVCC_ROOT)/root/nvidia/cu13/bin/* $(NVCC_ROOT)/root/nvidia/cu13/nvvm/bin/*
+	@echo "make ptx NVCC=$(NVCC_ROOT)/root/nvidia/cu13/bin/nvcc"

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Measures the daemon end to end on a GPU machine without Go or network:
+# starts bin/s4d from $CARRY (make cuda-carry) with the cuda backend, snapshots
+# a live Python process holding PyTorch tensors and a heap of dicts, and
+# drives the daemon with s4d bench, pages handed over in memfds, next to the
+# cpu engine in the bench process on the same pages. Logs go to $OUT.
+set -u
+CARRY=${CARRY:-.carry/cuda}
+OUT=${OUT:-/tmp/s4d-gpu}
+CLIENTS=${CLIENTS:-4}
+BATCH=${BATCH:-4096,16384}
+BACKEND=${BACKEND:-auto}
+mkdir -p "$OUT" /tmp/nvc
+nvidia-smi -L
+python3 -m zipfile -e "$CARRY"/nvidia_libnvcomp_*.whl /tmp/nvc && chmod +x /tmp/nvc/nvidia/libnvcomp/lib64/*.so*
+export S4D_NVCOMP_LIB=/tmp/nvc/nvidia/libnvcomp/lib64/libnvcomp.so.6
+python3 -c '
+import torch, time, json
+w = [torch.nn.Linear(1024, 1024) for _ in range(16)]
+x = torch.randn(4096, 1024)
+d = {str(i): [i, str(i) * 3, {"k": i}] for i in range(400000)}
+s = json.dumps(d)[:50_000_000]
+print("ready", flush=True); time.sleep(600)' >"$OUT/py.log" 2>&1 &
+PY=$!
+for _ in $(seq 60); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
+SOCK=/tmp/s4d-e2e.sock
+"$CARRY"/s4d daemon --socket $SOCK --backend "$BACKEND" --log-level info >"$OUT/daemon.log" 2>&1 &
+D=$!
+for _ in $(seq 120); do [ -S $SOCK ] && "$CARRY"/s4d ctl --socket $SOCK stats >/dev/null 2>&1 && break; sleep 0.5; done
+"$CARRY"/s4d ctl --socket $SOCK stats | sed -n '/^BACKEND/,/^$/p'
+for mode in ${MODES:---memfd}; do
+	[ "$mode" = copy ] && mode=
+	"$CARRY"/s4d bench --socket $SOCK --from-pid $PY --max-bytes 256M --clients $CLIENTS --batch $BATCH --repeat ${REPEAT:-2} $mode 2>&1 | tee -a "$OUT/bench.log"
+done
+"$CARRY"/s4d ctl --socket $SOCK stats | sed -n '/^BACKEND/,/^$/p'
+kill $D $PY
+wait $D
+tail -5 "$OUT/daemon.log"
