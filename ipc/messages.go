@@ -108,14 +108,29 @@ func (r *reader) u64() uint64 {
 }
 func (r *reader) str() string { return string(r.take(int(r.u16()))) }
 
-// keys reads a count and that many keys, refusing counts the body cannot hold.
-func (r *reader) keys() []uint64 {
+// strAs reads a string, returning old when it holds the same bytes: a
+// server decoding request after request for the same pool allocates nothing.
+func (r *reader) strAs(old string) string {
+	b := r.take(int(r.u16()))
+	if string(b) == old {
+		return old
+	}
+	return string(b)
+}
+
+// keys reads a count and that many keys into dst's memory when it is large
+// enough, refusing counts the body cannot hold.
+func (r *reader) keys(dst []uint64) []uint64 {
 	n := int(r.u32())
 	if r.err != nil || n > len(r.b)/8 {
 		r.err = errMalformed
 		return nil
 	}
-	ks := make([]uint64, n)
+	ks := dst[:0]
+	if cap(ks) < n {
+		ks = make([]uint64, n)
+	}
+	ks = ks[:n]
 	for i := range ks {
 		ks[i] = binary.LittleEndian.Uint64(r.b[8*i:])
 	}
@@ -197,11 +212,18 @@ func AppendPutFD(b []byte, p *PutFDRequest) []byte {
 
 // DecodePutFD parses a PUT_FD body.
 func DecodePutFD(body []byte) (*PutFDRequest, error) {
+	p := new(PutFDRequest)
+	return p, p.Decode(body)
+}
+
+// Decode parses a PUT_FD (or GET_FD) body into p, reusing p's key slice.
+func (p *PutFDRequest) Decode(body []byte) error {
 	r := reader{b: body}
-	p := &PutFDRequest{Pool: r.str(), PageSize: r.u32()}
-	p.Keys = r.keys()
+	p.Pool = r.strAs(p.Pool)
+	p.PageSize = r.u32()
+	p.Keys = r.keys(p.Keys)
 	p.Offset = r.u64()
-	return p, r.done()
+	return r.done()
 }
 
 // PutBodySize is the size of a PUT body, so callers can build it in place.
@@ -217,14 +239,24 @@ func AppendPut(b []byte, p *PutRequest) []byte {
 
 // DecodePut parses a PUT body. Pages aliases body.
 func DecodePut(body []byte) (*PutRequest, error) {
+	p := new(PutRequest)
+	if err := p.Decode(body); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Decode parses a PUT body into p, reusing p's key slice. Pages aliases body.
+func (p *PutRequest) Decode(body []byte) error {
 	r := reader{b: body}
-	p := &PutRequest{Pool: r.str(), PageSize: r.u32()}
-	p.Keys = r.keys()
+	p.Pool = r.strAs(p.Pool)
+	p.PageSize = r.u32()
+	p.Keys = r.keys(p.Keys)
 	if r.err == nil && uint64(len(r.b)) != uint64(len(p.Keys))*uint64(p.PageSize) {
-		return nil, fmt.Errorf("%w: %d page bytes for %d keys of %d bytes", errMalformed, len(r.b), len(p.Keys), p.PageSize)
+		return fmt.Errorf("%w: %d page bytes for %d keys of %d bytes", errMalformed, len(r.b), len(p.Keys), p.PageSize)
 	}
 	p.Pages = r.take(len(r.b))
-	return p, r.done()
+	return r.done()
 }
 
 // AppendKeys appends a GET/DEL/INSPECT body. flags is written only for INSPECT.
@@ -242,17 +274,27 @@ func AppendKeys(b []byte, op Op, k *KeysRequest) []byte {
 
 // DecodeKeys parses a GET/DEL/INSPECT body.
 func DecodeKeys(op Op, body []byte) (*KeysRequest, error) {
+	k := new(KeysRequest)
+	if err := k.Decode(op, body); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// Decode parses a GET/DEL/INSPECT body into k, reusing k's key slice.
+func (k *KeysRequest) Decode(op Op, body []byte) error {
 	r := reader{b: body}
-	k := &KeysRequest{Pool: r.str()}
+	k.Pool = r.strAs(k.Pool)
+	k.WithData = false
 	if op == OpInspect {
 		f := r.u8()
 		if f&^1 != 0 {
-			return nil, fmt.Errorf("%w: unknown INSPECT flags %#x", errMalformed, f)
+			return fmt.Errorf("%w: unknown INSPECT flags %#x", errMalformed, f)
 		}
 		k.WithData = f&1 != 0
 	}
-	k.Keys = r.keys()
-	return k, r.done()
+	k.Keys = r.keys(k.Keys)
+	return r.done()
 }
 
 // AppendCodes appends a per-page status list (PUT/DEL responses).

@@ -81,7 +81,7 @@ func ReadFrame(r io.Reader, max int, buf []byte) (Header, []byte, error) {
 	if _, err := io.ReadFull(r, pre[4:]); err != nil {
 		return Header{}, nil, unexpected(err)
 	}
-	h := decodeHeader(pre[4:])
+	h := DecodeHeader(pre[4:])
 	if int64(n) > int64(max) {
 		return h, nil, ErrFrameTooLarge
 	}
@@ -103,7 +103,8 @@ func unexpected(err error) error {
 	return err
 }
 
-func decodeHeader(b []byte) Header {
+// DecodeHeader parses the HeaderSize bytes after a frame's length word.
+func DecodeHeader(b []byte) Header {
 	return Header{
 		Version: b[0],
 		Op:      Op(b[1]),
