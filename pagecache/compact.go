@@ -9,6 +9,7 @@ func (s *Store) Compact() (moved, freed uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.arena
+	defer a.release() // compaction is asked for to give memory back
 	before := a.used
 	victims := make(map[uint32]bool)
 	for c := 0; c <= topClass; c++ {

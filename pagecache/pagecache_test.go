@@ -3,8 +3,11 @@ package pagecache
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/s4d-project/s4d/backends"
@@ -407,5 +410,66 @@ func TestUserLimits(t *testing.T) {
 	}
 	if err := s.Put(5, "a", keysFrom(100, 4), b, c, 0, res[:4]); err != nil || res[3] != OK {
 		t.Fatalf("after delete: %v %v", err, res[:4])
+	}
+}
+
+func TestWordChecksum(t *testing.T) {
+	for _, w := range []uint64{0, 1, 0xDEADBEEF, 1<<64 - 1, 0x0102030405060708} {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], w)
+		if got, want := wordChecksum(w), crc32.Checksum(b[:], castagnoli); got != want {
+			t.Errorf("%#x: %#x, want %#x", w, got, want)
+		}
+	}
+}
+
+// Emptied slabs lend their memory to new ones until two sweeps pass.
+func TestArenaKeepsEmptiedSlabs(t *testing.T) {
+	a := newArena(4096)
+	var hs []handle
+	for i := range 3000 {
+		h, _, err := a.alloc(100 + i%50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	slabs := int(a.used) / a.slabSize
+	mem := map[*byte]bool{}
+	for _, s := range a.slabs {
+		mem[&s.buf[0]] = true
+	}
+	for _, h := range hs {
+		a.free(h)
+	}
+	if a.used != 0 || a.keptBytes() != uint64(slabs*a.slabSize) {
+		t.Fatalf("after freeing: used %d, kept %d, want 0 and %d", a.used, a.keptBytes(), slabs*a.slabSize)
+	}
+	a.sweep()
+	for i := range 3000 {
+		if _, _, err := a.alloc(100 + i%50); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range a.slabs {
+		if s != nil && !mem[&s.buf[0]] {
+			t.Fatal("a new slab did not reuse kept memory")
+		}
+	}
+	if a.keptBytes() != 0 {
+		t.Fatalf("%d bytes still kept", a.keptBytes())
+	}
+	for _, s := range a.slabs {
+		for j := 0; j < int(s.fresh); j++ {
+			a.free(handle(uint32(slices.Index(a.slabs, s))<<slotBits | uint32(j)))
+		}
+	}
+	a.sweep()
+	if a.keptBytes() == 0 {
+		t.Fatal("nothing kept after one sweep")
+	}
+	a.sweep()
+	if a.keptBytes() != 0 {
+		t.Fatalf("%d bytes kept after two sweeps", a.keptBytes())
 	}
 }

@@ -112,6 +112,16 @@ func (s *Store) PageSize() int { return s.pageSize }
 func (s *Store) SetMemLimit(limit uint64) {
 	s.mu.Lock()
 	s.arena.limit = limit
+	s.arena.release()
+	s.mu.Unlock()
+}
+
+// Sweep gives back to the runtime the memory of slabs emptied before the
+// previous sweep (it is kept a while for new slabs to reuse). Call it
+// every few seconds.
+func (s *Store) Sweep() {
+	s.mu.Lock()
+	s.arena.sweep()
 	s.mu.Unlock()
 }
 
@@ -166,11 +176,15 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // key as it was and is reported NoSpace. res must have len(keys) entries.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
 	// Checksums are computed before taking the lock: they are the costly part.
-	sums := make([]uint32, len(keys))
-	for i := range keys {
-		if c.Class[i] != backends.ClassZero {
-			sums[i] = crc32.Checksum(c.Bytes(i, b), castagnoli)
-		}
+	var small [64]uint32
+	var sums []uint32
+	if len(keys) <= len(small) {
+		sums = small[:len(keys)]
+		checksums(b, c, sums, 0, len(keys))
+	} else {
+		all := make([]uint32, len(keys))
+		inParallel(len(keys), func(lo, hi int) { checksums(b, c, all, lo, hi) })
+		sums = all
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,6 +232,32 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 	return nil
 }
 
+// checksums fills sums[lo:hi] with the checksums of those pages' stored bytes.
+func checksums(b *backends.Batch, c *backends.Compressed, sums []uint32, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		switch c.Class[i] {
+		case backends.ClassZero:
+		case backends.ClassSame:
+			sums[i] = wordChecksum(c.Fill[i])
+		case backends.ClassRaw:
+			sums[i] = crc32.Checksum(b.Page(i), castagnoli)
+		default:
+			sums[i] = crc32.Checksum(c.Data[c.Off[i]:c.Off[i]+c.Size[i]], castagnoli)
+		}
+	}
+}
+
+// wordChecksum is the CRC-32C of a same-filled page's stored word, worked
+// out by hand: handing crc32 an 8-byte array would move it to the heap.
+func wordChecksum(w uint64) uint32 {
+	crc := ^uint32(0)
+	for range 8 {
+		crc = castagnoli[byte(crc)^byte(w)] ^ crc>>8
+		w >>= 8
+	}
+	return ^crc
+}
+
 func (s *Store) forget(p *pool, e entry) {
 	if e.hasObject() {
 		s.arena.free(e.handle())
@@ -250,21 +290,23 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 	if err != nil {
 		return out, scratch, err
 	}
-	for i := range out {
-		if res[i] != OK || out[i].Data == nil {
-			continue
+	inParallel(len(out), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if res[i] != OK || out[i].Data == nil {
+				continue
+			}
+			obj := out[i].Data
+			data := obj[checksumSize:]
+			if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, castagnoli) {
+				res[i], out[i].Data = Corrupt, nil
+				continue
+			}
+			out[i].Data = data
+			if out[i].Class == backends.ClassSame {
+				out[i].Fill = binary.LittleEndian.Uint64(data)
+			}
 		}
-		obj := out[i].Data
-		data := obj[checksumSize:]
-		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, castagnoli) {
-			res[i], out[i].Data = Corrupt, nil
-			continue
-		}
-		out[i].Data = data
-		if out[i].Class == backends.ClassSame {
-			out[i].Fill = binary.LittleEndian.Uint64(data)
-		}
-	}
+	})
 	return out, scratch, nil
 }
 
