@@ -30,6 +30,7 @@ type Config struct {
 	NvcompLib     string
 	GPUMemLimit   int64
 	CoalesceWait  time.Duration // how long a small batch may wait for others; 0 = never merge
+	PollWait      time.Duration // how long a connection polls for its next request before sleeping; 0 = never
 	PoolsPerUser  int           // pools one user may create; 0 = no limit
 	UserQuota     uint64        // stored bytes one user may hold; 0 = no limit
 	LogLevel      slog.Level
@@ -51,6 +52,7 @@ func Defaults() Config {
 		MaxConns:      1024,
 		PoolsPerUser:  1024,
 		CoalesceWait:  200 * time.Microsecond,
+		PollWait:      50 * time.Microsecond,
 		IdleTimeout:   10 * time.Minute,
 		FrameTimeout:  30 * time.Second,
 	}

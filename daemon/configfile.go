@@ -37,6 +37,7 @@ type File struct {
 	PoolsPerUser  *int    `toml:"max_pools_per_user"`
 	UserQuota     *string `toml:"user_quota"`
 	CoalesceWait  *string `toml:"coalesce_wait"`
+	PollWait      *string `toml:"poll_wait"`
 }
 
 // LoadFile reads a configuration file. A missing file is an error only when
@@ -134,6 +135,11 @@ func (f *File) Apply(c *Config) error {
 		set("coalesce_wait", err)
 		c.CoalesceWait = d
 	}
+	if f.PollWait != nil {
+		d, err := time.ParseDuration(*f.PollWait)
+		set("poll_wait", err)
+		c.PollWait = d
+	}
 	if f.PoolsPerUser != nil {
 		c.PoolsPerUser = *f.PoolsPerUser
 	}
@@ -166,5 +172,6 @@ func restartOnly(old, new Config) []string {
 	add(old.MaxConns != new.MaxConns, "max_connections")
 	add(old.MaxBatchPages != new.MaxBatchPages, "max_batch_pages")
 	add(old.CoalesceWait != new.CoalesceWait, "coalesce_wait")
+	add(old.PollWait != new.PollWait, "poll_wait")
 	return keys
 }

@@ -22,6 +22,7 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	c := &conn{d: d, uid: 1000}
+	defer c.maps.close()
 	page := make([]byte, 4096)
 	page[7] = 1
 	f.Add(uint8(ipc.OpPut), ipc.AppendPut(nil, &ipc.PutRequest{Pool: "f", PageSize: 4096, Keys: []uint64{1}, Pages: page}))
@@ -35,8 +36,8 @@ func FuzzHandle(f *testing.F) {
 		if ipc.Op(op) == ipc.OpCompact && len(body) == 0 {
 			return // valid but slow under the store lock; covered by unit tests
 		}
-		parts, code, msg := c.handle(ipc.Op(op), body)
-		if code == ipc.OK && parts == nil {
+		resp, code, msg := c.handle(ipc.Op(op), body)
+		if code == ipc.OK && len(resp) < frameHead {
 			t.Fatalf("%v: OK without a body", ipc.Op(op))
 		}
 		if code != ipc.OK && (msg == "" || code.String() == "") {
@@ -61,11 +62,15 @@ func FuzzMapPages(f *testing.F) {
 			return
 		}
 		fd := int(buf.Fd())
-		mem, err := mapPages(fd, off, length, 4096, off%8192 == 0)
+		var mc mapCache
+		defer mc.close()
+		mem, temp, err := mc.pages(fd, off, length, 4096, off%8192 == 0)
 		if err != nil {
 			return
 		}
-		defer unix.Munmap(mem)
+		if temp {
+			defer unix.Munmap(mem)
+		}
 		if off%4096 != 0 || off+uint64(length) > 16*4096 {
 			t.Fatalf("accepted %d bytes at %d", length, off)
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,11 +15,9 @@ import (
 	"github.com/s4d-project/s4d/pagecache"
 )
 
-var compressedPool = sync.Pool{New: func() any { return new(backends.Compressed) }}
-
-// handle runs one request and returns the response body in parts, or an
-// error code and message.
-func (c *conn) handle(op ipc.Op, body []byte) ([][]byte, ipc.Code, string) {
+// handle runs one request and returns the response (from startResponse),
+// or an error code and message.
+func (c *conn) handle(op ipc.Op, body []byte) ([]byte, ipc.Code, string) {
 	switch op {
 	case ipc.OpHello:
 		return c.hello(body)
@@ -42,9 +39,10 @@ func (c *conn) handle(op ipc.Op, body []byte) ([][]byte, ipc.Code, string) {
 	return nil, ipc.CodeUnknownOp, fmt.Sprintf("operation %d is not known", uint8(op))
 }
 
-func one(b []byte) [][]byte { return [][]byte{b} }
+// reply copies a body built elsewhere into a response.
+func (c *conn) reply(body []byte) []byte { return append(c.startResponse(len(body)), body...) }
 
-func (c *conn) hello(body []byte) ([][]byte, ipc.Code, string) {
+func (c *conn) hello(body []byte) ([]byte, ipc.Code, string) {
 	minV, maxV, _, err := ipc.DecodeHelloRequest(body)
 	if err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
@@ -54,7 +52,7 @@ func (c *conn) hello(body []byte) ([][]byte, ipc.Code, string) {
 	}
 	h := &ipc.Hello{Version: ipc.Version, PageSize: uint32(c.d.cfg.PageSize), MaxFrame: uint32(c.d.cfg.MaxFrame),
 		MaxBatchPages: uint32(c.d.cfg.MaxBatchPages), Server: Version, Codec: c.d.cfg.Codec}
-	return one(h.Encode()), ipc.OK, ""
+	return c.reply(h.Encode()), ipc.OK, ""
 }
 
 // checkKeys applies the rules every batch shares.
@@ -68,17 +66,23 @@ func (c *conn) checkKeys(pool string, keys []uint64) (ipc.Code, string) {
 	if len(keys) > c.d.cfg.MaxBatchPages {
 		return ipc.CodeTooLarge, fmt.Sprintf("%d keys in one batch; the limit is %d", len(keys), c.d.cfg.MaxBatchPages)
 	}
-	if k, dup := duplicate(keys); dup {
+	if k, dup := c.duplicate(keys); dup {
 		return ipc.CodeDuplicateKey, fmt.Sprintf("key %d appears twice", k)
 	}
 	return ipc.OK, ""
 }
 
-func duplicate(keys []uint64) (uint64, bool) {
-	if len(keys) < 2 {
+func (c *conn) duplicate(keys []uint64) (uint64, bool) {
+	// Batches usually hold ascending keys: no sort needed to tell.
+	i := 1
+	for i < len(keys) && keys[i-1] < keys[i] {
+		i++
+	}
+	if i >= len(keys) {
 		return 0, false
 	}
-	s := slices.Clone(keys)
+	s := append(c.sorted[:0], keys...)
+	c.sorted = s
 	slices.Sort(s)
 	for i := 1; i < len(s); i++ {
 		if s[i] == s[i-1] {
@@ -116,9 +120,29 @@ func codeOf(r pagecache.Result) ipc.Code {
 	return ipc.CodeFailed
 }
 
-func (c *conn) put(body []byte) ([][]byte, ipc.Code, string) {
-	req, err := ipc.DecodePut(body)
-	if err != nil {
+// results returns the connection's per-page result scratch for n pages.
+func (c *conn) results(n int) []pagecache.Result {
+	if cap(c.res) < n {
+		c.res = make([]pagecache.Result, n)
+	}
+	c.res = c.res[:n]
+	return c.res
+}
+
+// codesResponse is the body PUT, DEL and GET_FD answer with: a count and
+// one status per page.
+func (c *conn) codesResponse(res []pagecache.Result) []byte {
+	b := c.startResponse(4 + len(res))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(res)))
+	for _, r := range res {
+		b = append(b, uint8(codeOf(r)))
+	}
+	return b
+}
+
+func (c *conn) put(body []byte) ([]byte, ipc.Code, string) {
+	req := &c.putReq
+	if err := req.Decode(body); err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
 	}
 	if code, msg := c.checkPut(req.Pool, req.PageSize, req.Keys); code != ipc.OK {
@@ -143,67 +167,40 @@ func (c *conn) checkPut(pool string, pageSize uint32, keys []uint64) (ipc.Code, 
 }
 
 // putFD stores pages straight from the client's sealed memfd.
-func (c *conn) putFD(body []byte, fd int) ([][]byte, ipc.Code, string) {
-	req, err := ipc.DecodePutFD(body)
-	if err != nil {
+func (c *conn) putFD(body []byte, fd int) ([]byte, ipc.Code, string) {
+	req := &c.fdReq
+	if err := req.Decode(body); err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
 	}
 	if code, msg := c.checkPut(req.Pool, req.PageSize, req.Keys); code != ipc.OK {
 		return nil, code, msg
 	}
-	pages, err := mapPages(fd, req.Offset, len(req.Keys)*c.d.cfg.PageSize, c.d.cfg.PageSize, false)
+	pages, temp, err := c.maps.pages(fd, req.Offset, len(req.Keys)*c.d.cfg.PageSize, c.d.cfg.PageSize, false)
 	if err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
 	}
-	defer unix.Munmap(pages)
+	if temp {
+		defer unix.Munmap(pages)
+	}
 	return c.store(req.Pool, req.Keys, pages)
 }
 
-// mapPages maps length bytes of a client's memfd, writable if asked. The
-// memfd must be sealed against shrinking: a file cut short under the
-// mapping would kill the daemon with SIGBUS.
-func mapPages(fd int, off uint64, length, pageSize int, writable bool) ([]byte, error) {
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		return nil, fmt.Errorf("the descriptor must be a memfd sealed with F_SEAL_SHRINK")
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("fstat: %v", err)
-	}
-	if off%uint64(pageSize) != 0 || off+uint64(length) > uint64(st.Size) {
-		return nil, fmt.Errorf("%d bytes at offset %d: outside the %d-byte memfd or not page aligned", length, off, st.Size)
-	}
-	prot := unix.PROT_READ
-	if writable {
-		prot |= unix.PROT_WRITE
-	}
-	// Populated at once: one call instead of a fault per page.
-	mem, err := unix.Mmap(fd, int64(off), length, prot, unix.MAP_SHARED|unix.MAP_POPULATE)
-	if err != nil {
-		return nil, fmt.Errorf("mmap: %v", err)
-	}
-	return mem, nil
-}
-
 // store compresses pages and keeps them under keys.
-func (c *conn) store(pool string, keys []uint64, pages []byte) ([][]byte, ipc.Code, string) {
-	out := compressedPool.Get().(*backends.Compressed)
-	defer compressedPool.Put(out)
+func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, ipc.Code, string) {
+	out := c.d.bufs.getOut()
+	defer c.d.bufs.putOut(out)
 	name, err := c.d.disp.Compress(context.Background(), c.d.cfg.PageSize, pages, out)
 	if err != nil {
 		c.d.failedWr.Add(uint64(len(keys)))
 		return nil, ipc.CodeFailed, "compression failed on every backend: " + err.Error()
 	}
-	res := make([]pagecache.Result, len(keys))
-	batch := &backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
-	if err := c.d.store.Put(c.uid, pool, keys, batch, out, c.d.store.BackendID(name), res); err != nil {
+	res := c.results(len(keys))
+	batch := backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
+	if err := c.d.store.Put(c.uid, pool, keys, &batch, out, c.d.store.BackendID(name), res); err != nil {
 		code, msg := storeErr(err, pool)
 		return nil, code, msg
 	}
-	codes := make([]ipc.Code, len(res))
-	for i, r := range res {
-		codes[i] = codeOf(r)
+	for _, r := range res {
 		switch r {
 		case pagecache.NoSpace:
 			c.d.noSpace.Add(1)
@@ -212,44 +209,51 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([][]byte, ipc.Co
 			c.d.failedWr.Add(1)
 		}
 	}
-	return one(ipc.AppendCodes(nil, codes)), ipc.OK, ""
+	return c.codesResponse(res), ipc.OK, ""
 }
 
 func (c *conn) keys(op ipc.Op, body []byte) (*ipc.KeysRequest, ipc.Code, string) {
-	req, err := ipc.DecodeKeys(op, body)
-	if err != nil {
+	req := &c.keyReq
+	if err := req.Decode(op, body); err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
 	}
 	code, msg := c.checkKeys(req.Pool, req.Keys)
 	return req, code, msg
 }
 
-func (c *conn) get(body []byte) ([][]byte, ipc.Code, string) {
+func (c *conn) get(body []byte) ([]byte, ipc.Code, string) {
 	req, code, msg := c.keys(ipc.OpGet, body)
 	if code != ipc.OK {
 		return nil, code, msg
 	}
 	n, ps := len(req.Keys), c.d.cfg.PageSize
-	resp := make([]byte, 8+n+n*ps)
-	binary.LittleEndian.PutUint32(resp, uint32(ps))
-	binary.LittleEndian.PutUint32(resp[4:], uint32(n))
-	// The found pages are decompressed straight into the response body.
-	res, found, code, msg := c.fetch(req.Pool, req.Keys, resp[8+n:])
+	ld, code, msg := c.load(req.Pool, req.Keys)
 	if code != ipc.OK {
 		return nil, code, msg
 	}
-	for i, r := range res {
-		resp[8+i] = uint8(codeOf(r))
+	defer c.d.bufs.put(ld.scratch)
+	resp := c.startResponse(8 + n + ld.found*ps)
+	resp = resp[:frameHead+8+n+ld.found*ps]
+	body = resp[frameHead:]
+	binary.LittleEndian.PutUint32(body, uint32(ps))
+	binary.LittleEndian.PutUint32(body[4:], uint32(n))
+	// The found pages are decompressed straight into the response body.
+	found, code, msg := c.expand(ld, body[8+n:], true)
+	if code != ipc.OK {
+		return nil, code, msg
 	}
-	return one(resp[:8+n+found*ps]), ipc.OK, ""
+	for i, r := range ld.res {
+		body[8+i] = uint8(codeOf(r))
+	}
+	return resp[:frameHead+8+n+found*ps], ipc.OK, ""
 }
 
 // getFD decompresses pages straight into the client's sealed memfd: page
 // i of the request lands at offset + i*page_size; missing pages are left
 // as they were.
-func (c *conn) getFD(body []byte, fd int) ([][]byte, ipc.Code, string) {
-	req, err := ipc.DecodePutFD(body)
-	if err != nil {
+func (c *conn) getFD(body []byte, fd int) ([]byte, ipc.Code, string) {
+	req := &c.fdReq
+	if err := req.Decode(body); err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
 	}
 	if code, msg := c.checkKeys(req.Pool, req.Keys); code != ipc.OK {
@@ -259,105 +263,136 @@ func (c *conn) getFD(body []byte, fd int) ([][]byte, ipc.Code, string) {
 		return nil, ipc.CodePageSize, fmt.Sprintf("pages of %d bytes; this daemon stores %d-byte pages", req.PageSize, c.d.cfg.PageSize)
 	}
 	n, ps := len(req.Keys), c.d.cfg.PageSize
-	mem, err := mapPages(fd, req.Offset, n*ps, ps, true)
+	mem, temp, err := c.maps.pages(fd, req.Offset, n*ps, ps, true)
 	if err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
 	}
-	defer unix.Munmap(mem)
-	// Decode in place when every key is there (the usual case), otherwise
-	// into a scratch buffer and scatter.
-	into := mem
-	if c.d.store.Missing(c.uid, req.Pool, req.Keys) {
-		into = make([]byte, n*ps)
+	if temp {
+		defer unix.Munmap(mem)
 	}
-	res, _, code, msg := c.fetch(req.Pool, req.Keys, into)
+	ld, code, msg := c.load(req.Pool, req.Keys)
 	if code != ipc.OK {
 		return nil, code, msg
 	}
-	codes := make([]ipc.Code, n)
+	defer c.d.bufs.put(ld.scratch)
+	// Decode in place when every key is there (the usual case), otherwise
+	// into a scratch buffer and scatter.
+	if ld.found == n {
+		if _, code, msg := c.expand(ld, mem, false); code != ipc.OK {
+			return nil, code, msg
+		}
+		return c.codesResponse(ld.res), ipc.OK, ""
+	}
+	into := c.d.bufs.get(ld.found * ps)
+	defer c.d.bufs.put(into)
+	if _, code, msg := c.expand(ld, into, true); code != ipc.OK {
+		return nil, code, msg
+	}
 	j := 0
-	for i, r := range res {
-		codes[i] = codeOf(r)
+	for i, r := range ld.res {
 		if r == pagecache.OK {
-			if &into[0] != &mem[0] {
-				copy(mem[i*ps:(i+1)*ps], into[j*ps:(j+1)*ps])
-			}
+			copy(mem[i*ps:(i+1)*ps], into[j*ps:(j+1)*ps])
 			j++
 		}
 	}
-	return one(ipc.AppendCodes(nil, codes)), ipc.OK, ""
+	return c.codesResponse(ld.res), ipc.OK, ""
 }
 
-// fetch decompresses the stored pages of keys into dst, the found ones
-// back to back in key order, and says what happened to each key. A page
-// that fails to decode or its checksum is reported, never returned wrong.
-func (c *conn) fetch(pool string, keys []uint64, dst []byte) ([]pagecache.Result, int, ipc.Code, string) {
-	res := make([]pagecache.Result, len(keys))
-	scratch := getBody(len(keys)*(c.d.cfg.PageSize+8), 1<<30)
-	stored, scratch, err := c.d.store.Get(c.uid, pool, keys, scratch, nil, res)
-	defer putBody(scratch)
+// loaded is what load copied out of the store for a batch of keys.
+type loaded struct {
+	res     []pagecache.Result
+	stored  []backends.Stored
+	ok      []bool // found with an intact checksum, before decoding
+	found   int    // how many
+	scratch []byte // holds the stored bytes; given back by the caller
+}
+
+// load copies the stored form of keys out of the store and checks it.
+func (c *conn) load(pool string, keys []uint64) (*loaded, ipc.Code, string) {
+	ld := &c.ld
+	ld.res = c.results(len(keys))
+	ld.scratch = c.d.bufs.get(len(keys) * (c.d.cfg.PageSize + 8))
+	stored, scratch, err := c.d.store.Get(c.uid, pool, keys, ld.scratch[:0], c.stored[:0], ld.res)
+	c.stored, ld.stored, ld.scratch = stored, stored, scratch
 	if err != nil {
+		c.d.bufs.put(ld.scratch)
 		code, msg := storeErr(err, pool)
-		return nil, 0, code, msg
+		return nil, code, msg
 	}
-	src := stored[:0]
-	for i := range stored {
-		if res[i] == pagecache.OK {
-			src = append(src, stored[i])
-		}
+	if cap(ld.ok) < len(keys) {
+		ld.ok = make([]bool, len(keys))
 	}
-	ps := c.d.cfg.PageSize
-	w := 0
-	if len(src) > 0 {
-		dd := &backends.Decompression{PageSize: ps, Src: src, Dst: dst[:len(src)*ps]}
-		if err := c.d.disp.Decompress(context.Background(), dd); err != nil {
-			c.d.failedRd.Add(uint64(len(src)))
-			return nil, 0, ipc.CodeFailed, "decompression failed on every backend: " + err.Error()
+	ld.ok = ld.ok[:len(keys)]
+	ld.found = 0
+	for i, r := range ld.res {
+		ld.ok[i] = r == pagecache.OK
+		if ld.ok[i] {
+			ld.found++
 		}
-		j := 0
-		for i := range res {
-			if res[i] != pagecache.OK {
-				continue
-			}
-			if dd.Failed[j] {
-				res[i] = pagecache.Failed
-				c.d.failedRd.Add(1)
-			} else {
-				if w != j {
-					copy(dst[w*ps:], dst[j*ps:(j+1)*ps])
-				}
-				w++
-			}
-			j++
-		}
-	}
-	for _, r := range res {
 		if r == pagecache.Corrupt {
 			c.d.corrupt.Add(1)
 			c.d.failedRd.Add(1)
 		}
 	}
-	return res, w, ipc.OK, ""
+	return ld, ipc.OK, ""
 }
 
-func (c *conn) del(body []byte) ([][]byte, ipc.Code, string) {
+// expand decompresses the pages load found into dst, back to back in key
+// order, and returns how many decoded. A page that fails to decode is
+// reported (FAILED), never returned as data: with squeeze the pages after
+// it move up, otherwise its place holds whatever the decoder left.
+func (c *conn) expand(ld *loaded, dst []byte, squeeze bool) (int, ipc.Code, string) {
+	if ld.found == 0 {
+		return 0, ipc.OK, ""
+	}
+	src := ld.stored[:0]
+	for i := range ld.stored {
+		if ld.ok[i] {
+			src = append(src, ld.stored[i])
+		}
+	}
+	ps := c.d.cfg.PageSize
+	dd := &c.dec
+	dd.PageSize, dd.Src, dd.Dst = ps, src, dst[:len(src)*ps]
+	err := c.d.disp.Decompress(context.Background(), dd)
+	dd.Src, dd.Dst = nil, nil
+	if err != nil {
+		c.d.failedRd.Add(uint64(len(src)))
+		return 0, ipc.CodeFailed, "decompression failed on every backend: " + err.Error()
+	}
+	w, j := 0, 0
+	for i := range ld.res {
+		if !ld.ok[i] {
+			continue
+		}
+		if dd.Failed[j] {
+			ld.res[i] = pagecache.Failed
+			c.d.failedRd.Add(1)
+		} else {
+			if squeeze && w != j {
+				copy(dst[w*ps:], dst[j*ps:(j+1)*ps])
+			}
+			w++
+		}
+		j++
+	}
+	return w, ipc.OK, ""
+}
+
+func (c *conn) del(body []byte) ([]byte, ipc.Code, string) {
 	req, code, msg := c.keys(ipc.OpDel, body)
 	if code != ipc.OK {
 		return nil, code, msg
 	}
-	res := make([]pagecache.Result, len(req.Keys))
+	res := c.results(len(req.Keys))
 	if err := c.d.store.Del(c.uid, req.Pool, req.Keys, res); err != nil {
 		code, msg := storeErr(err, req.Pool)
 		return nil, code, msg
 	}
-	codes := make([]ipc.Code, len(res))
-	for i, r := range res {
-		codes[i] = codeOf(r)
-	}
-	return one(ipc.AppendCodes(nil, codes)), ipc.OK, ""
+	return c.codesResponse(res), ipc.OK, ""
 }
 
-func (c *conn) inspect(body []byte) ([][]byte, ipc.Code, string) {
+func (c *conn) inspect(body []byte) ([]byte, ipc.Code, string) {
 	req, code, msg := c.keys(ipc.OpInspect, body)
 	if code != ipc.OK {
 		return nil, code, msg
@@ -379,10 +414,10 @@ func (c *conn) inspect(body []byte) ([][]byte, ipc.Code, string) {
 		}
 		out = ipc.AppendPageInfo(out, &pi, req.WithData)
 	}
-	return one(out), ipc.OK, ""
+	return c.reply(out), ipc.OK, ""
 }
 
-func (c *conn) stats(body []byte) ([][]byte, ipc.Code, string) {
+func (c *conn) stats(body []byte) ([]byte, ipc.Code, string) {
 	pool, err := ipc.DecodeString(body)
 	if err != nil {
 		return nil, ipc.CodeMalformed, err.Error()
@@ -396,31 +431,31 @@ func (c *conn) stats(body []byte) ([][]byte, ipc.Code, string) {
 		}
 		st.Pools = []ipc.PoolStats{poolStats(info, c.d.cfg.PageSize)}
 	}
-	return jsonBody(st)
+	return c.jsonBody(st)
 }
 
-func (c *conn) pools(body []byte) ([][]byte, ipc.Code, string) {
+func (c *conn) pools(body []byte) ([]byte, ipc.Code, string) {
 	if len(body) != 0 {
 		return nil, ipc.CodeMalformed, "POOLS takes no body"
 	}
-	return jsonBody(c.d.poolStats(c.uid))
+	return c.jsonBody(c.d.poolStats(c.uid))
 }
 
-func (c *conn) compact(body []byte) ([][]byte, ipc.Code, string) {
+func (c *conn) compact(body []byte) ([]byte, ipc.Code, string) {
 	if len(body) != 0 {
 		return nil, ipc.CodeMalformed, "COMPACT takes no body"
 	}
 	moved, freed := c.d.store.Compact()
 	c.d.log.Info("compacted", "pages_moved", moved, "bytes_freed", freed, "uid", c.uid)
-	return jsonBody(ipc.CompactResult{PagesMoved: moved, BytesFreed: freed})
+	return c.jsonBody(ipc.CompactResult{PagesMoved: moved, BytesFreed: freed})
 }
 
-func jsonBody(v any) ([][]byte, ipc.Code, string) {
+func (c *conn) jsonBody(v any) ([]byte, ipc.Code, string) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, ipc.CodeInternal, err.Error()
 	}
-	return one(b), ipc.OK, ""
+	return c.reply(b), ipc.OK, ""
 }
 
 func poolStats(p pagecache.PoolInfo, pageSize int) ipc.PoolStats {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +34,7 @@ type Daemon struct {
 	disp  *Dispatcher
 	codec backends.Codec
 	start time.Time
+	bufs  *bufPool
 
 	ln       net.Listener
 	closing  atomic.Bool
@@ -75,7 +77,7 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
-		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}}
+		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, bufs: newBufPool()}
 	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
 	d.disp = NewDispatcher(set, cfg.Backend, codec, cfg.PageSize, cfg.Log)
 	if usable := set.Usable(); len(usable) > 1 {
@@ -165,6 +167,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		d.ln.Close()
 	})
 	defer stop()
+	sweeperDone := make(chan struct{})
+	defer close(sweeperDone)
+	go d.sweepEvery(2*time.Second, sweeperDone)
 	var err error
 	for {
 		var nc net.Conn
@@ -197,6 +202,12 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 		return
 	}
 	c := &conn{d: d, nc: nc, uid: cred.Uid, pid: cred.Pid}
+	if err := c.initIO(); err != nil {
+		d.log.Warn("connection", "err", err)
+		nc.Close()
+		return
+	}
+	c.maps = mapCache{pinners: d.pinners, log: d.log}
 	if d.active.Add(1) > int64(d.cfg.MaxConns) {
 		d.active.Add(-1)
 		d.invalid.Add(1)
@@ -252,9 +263,46 @@ func (d *Daemon) shutdown() {
 type conn struct {
 	d   *Daemon
 	nc  *net.UnixConn
+	raw syscall.RawConn
 	uid uint32
 	pid int32
-	wmu sync.Mutex
+
+	// Reading (connio.go).
+	rbuf          []byte // received bytes; rbuf[rpos:rend] not parsed yet
+	rpos, rend    int
+	recvd         int64 // bytes received on the stream so far
+	oob           []byte
+	tags          []fdTag // descriptors received, not yet claimed by a frame
+	fds           []int
+	body          []byte    // a body too large for rbuf, from d.bufs
+	frameDeadline time.Time // set once a frame has to be waited for
+	spin          spinner
+	spinUntil     time.Time
+	rp            []byte
+	rn, roobn     int
+	rerr          error
+	readFn        func(uintptr) bool
+	spinFn        func(uintptr)
+
+	// Writing.
+	out     []byte // the connection's response buffer
+	bigOut  []byte // a larger one from d.bufs, given back once sent
+	wp      []byte
+	wn      int
+	werr    error
+	writeFn func(uintptr)
+
+	// Request handling (handlers.go): decoded requests and per-page
+	// scratch reused from one request to the next.
+	maps   mapCache
+	putReq ipc.PutRequest
+	fdReq  ipc.PutFDRequest
+	keyReq ipc.KeysRequest
+	res    []pagecache.Result
+	stored []backends.Stored
+	ld     loaded
+	dec    backends.Decompression
+	sorted []uint64
 }
 
 type request struct {
@@ -266,6 +314,10 @@ type request struct {
 func (c *conn) loop() {
 	defer func() {
 		c.nc.Close()
+		c.maps.close()
+		for _, t := range c.tags {
+			closeAll(t.fds)
+		}
 		c.d.active.Add(-1)
 		c.d.mu.Lock()
 		delete(c.d.live, c)
@@ -273,7 +325,6 @@ func (c *conn) loop() {
 		c.d.conns.Done()
 	}()
 	for !c.d.closing.Load() {
-		c.nc.SetReadDeadline(time.Now().Add(c.d.cfg.IdleTimeout))
 		h, body, fds, err := c.readFrame()
 		if err != nil {
 			closeAll(fds)
@@ -282,110 +333,14 @@ func (c *conn) loop() {
 		}
 		ok := c.serve(request{h, body, fds})
 		closeAll(fds)
-		putBody(body) // nothing holds on to a request once it is answered
+		if c.body != nil {
+			c.d.bufs.put(c.body) // nothing holds on to a request once it is answered
+			c.body = nil
+		}
 		if !ok {
 			return // a broken stream: the rest of it cannot be trusted
 		}
 	}
-}
-
-// readFrame reads one frame and any descriptors sent with it. The length
-// word and header come in with recvmsg (one call, usually), so descriptors
-// are seen; once the first bytes are in, the rest must arrive within
-// FrameTimeout, so a byte-at-a-time client cannot hold a slot.
-func (c *conn) readFrame() (ipc.Header, []byte, []int, error) {
-	var pre [4 + ipc.HeaderSize]byte
-	var fds []int
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	for got := 0; got < len(pre); {
-		n, oobn, _, _, err := c.nc.ReadMsgUnix(pre[got:], oob)
-		fds = append(fds, parseRights(oob[:oobn])...)
-		if err == nil && n == 0 {
-			err = io.EOF
-		}
-		if err != nil {
-			if got > 0 && err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return ipc.Header{}, nil, fds, err
-		}
-		if got == 0 {
-			c.nc.SetReadDeadline(time.Now().Add(c.d.cfg.FrameTimeout))
-		}
-		got += n
-		// A length too short for a header is refused without waiting for more.
-		if got >= 4 && binary.LittleEndian.Uint32(pre[:4]) < ipc.HeaderSize {
-			return ipc.Header{}, nil, fds, ipc.ErrShortFrame
-		}
-	}
-	n := int(binary.LittleEndian.Uint32(pre[:4])) - ipc.HeaderSize
-	h, body, err := ipc.ReadFrame(io.MultiReader(bytesReader(pre[:]), c.nc), c.d.cfg.MaxFrame, getBody(n, c.d.cfg.MaxFrame))
-	return h, body, fds, err
-}
-
-// Request bodies come from pools by power-of-two size, so that batches of
-// tens of MiB do not cost a fresh allocation and its page faults each.
-var bodyPools [28]sync.Pool
-
-func bodyClass(n int) int {
-	c := 12 // 4 KiB and below share one class
-	for 1<<c < n {
-		c++
-	}
-	return c
-}
-
-func getBody(n, max int) []byte {
-	if n <= 0 || n > max {
-		return nil // ReadFrame refuses it without reading a body
-	}
-	c := bodyClass(n)
-	if c >= len(bodyPools) {
-		return nil
-	}
-	if b, ok := bodyPools[c].Get().(*[]byte); ok {
-		return (*b)[:0]
-	}
-	return make([]byte, 0, 1<<c)
-}
-
-func putBody(b []byte) {
-	if c := cap(b); c >= 1<<12 && c&(c-1) == 0 && bodyClass(c) < len(bodyPools) {
-		bodyPools[bodyClass(c)].Put(&b)
-	}
-}
-
-func parseRights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if f, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, f...)
-		}
-	}
-	return fds
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
-}
-
-func bytesReader(b []byte) io.Reader { return &onceReader{b} }
-
-type onceReader struct{ b []byte }
-
-func (r *onceReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	return n, nil
 }
 
 // readFailed answers what can be answered about a bad frame; the
@@ -422,42 +377,57 @@ func (c *conn) serve(req request) bool {
 		c.writeError(h, ipc.CodeMalformed, "request header has flags or status set")
 		return false
 	}
-	var parts [][]byte
+	var resp []byte
 	var code ipc.Code
 	var msg string
 	switch {
 	case h.Op == ipc.OpPutFD && len(req.fds) == 1:
-		parts, code, msg = c.putFD(req.body, req.fds[0])
+		resp, code, msg = c.putFD(req.body, req.fds[0])
 	case h.Op == ipc.OpGetFD && len(req.fds) == 1:
-		parts, code, msg = c.getFD(req.body, req.fds[0])
+		resp, code, msg = c.getFD(req.body, req.fds[0])
 	case h.Op == ipc.OpPutFD || h.Op == ipc.OpGetFD:
 		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v needs exactly one descriptor with the frame, got %d", h.Op, len(req.fds))
 	case len(req.fds) > 0:
 		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v takes no descriptors", h.Op)
 	default:
-		parts, code, msg = c.handle(h.Op, req.body)
+		resp, code, msg = c.handle(h.Op, req.body)
 	}
 	if code != ipc.OK {
 		c.d.invalid.Add(1)
 		c.writeError(h, code, msg)
 		return true
 	}
-	return c.write(ipc.Header{Version: ipc.Version, Op: h.Op, Flags: ipc.FlagResponse, ID: h.ID}, parts...) == nil
+	return c.respond(ipc.Header{Version: ipc.Version, Op: h.Op, Flags: ipc.FlagResponse, ID: h.ID}, resp) == nil
 }
 
 func (c *conn) writeError(h ipc.Header, code ipc.Code, msg string) {
-	c.write(ipc.Header{Version: ipc.Version, Op: h.Op, Status: code, Flags: ipc.FlagResponse, ID: h.ID}, ipc.EncodeString(msg))
+	b := c.startResponse(2 + len(msg))
+	b = append(binary.LittleEndian.AppendUint16(b, uint16(len(msg))), msg...)
+	c.respond(ipc.Header{Version: ipc.Version, Op: h.Op, Status: code, Flags: ipc.FlagResponse, ID: h.ID}, b)
 }
 
-func (c *conn) write(h ipc.Header, parts ...[]byte) error {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
+// startResponse returns an empty response with room for bodyLen bytes
+// after the frame's length word and header, which respond fills in, so
+// that the whole frame goes out in one write.
+func (c *conn) startResponse(bodyLen int) []byte {
+	need := frameHead + bodyLen
+	if need <= outKeep {
+		if cap(c.out) < need {
+			c.out = make([]byte, 0, max(need, 512))
+		}
+		return c.out[:frameHead]
 	}
-	bufs := append(net.Buffers{ipc.AppendHeader(nil, h, n)}, parts...)
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.nc.SetWriteDeadline(time.Now().Add(c.d.cfg.FrameTimeout))
-	_, err := bufs.WriteTo(c.nc)
+	c.bigOut = c.d.bufs.get(need)
+	return c.bigOut[:frameHead]
+}
+
+// respond fills in the frame header of resp (from startResponse) and sends it.
+func (c *conn) respond(h ipc.Header, resp []byte) error {
+	ipc.AppendHeader(resp[:0], h, len(resp)-frameHead)
+	err := c.send(resp)
+	if c.bigOut != nil {
+		c.d.bufs.put(c.bigOut)
+		c.bigOut = nil
+	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 
@@ -34,6 +35,7 @@ var Command = &cli.Command{
 		&cli.StringFlag{Name: "nvcomp-lib", EnvVars: []string{"S4D_NVCOMP_LIB"}, Usage: "path of libnvcomp.so; default: search"},
 		&cli.StringFlag{Name: "gpu-mem-limit", Value: "0", Usage: "device memory a GPU backend may use; 0 = its default"},
 		&cli.DurationFlag{Name: "coalesce-wait", Value: daemon.Defaults().CoalesceWait, Usage: "how long a small batch may wait to travel with others to a GPU; 0 = never"},
+		&cli.DurationFlag{Name: "poll-wait", Value: daemon.Defaults().PollWait, Usage: "how long a connection polls for its next request before sleeping (lower latency for a client that sends small requests back to back, for CPU); 0 = never"},
 		&cli.IntFlag{Name: "max-connections", Value: daemon.Defaults().MaxConns, Usage: "connections served at once"},
 		&cli.IntFlag{Name: "max-batch-pages", Value: daemon.Defaults().MaxBatchPages, Usage: "keys in one request"},
 		&cli.IntFlag{Name: "max-pools-per-user", Value: daemon.Defaults().PoolsPerUser, Usage: "pools one user may create; 0 = no limit"},
@@ -41,6 +43,8 @@ var Command = &cli.Command{
 		&cli.DurationFlag{Name: "idle-timeout", Value: daemon.Defaults().IdleTimeout, Usage: "close a connection with no request for this long"},
 		&cli.DurationFlag{Name: "frame-timeout", Value: daemon.Defaults().FrameTimeout, Usage: "a request must arrive whole within this once it starts"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"S4D_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
+		// For profiling the request path; written when the daemon stops.
+		&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile to this file"},
 	},
 	Action: run,
 }
@@ -58,6 +62,17 @@ func run(cx *cli.Context) error {
 	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
+	}
+	if f := cx.String("cpuprofile"); f != "" {
+		out, err := os.Create(f)
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		if err := pprof.StartCPUProfile(out); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -118,6 +133,9 @@ func configure(cx *cli.Context) (daemon.Config, error) {
 	}
 	if cx.IsSet("coalesce-wait") {
 		cfg.CoalesceWait = cx.Duration("coalesce-wait")
+	}
+	if cx.IsSet("poll-wait") {
+		cfg.PollWait = cx.Duration("poll-wait")
 	}
 	if cx.IsSet("max-connections") {
 		cfg.MaxConns = cx.Int("max-connections")

@@ -1,0 +1,140 @@
+package daemon
+
+import (
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+// spares keeps a few values of one kind for reuse. Unlike a sync.Pool it
+// survives garbage collections, which would otherwise hand every large
+// batch fresh memory to fault in and zero (a 16 MiB body costs 4096 page
+// faults); a value left unused for between one and two sweeps is dropped,
+// so an idle daemon gives the memory back.
+type spares[T any] struct {
+	mu       sync.Mutex
+	max      int // spares kept at most
+	new, old []T // put back since the last sweep, and before it
+}
+
+func (s *spares[T]) get() (v T, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range []*[]T{&s.new, &s.old} {
+		if n := len(*l); n > 0 {
+			v = (*l)[n-1]
+			clear((*l)[n-1:])
+			*l = (*l)[:n-1]
+			return v, true
+		}
+	}
+	return v, false
+}
+
+func (s *spares[T]) put(v T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.new)+len(s.old) < s.max {
+		s.new = append(s.new, v)
+	}
+}
+
+// sweep drops what was not used since the last sweep.
+func (s *spares[T]) sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.old)
+	s.old, s.new = append(s.old[:0], s.new...), s.new[:0]
+	clear(s.new[len(s.new):cap(s.new)])
+}
+
+// Buffers of 64 KiB and more come in four size classes per power of two,
+// so a batch of 2^k pages does not take a buffer twice its size.
+const (
+	minBufShift = 16
+	bufClasses  = 4 * (31 - minBufShift)
+)
+
+// bufClass returns the class of an n-byte buffer and the class's size.
+func bufClass(n int) (int, int) {
+	if n <= 1<<minBufShift {
+		return 0, 1 << minBufShift
+	}
+	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1)
+	step := 1 << (k - 2)
+	q := (n - 1<<k + step - 1) / step // 1..4
+	return (k-minBufShift)*4 + q, 1<<k + q*step
+}
+
+// bufPool hands out large byte buffers (request bodies, responses,
+// scratch) and the compression outputs, kept between requests.
+type bufPool struct {
+	bytes [bufClasses + 1]spares[[]byte]
+	outs  spares[*backends.Compressed]
+}
+
+func newBufPool() *bufPool {
+	p := &bufPool{}
+	for i := range p.bytes {
+		p.bytes[i].max = 4
+	}
+	p.outs.max = 4
+	return p
+}
+
+// get returns a buffer of n bytes (contents undefined).
+func (p *bufPool) get(n int) []byte {
+	c, size := bufClass(n)
+	if c >= len(p.bytes) {
+		return make([]byte, n)
+	}
+	if b, ok := p.bytes[c].get(); ok {
+		return b[:n]
+	}
+	return make([]byte, n, size)
+}
+
+// put gives back a buffer from get.
+func (p *bufPool) put(b []byte) {
+	if c, size := bufClass(cap(b)); c < len(p.bytes) && size == cap(b) {
+		p.bytes[c].put(b[:0])
+	}
+}
+
+func (p *bufPool) getOut() *backends.Compressed {
+	if c, ok := p.outs.get(); ok {
+		return c
+	}
+	return new(backends.Compressed)
+}
+
+func (p *bufPool) putOut(c *backends.Compressed) { p.outs.put(c) }
+
+func (p *bufPool) sweep() {
+	for i := range p.bytes {
+		p.bytes[i].sweep()
+	}
+	p.outs.sweep()
+}
+
+// sweepEvery drops request buffers left unused for one to two periods,
+// and the memory of emptied arena slabs after four to eight (a client that
+// frees pages and stores others within seconds reuses it instead of
+// having the kernel zero fresh pages), until stop is closed.
+func (d *Daemon) sweepEvery(every time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-t.C:
+			d.bufs.sweep()
+			if n%4 == 0 {
+				d.store.Sweep()
+			}
+		case <-stop:
+			return
+		}
+	}
+}
