@@ -1,15 +1,21 @@
 package ipc
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultSocketPath is where the daemon listens unless told otherwise.
@@ -22,6 +28,10 @@ func DefaultSocket() string {
 	}
 	return DefaultSocketPath
 }
+
+// DefaultPollWait is how long a lone request polls for its response
+// before sleeping, unless Client.PollWait says otherwise.
+const DefaultPollWait = 50 * time.Microsecond
 
 // DialError says the daemon could not be reached, and how to start it.
 type DialError struct {
@@ -45,9 +55,60 @@ var ErrConnLost = errors.New("connection to s4d lost")
 type Client struct {
 	Socket string // "" = DefaultSocket()
 	Name   string // sent in HELLO; "" = "s4d-go"
+	// PollWait is how long a request that is alone in flight polls the
+	// socket for its response before the goroutine sleeps: waking a
+	// sleeping thread can cost more than the daemon takes to answer a
+	// small request. It polls only while recent answers came within that
+	// time. 0 means DefaultPollWait; negative, never.
+	PollWait time.Duration
 
 	mu sync.Mutex
 	cn *conn
+}
+
+// conn is one connection. There is no reader goroutine: a goroutine that
+// waits for a response reads the socket itself while it holds rtok, and
+// hands the responses of others to them; when its own arrives it passes
+// the reading on. A lone request is thus answered without any hand-off
+// between goroutines.
+type conn struct {
+	nc    *net.UnixConn
+	raw   syscall.RawConn
+	hello *Hello
+	poll  time.Duration
+
+	wmu  sync.Mutex
+	wbuf []byte // a request's header and head, built under wmu
+
+	mu      sync.Mutex
+	pending map[uint64]*call
+	next    uint64
+	err     error
+
+	rtok chan struct{} // full while a goroutine reads the socket
+	// Reading, by the holder of rtok only.
+	rbuf       []byte
+	rpos, rend int
+	big        []byte // a body too large for rbuf, being received
+	bigGot     int
+	bigHdr     Header
+	rp         []byte
+	rn         int
+	rerr       error
+	spinUntil  time.Time
+	readFn     func(uintptr) bool
+	spinFn     func(uintptr)
+	// Polling pays only while answers come within the window: after a
+	// poll that found nothing, the next 1, 2, 4, ... up to 256 lone
+	// requests sleep straight away.
+	spinArmed     bool
+	skip, backoff int
+	lastDone      atomic.Int64 // unix ns of the last response read
+}
+
+// call is one request waiting for its response.
+type call struct {
+	ch chan result // a response read by another goroutine, or a failure
 }
 
 type result struct {
@@ -56,16 +117,12 @@ type result struct {
 	err  error
 }
 
-type conn struct {
-	nc    net.Conn
-	hello *Hello
-	wmu   sync.Mutex
+var calls = sync.Pool{New: func() any { return &call{ch: make(chan result, 1)} }}
 
-	mu      sync.Mutex
-	pending map[uint64]chan result
-	next    uint64
-	err     error
-}
+const (
+	clientRbuf = 64 << 10 // responses up to this size are read in place
+	inlinePage = 16 << 10 // pages up to this size are copied into the request's one write
+)
 
 func (c *Client) socket() string {
 	if c.Socket != "" {
@@ -90,10 +147,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cn != nil {
-		c.cn.mu.Lock()
-		broken := c.cn.err != nil
-		c.cn.mu.Unlock()
-		if !broken {
+		if c.cn.usable() {
 			return c.cn, nil
 		}
 		c.cn.nc.Close()
@@ -104,18 +158,23 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, &DialError{Socket: c.socket(), Err: unwrapOp(err)}
 	}
-	cn := &conn{nc: nc, pending: map[uint64]chan result{}}
-	go cn.readLoop()
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		nc.Close()
+		return nil, fmt.Errorf("%s is not a Unix socket", c.socket())
+	}
+	cn, err := newConn(uc, c.PollWait)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
 	name := c.Name
 	if name == "" {
 		name = "s4d-go"
 	}
-	h, body, err := cn.roundTrip(ctx, OpHello, EncodeHelloRequest(name))
+	body, err := cn.call(ctx, OpHello, EncodeHelloRequest(name))
 	if err == nil {
 		cn.hello, err = DecodeHello(body)
-		if err == nil && h.Status != OK {
-			err = &Error{Code: h.Status}
-		}
 	}
 	if err != nil {
 		nc.Close()
@@ -123,6 +182,46 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	}
 	c.cn = cn
 	return cn, nil
+}
+
+func newConn(nc *net.UnixConn, poll time.Duration) (*conn, error) {
+	raw, err := nc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	if poll == 0 {
+		poll = DefaultPollWait
+	}
+	cn := &conn{nc: nc, raw: raw, poll: poll, pending: map[uint64]*call{},
+		rtok: make(chan struct{}, 1), rbuf: make([]byte, clientRbuf)}
+	cn.readFn, cn.spinFn = cn.readOnce, cn.spinRecv
+	return cn, nil
+}
+
+// usable says whether the connection can take a request. With no reader
+// goroutine, nobody notices at once that the daemon closed an idle
+// connection; a connection idle for a while is checked first, so that the
+// request goes out on a fresh one instead of failing.
+func (cn *conn) usable() bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.err != nil {
+		return false
+	}
+	if len(cn.pending) > 0 || time.Now().UnixNano()-cn.lastDone.Load() < int64(100*time.Millisecond) {
+		return true
+	}
+	var b [1]byte
+	n := 1
+	var perr error
+	cn.raw.Control(func(fd uintptr) {
+		n, _, perr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	if n == 0 && perr == nil {
+		cn.err = fmt.Errorf("%w: closed by the daemon", ErrConnLost)
+		return false
+	}
+	return true
 }
 
 // unwrapOp drops net.OpError's repetition of the socket path.
@@ -134,65 +233,37 @@ func unwrapOp(err error) error {
 	return err
 }
 
-func (cn *conn) readLoop() {
-	// Buffered: a response usually arrives in one read, not three.
-	r := bufio.NewReaderSize(cn.nc, 64<<10)
-	for {
-		h, body, err := ReadFrame(r, 1<<31-1, nil)
-		if err != nil {
-			cn.fail(err)
-			return
-		}
-		cn.mu.Lock()
-		ch := cn.pending[h.ID]
-		delete(cn.pending, h.ID)
-		cn.mu.Unlock()
-		if ch != nil {
-			ch <- result{h: h, body: body}
-		}
-	}
-}
-
+// fail breaks the connection: every request waiting gets err.
 func (cn *conn) fail(err error) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if cn.err == nil {
 		cn.err = fmt.Errorf("%w: %v", ErrConnLost, err)
 	}
-	for id, ch := range cn.pending {
-		ch <- result{err: cn.err}
+	for id, cl := range cn.pending {
+		cl.ch <- result{err: cn.err}
 		delete(cn.pending, id)
 	}
 	cn.nc.Close()
 }
 
-// roundTrip sends one request (body given in parts, written without
-// copying) and waits for its response.
-func (cn *conn) roundTrip(ctx context.Context, op Op, parts ...[]byte) (Header, []byte, error) {
-	return cn.send(ctx, op, func(id uint64) error {
-		n := 0
-		for _, p := range parts {
-			n += len(p)
-		}
-		hdr := AppendHeader(nil, Header{Version: Version, Op: op, ID: id}, n)
-		bufs := append(net.Buffers{hdr}, parts...)
-		_, err := bufs.WriteTo(cn.nc)
-		return err
-	})
-}
-
-// send registers a request id, writes the request with write (under the
-// write lock) and waits for the response.
-func (cn *conn) send(ctx context.Context, op Op, write func(id uint64) error) (Header, []byte, error) {
-	ch := make(chan result, 1)
+// roundTrip sends one request with write (under the write lock; it gets
+// the request id) and waits for the response, which it hands to decode.
+// The body given to decode may lie in the connection's read buffer: it is
+// valid during the call only, unless owned.
+func (cn *conn) roundTrip(ctx context.Context, write func(id uint64) error, decode func(h Header, body []byte, owned bool) error) error {
+	cl := calls.Get().(*call)
 	cn.mu.Lock()
 	if cn.err != nil {
+		err := cn.err
 		cn.mu.Unlock()
-		return Header{}, nil, cn.err
+		calls.Put(cl)
+		return err
 	}
 	cn.next++
 	id := cn.next
-	cn.pending[id] = ch
+	cn.pending[id] = cl
+	alone := len(cn.pending) == 1
 	cn.mu.Unlock()
 
 	cn.wmu.Lock()
@@ -200,24 +271,285 @@ func (cn *conn) send(ctx context.Context, op Op, write func(id uint64) error) (H
 	cn.wmu.Unlock()
 	if err != nil {
 		cn.fail(err)
-		return Header{}, nil, (<-ch).err
+		return (<-cl.ch).err
 	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return Header{}, nil, r.err
+	for {
+		select {
+		case r := <-cl.ch:
+			calls.Put(cl)
+			if r.err != nil {
+				return r.err
+			}
+			return respond(r.h, r.body, true, decode)
+		case cn.rtok <- struct{}{}:
+			select {
+			case r := <-cl.ch: // answered before we took over the reading
+				<-cn.rtok
+				calls.Put(cl)
+				if r.err != nil {
+					return r.err
+				}
+				return respond(r.h, r.body, true, decode)
+			default:
+			}
+			h, body, owned, err := cn.readFor(ctx, id, cl, alone)
+			if err == nil {
+				err = respond(h, body, owned, decode) // before the buffer can be read into again
+			}
+			<-cn.rtok
+			if err == errCancelled {
+				return ctx.Err()
+			}
+			calls.Put(cl)
+			return err
+		case <-ctx.Done():
+			cn.mu.Lock()
+			mine := cn.pending[id] == cl
+			delete(cn.pending, id)
+			cn.mu.Unlock()
+			if mine {
+				calls.Put(cl)
+				return ctx.Err()
+			}
+			// Taken by a reader just now: its answer is on the way.
+			r := <-cl.ch
+			if r.err != nil {
+				return r.err
+			}
+			return respond(r.h, r.body, true, decode)
 		}
-		if r.h.Status != OK {
-			msg, _ := DecodeString(r.body)
-			return r.h, nil, &Error{Code: r.h.Status, Msg: msg}
+	}
+}
+
+func respond(h Header, body []byte, owned bool, decode func(Header, []byte, bool) error) error {
+	if h.Status != OK {
+		msg, _ := DecodeString(body)
+		return &Error{Code: h.Status, Msg: msg}
+	}
+	return decode(h, body, owned)
+}
+
+var errCancelled = errors.New("cancelled")
+
+// readFor reads responses, as the holder of rtok, until the one for id;
+// those of other requests go to their callers. It returns early when ctx
+// ends (errCancelled, with the request withdrawn) or the connection
+// breaks (the error every waiter got). A lone request may poll first.
+func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, alone bool) (Header, []byte, bool, error) {
+	cn.spinArmed = false
+	if alone && cn.poll > 0 {
+		if cn.skip > 0 {
+			cn.skip--
+		} else {
+			cn.spinArmed = true
 		}
-		return r.h, r.body, nil
-	case <-ctx.Done():
+	}
+	var stop func() bool
+	var stopped chan struct{}
+	if ctx.Done() != nil {
+		// Wakes the read below when ctx ends; the frame being read is
+		// kept for the next reader.
+		stopped = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			cn.nc.SetReadDeadline(time.Unix(1, 0))
+			close(stopped)
+		})
+	}
+	defer func() {
+		if stop != nil && !stop() {
+			<-stopped
+			cn.nc.SetReadDeadline(time.Time{})
+		}
+	}()
+	for {
+		h, body, owned, err := cn.readFrame()
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				cn.mu.Lock()
+				mine := cn.pending[id] == cl
+				delete(cn.pending, id)
+				cn.mu.Unlock()
+				if mine {
+					return Header{}, nil, false, errCancelled
+				}
+				r := <-cl.ch // failed meanwhile
+				return Header{}, nil, false, r.err
+			}
+			cn.fail(err)
+			return Header{}, nil, false, (<-cl.ch).err
+		}
+		cn.lastDone.Store(time.Now().UnixNano())
 		cn.mu.Lock()
-		delete(cn.pending, id)
+		x := cn.pending[h.ID]
+		delete(cn.pending, h.ID)
 		cn.mu.Unlock()
-		return Header{}, nil, ctx.Err()
+		if x == cl {
+			return h, body, owned, nil
+		}
+		if x != nil {
+			if !owned {
+				body = append([]byte(nil), body...)
+			}
+			x.ch <- result{h: h, body: body}
+		}
+		// else the answer to a request given up on: dropped.
 	}
+}
+
+// readFrame reads the next response. A body that fits the read buffer is
+// returned in place (owned false: valid until the next read); a larger one
+// is received straight into memory of its own.
+func (cn *conn) readFrame() (Header, []byte, bool, error) {
+	if cn.big == nil {
+		for cn.rend-cn.rpos < 4+HeaderSize {
+			if err := cn.fill(); err != nil {
+				return Header{}, nil, false, err
+			}
+		}
+		length := binary.LittleEndian.Uint32(cn.rbuf[cn.rpos:])
+		if length < HeaderSize {
+			return Header{}, nil, false, ErrShortFrame
+		}
+		h := DecodeHeader(cn.rbuf[cn.rpos+4:])
+		total := 4 + int(length)
+		if total <= len(cn.rbuf) {
+			if cn.rpos+total > len(cn.rbuf) {
+				cn.shift()
+			}
+			for cn.rend-cn.rpos < total {
+				if err := cn.fill(); err != nil {
+					return Header{}, nil, false, err
+				}
+			}
+			body := cn.rbuf[cn.rpos+4+HeaderSize : cn.rpos+total : cn.rpos+total]
+			cn.rpos += total
+			return h, body, false, nil
+		}
+		cn.big, cn.bigHdr = make([]byte, int(length)-HeaderSize), h
+		cn.bigGot = copy(cn.big, cn.rbuf[cn.rpos+4+HeaderSize:cn.rend])
+		cn.rpos, cn.rend = 0, 0
+	}
+	for cn.bigGot < len(cn.big) {
+		n, err := cn.recv(cn.big[cn.bigGot:])
+		if err != nil {
+			return Header{}, nil, false, err
+		}
+		cn.bigGot += n
+	}
+	h, body := cn.bigHdr, cn.big
+	cn.big = nil
+	return h, body, true, nil
+}
+
+func (cn *conn) shift() {
+	cn.rend = copy(cn.rbuf, cn.rbuf[cn.rpos:cn.rend])
+	cn.rpos = 0
+}
+
+func (cn *conn) fill() error {
+	if cn.rend == len(cn.rbuf) {
+		cn.shift()
+	}
+	n, err := cn.recv(cn.rbuf[cn.rend:])
+	cn.rend += n
+	return err
+}
+
+// recv receives into p, polling first for up to the poll window when
+// readFor armed it.
+func (cn *conn) recv(p []byte) (int, error) {
+	cn.rp, cn.rn, cn.rerr = p, 0, unix.EAGAIN
+	if cn.spinArmed {
+		cn.spinArmed = false
+		cn.spinUntil = time.Now().Add(cn.poll)
+		cn.raw.Control(cn.spinFn)
+		if cn.rerr != unix.EAGAIN {
+			cn.backoff = 0
+		} else {
+			cn.backoff = min(max(1, 2*cn.backoff), 256)
+			cn.skip = cn.backoff
+		}
+	}
+	if cn.rerr == unix.EAGAIN {
+		if err := cn.raw.Read(cn.readFn); err != nil {
+			return 0, err
+		}
+	}
+	if cn.rerr != nil {
+		return 0, cn.rerr
+	}
+	if cn.rn == 0 {
+		return 0, io.EOF
+	}
+	return cn.rn, nil
+}
+
+func (cn *conn) readOnce(fd uintptr) bool {
+	cn.rn, cn.rerr = recvNow(fd, cn.rp)
+	return cn.rerr != unix.EAGAIN
+}
+
+func (cn *conn) spinRecv(fd uintptr) {
+	for {
+		cn.rn, cn.rerr = recvNow(fd, cn.rp)
+		if cn.rerr != unix.EAGAIN || !time.Now().Before(cn.spinUntil) {
+			return
+		}
+	}
+}
+
+// recvNow is a non-blocking recv that asks for no address.
+func recvNow(fd uintptr, p []byte) (int, error) {
+	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// writeFrame writes a request: head (length word, header and the body's
+// first part) and then tail. Small tails are copied behind head so that
+// the request goes out in one write. It runs under wmu.
+func (cn *conn) writeFrame(head, tail []byte) error {
+	if len(tail) <= inlinePage {
+		head = append(head, tail...)
+		tail = nil
+	}
+	cn.wbuf = head[:0]
+	if len(tail) == 0 {
+		_, err := cn.nc.Write(head)
+		return err
+	}
+	bufs := net.Buffers{head, tail}
+	_, err := bufs.WriteTo(cn.nc)
+	return err
+}
+
+// call sends a request whose body is parts and returns the response body.
+func (cn *conn) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, error) {
+	var out []byte
+	err := cn.roundTrip(ctx, func(id uint64) error {
+		n := 0
+		for _, p := range parts {
+			n += len(p)
+		}
+		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: op, ID: id}, n)
+		for _, p := range parts[:max(len(parts)-1, 0)] {
+			head = append(head, p...)
+		}
+		var tail []byte
+		if len(parts) > 0 {
+			tail = parts[len(parts)-1]
+		}
+		return cn.writeFrame(head, tail)
+	}, func(_ Header, body []byte, owned bool) error {
+		if !owned {
+			body = append([]byte(nil), body...)
+		}
+		out = body
+		return nil
+	})
+	return out, err
 }
 
 func (c *Client) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, error) {
@@ -225,8 +557,7 @@ func (c *Client) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	_, body, err := cn.roundTrip(ctx, op, parts...)
-	return body, err
+	return cn.call(ctx, op, parts...)
 }
 
 // Hello returns what the daemon announced when the connection opened.
@@ -245,24 +576,45 @@ func (c *Client) Put(ctx context.Context, pool string, keys []uint64, pages []by
 	if len(keys) == 0 || len(pages)%len(keys) != 0 {
 		return nil, fmt.Errorf("put: %d bytes do not split into %d pages", len(pages), len(keys))
 	}
-	head := appendStr(nil, pool)
-	head = binary.LittleEndian.AppendUint32(head, uint32(len(pages)/len(keys)))
-	head = appendKeys(head, keys)
-	body, err := c.call(ctx, OpPut, head, pages)
+	cn, err := c.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeCodes(body, len(keys))
+	var codes []Code
+	err = cn.roundTrip(ctx, func(id uint64) error {
+		n := PutBodySize(pool, len(keys), len(pages)/len(keys))
+		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: OpPut, ID: id}, n)
+		head = appendStr(head, pool)
+		head = binary.LittleEndian.AppendUint32(head, uint32(len(pages)/len(keys)))
+		head = appendKeys(head, keys)
+		return cn.writeFrame(head, pages)
+	}, func(_ Header, body []byte, _ bool) (err error) {
+		codes, err = DecodeCodes(body, len(keys))
+		return err
+	})
+	return codes, err
 }
 
 // Get returns the pages stored under keys, back to back; a page whose code
 // is not OK is left zero.
 func (c *Client) Get(ctx context.Context, pool string, keys []uint64) ([]byte, []Code, error) {
-	body, err := c.call(ctx, OpGet, AppendKeys(nil, OpGet, &KeysRequest{Pool: pool, Keys: keys}))
+	cn, err := c.conn(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	_, pages, codes, err := DecodeGet(body, len(keys))
+	var pages []byte
+	var codes []Code
+	err = cn.roundTrip(ctx, func(id uint64) error {
+		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: OpGet, ID: id}, 2+len(pool)+4+8*len(keys))
+		head = AppendKeys(head, OpGet, &KeysRequest{Pool: pool, Keys: keys})
+		return cn.writeFrame(head, nil)
+	}, func(_ Header, body []byte, owned bool) (err error) {
+		_, pages, codes, err = DecodeGet(body, len(keys))
+		if err == nil && !owned && len(pages) > 0 && len(pages) <= len(body) && &pages[0] == &body[len(body)-len(pages)] {
+			pages = append([]byte(nil), pages...)
+		}
+		return err
+	})
 	return pages, codes, err
 }
 

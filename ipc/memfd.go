@@ -2,8 +2,8 @@ package ipc
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-	"net"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -74,26 +74,21 @@ func (c *Client) bufferOp(ctx context.Context, op Op, pool string, keys []uint64
 	if err != nil {
 		return nil, err
 	}
-	body := AppendPutFD(nil, &PutFDRequest{Pool: pool, PageSize: uint32(pageSize), Keys: keys, Offset: uint64(off)})
-	_, out, err := cn.roundTripFD(ctx, op, body, int(buf.f.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	return DecodeCodes(out, len(keys))
-}
-
-// roundTripFD sends one request with fd attached to its first byte.
-func (cn *conn) roundTripFD(ctx context.Context, op Op, body []byte, fd int) (Header, []byte, error) {
-	uc, ok := cn.nc.(*net.UnixConn)
-	if !ok {
-		return Header{}, nil, fmt.Errorf("passing a memfd needs a Unix socket")
-	}
-	return cn.send(ctx, op, func(id uint64) error {
-		frame := Frame(Header{Version: Version, Op: op, ID: id}, body)
-		n, _, err := uc.WriteMsgUnix(frame, unix.UnixRights(fd), nil)
-		if err == nil && n != len(frame) {
-			err = fmt.Errorf("short write %d of %d", n, len(frame))
+	var codes []Code
+	err = cn.roundTrip(ctx, func(id uint64) error {
+		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: op, ID: id}, 0)
+		head = AppendPutFD(head, &PutFDRequest{Pool: pool, PageSize: uint32(pageSize), Keys: keys, Offset: uint64(off)})
+		binary.LittleEndian.PutUint32(head, uint32(len(head)-4))
+		cn.wbuf = head[:0]
+		// One sendmsg, the descriptor on the frame's first byte.
+		n, _, err := cn.nc.WriteMsgUnix(head, unix.UnixRights(int(buf.f.Fd())), nil)
+		if err == nil && n != len(head) {
+			err = fmt.Errorf("short write %d of %d", n, len(head))
 		}
 		return err
+	}, func(_ Header, body []byte, _ bool) (err error) {
+		codes, err = DecodeCodes(body, len(keys))
+		return err
 	})
+	return codes, err
 }
