@@ -84,3 +84,64 @@ func TestPutFromMemfd(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A memfd the daemon keeps mapped between requests: pages written into it
+// later are seen, a file that grew is mapped again, and a descriptor that
+// comes right behind a request without one is matched to its own frame.
+func TestMemfdKeptMapped(t *testing.T) {
+	d := start(t)
+	c := d.client()
+	const ps = 4096
+	fd, err := unix.MemfdCreate("grows", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "grows")
+	defer f.Close()
+	unix.Ftruncate(fd, 4*ps)
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
+		t.Fatal(err)
+	}
+	pages := corpus.Pages(corpus.Text, 8, ps, 9)
+	r := dialRaw(t, d)
+	putFD := func(id uint64, key uint64, page int) {
+		t.Helper()
+		unix.Pwrite(fd, pages[page*ps:(page+1)*ps], int64(page*ps))
+		body := ipc.AppendPutFD(nil, &ipc.PutFDRequest{Pool: "kept", PageSize: ps, Keys: []uint64{key}, Offset: uint64(page * ps)})
+		if _, _, err := r.c.(*net.UnixConn).WriteMsgUnix(req(ipc.OpPutFD, id, body), unix.UnixRights(fd), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putFD(1, 0, 0)
+	r.expect(1, ipc.OK)
+	putFD(2, 1, 1) // the same file again: its mapping is reused
+	r.expect(2, ipc.OK)
+	unix.Ftruncate(fd, 8*ps)
+	putFD(3, 7, 7) // past the old end: mapped again
+	r.expect(3, ipc.OK)
+	// A PUT without a descriptor, then a PUT_FD, then STATS, back to back:
+	// the daemon may well receive them in one call.
+	r.send(req(ipc.OpPut, 4, putBody("kept", ps, []uint64{2}, pages[2*ps:3*ps])))
+	putFD(5, 3, 3)
+	r.send(req(ipc.OpStats, 6, ipc.EncodeString("")))
+	r.expect(4, ipc.OK)
+	r.expect(5, ipc.OK)
+	r.expect(6, ipc.OK)
+	got, codes, err := c.Get(ctx(t), "kept", []uint64{0, 1, 7, 2, 3})
+	if err != nil || ipc.PageError([]uint64{0, 1, 7, 2, 3}, codes) != nil {
+		t.Fatalf("get: %v %v", err, codes)
+	}
+	for i, page := range []int{0, 1, 7, 2, 3} {
+		if !bytes.Equal(got[i*ps:(i+1)*ps], pages[page*ps:(page+1)*ps]) {
+			t.Fatalf("page %d came back wrong", page)
+		}
+	}
+	// Past the end of the grown file: refused, the connection goes on.
+	body := ipc.AppendPutFD(nil, &ipc.PutFDRequest{Pool: "kept", PageSize: ps, Keys: []uint64{9}, Offset: 8 * ps})
+	if _, _, err := r.c.(*net.UnixConn).WriteMsgUnix(req(ipc.OpPutFD, 7, body), unix.UnixRights(fd), nil); err != nil {
+		t.Fatal(err)
+	}
+	r.expect(7, ipc.CodeMalformed)
+	r.send(req(ipc.OpStats, 8, ipc.EncodeString("")))
+	r.expect(8, ipc.OK)
+}
