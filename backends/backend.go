@@ -98,6 +98,10 @@ type Compressed struct {
 	Off   []uint32 // offset in Data (lz4/zstd)
 	Size  []uint32 // stored size: 0 zero, 8 same, n lz4/zstd, PageSize raw
 	Data  []byte
+	// Sum is the CRC-32C (Castagnoli) of each page's stored bytes (see
+	// Bytes; 0 for zero pages), for backends that compute it on the way;
+	// empty otherwise, and the store computes it.
+	Sum []uint32
 }
 
 // Reset sizes the per-page slices for n pages, keeping their capacity.
@@ -107,6 +111,7 @@ func (c *Compressed) Reset(n int) {
 	c.Off = resize(c.Off, n)
 	c.Size = resize(c.Size, n)
 	c.Data = c.Data[:0]
+	c.Sum = c.Sum[:0]
 }
 
 // Bytes returns the stored bytes of page i (nil for zero, the 8-byte word

@@ -516,3 +516,58 @@ s4d_lz4(u64 n, u8 *cls, const u32 *pos, u64 din, u64 page_size, u64 dout, u64 st
         psize[page] = ok ? di : 0;
     }
 }
+
+// s4d_crc: one thread per page, the CRC-32C (Castagnoli, reflected) of
+// what the store keeps for it, which it checks on every read: the fill word
+// of a same-filled page, the page itself when raw, the compressed bytes
+// otherwise. Computed here, the host does not read those bytes again.
+extern "C" __global__ void s4d_crc(u64 n, const u8 *cls, const u64 *fill, const u32 *pos, const u32 *psize,
+                                   u64 din, u64 page_size, u64 dout, u64 stride, u32 *sums)
+{
+    __shared__ u32 tab[256];
+    for (u32 i = threadIdx.x; i < 256; i += blockDim.x) {
+        u32 c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+        tab[i] = c;
+    }
+    __syncthreads();
+    u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    u32 crc = 0xffffffffu, len;
+    const u32 *w;
+    switch (cls[i]) {
+    case CLASS_ZERO:
+        sums[i] = 0;
+        return;
+    case CLASS_SAME: {
+        u64 v = fill[i];
+        for (int k = 0; k < 8; k++, v >>= 8)
+            crc = tab[(crc ^ (u32)v) & 0xff] ^ (crc >> 8);
+        sums[i] = ~crc;
+        return;
+    }
+    case CLASS_RAW:
+        w = (const u32 *)(din + i * page_size);
+        len = (u32)page_size;
+        break;
+    default:
+        w = (const u32 *)(dout + (u64)pos[i] * stride);
+        len = psize[i];
+    }
+    for (u32 j = 0; j < len / 4; j++) {
+        crc ^= w[j];
+        crc = tab[crc & 0xff] ^ (crc >> 8);
+        crc = tab[crc & 0xff] ^ (crc >> 8);
+        crc = tab[crc & 0xff] ^ (crc >> 8);
+        crc = tab[crc & 0xff] ^ (crc >> 8);
+    }
+    u32 tail = len & 3;
+    if (tail) {
+        u32 v = w[len / 4];
+        for (u32 k = 0; k < tail; k++, v >>= 8)
+            crc = tab[(crc ^ v) & 0xff] ^ (crc >> 8);
+    }
+    sums[i] = ~crc;
+}

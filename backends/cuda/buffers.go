@@ -16,8 +16,8 @@ type layout struct {
 	// Our kernels' arrays.
 	need, pos int
 	// What comes back to the host after compression, contiguous.
-	meta, err, fill, offs, psize, cls int
-	total                             int
+	meta, err, fill, offs, psize, sums, cls int
+	total                                   int
 }
 
 func newLayout(p int) layout {
@@ -32,7 +32,7 @@ func newLayout(p int) layout {
 	l.outSize, l.status = next(8*p), next(4*p)
 	l.need, l.pos = next(4*p), next(4*(p+1))
 	l.meta = at
-	l.err, l.fill, l.offs, l.psize, l.cls = next(8), next(8*p), next(4*(p+1)), next(4*p), next(p)
+	l.err, l.fill, l.offs, l.psize, l.sums, l.cls = next(8), next(8*p), next(4*(p+1)), next(4*p), next(4*p), next(p)
 	l.total = at
 	return l
 }

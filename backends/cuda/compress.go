@@ -35,6 +35,10 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		return err
 	}
 	defer release()
+	if cap(out.Sum) < n {
+		out.Sum = make([]uint32, n)
+	}
+	out.Sum = out.Sum[:n]
 	if err := b.compress(ctx, c, in, out); err != nil {
 		// Nothing in out is valid: the caller redoes the batch elsewhere.
 		out.Reset(n)
@@ -230,6 +234,7 @@ func (b *Backend) submitCompress(c *config, s *slot, src []byte, codec backends.
 			return d.Launch(b.fGather, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.pos),
 				a(l.psize), a(l.offs), s.dout, uint64(c.stride), s.dpacked)
 		},
+		func() error { return b.launchCRC(c, s, cnt) },
 		func() error { return d.DtoH(s.harr[l.meta:l.total], a(l.meta), s.s) },
 	}
 	for _, step := range steps {
@@ -275,6 +280,7 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 			return d.Launch(b.fGather, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.pos),
 				a(l.psize), a(l.offs), s.dout, uint64(c.stride), s.hpackedDev)
 		},
+		func() error { return b.launchCRC(c, s, cnt) },
 		func() error { return d.DtoH(s.harr[l.meta:l.total], a(l.meta), s.s) },
 	}
 	s.packedOnHost = true
@@ -284,6 +290,14 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 		}
 	}
 	return nil
+}
+
+// launchCRC queues s4d_crc: each page's checksum, for the store.
+func (b *Backend) launchCRC(c *config, s *slot, cnt int) error {
+	l := c.lay
+	a := func(off int) uint64 { return s.darr + uint64(off) }
+	return b.drv.Launch(b.fCRC, grid(cnt, blockThreads), blockThreads, s.s, uint64(cnt), a(l.cls), a(l.fill),
+		a(l.pos), a(l.psize), s.din, uint64(c.pageSize), s.dout, uint64(c.stride), a(l.sums))
 }
 
 // finishCompress waits for a slot, checks nvCOMP's statuses, downloads
@@ -327,6 +341,7 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 	out.Data = out.Data[:base+total]
 	parallelCopy(out.Data[base:], s.hpacked[:total])
 	fill, psize, cls := u64s(h, l.fill, cnt), u32s(h, l.psize, cnt), h[l.cls:l.cls+cnt]
+	copy(out.Sum[lo:lo+cnt], u32s(h, l.sums, cnt))
 	ps := uint32(c.pageSize)
 	for k := range cnt {
 		i := lo + k

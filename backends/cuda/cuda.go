@@ -88,7 +88,7 @@ type Backend struct {
 	ctx                                                  cuContext
 	mod                                                  cuModule
 	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
-	fLZ4                                                 cuFunc
+	fLZ4, fCRC                                           cuFunc
 	limit                                                int64
 	slotBytes                                            int     // bytes of pages per slot
 	cfg                                                  *config // buffers for the current page size
@@ -356,7 +356,7 @@ func (b *Backend) loadKernels() error {
 		name string
 	}{{&b.fClassify, "s4d_classify"}, {&b.fScan, "s4d_scan"}, {&b.fBuild, "s4d_build"},
 		{&b.fFinalize, "s4d_finalize"}, {&b.fFixup, "s4d_fixup"}, {&b.fGather, "s4d_gather"},
-		{&b.fLZ4, "s4d_lz4"}} {
+		{&b.fLZ4, "s4d_lz4"}, {&b.fCRC, "s4d_crc"}} {
 		if *f.p, err = b.drv.Function(b.mod, f.name); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package cuda_test
 import (
 	"bytes"
 	"context"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,6 +135,18 @@ func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec bac
 	var out backends.Compressed
 	if err := b.Compress(context.Background(), in, &out); err != nil {
 		t.Fatalf("%v: compress: %v", codec, err)
+	}
+	if len(out.Sum) != in.Len() {
+		t.Fatalf("%v: %d checksums for %d pages", codec, len(out.Sum), in.Len())
+	}
+	for i := range in.Len() {
+		var want uint32
+		if out.Class[i] != backends.ClassZero {
+			want = crc32.Checksum(out.Bytes(i, in), crc32.MakeTable(crc32.Castagnoli))
+		}
+		if out.Sum[i] != want {
+			t.Fatalf("%v page %d (%v): checksum %08x, want %08x", codec, i, out.Class[i], out.Sum[i], want)
+		}
 	}
 	counts := map[backends.Class]int{}
 	got := make([]byte, ps)
