@@ -96,6 +96,10 @@ func (d *Dispatcher) runGroup(group []*waiter, n int) {
 			o.Fill = append(o.Fill[:0], all.Fill[at:at+k]...)
 			o.Size = append(o.Size[:0], all.Size[at:at+k]...)
 			o.Off = append(o.Off[:0], all.Off[at:at+k]...)
+			o.Sum = o.Sum[:0]
+			if len(all.Sum) == len(all.Class) {
+				o.Sum = append(o.Sum, all.Sum[at:at+k]...)
+			}
 			o.Data = o.Data[:0]
 			for j := range k {
 				if c := o.Class[j]; c == backends.ClassLZ4 || c == backends.ClassZstd {

@@ -473,3 +473,43 @@ func TestArenaKeepsEmptiedSlabs(t *testing.T) {
 		t.Fatalf("%d bytes kept after two sweeps", a.keptBytes())
 	}
 }
+
+// Checksums a backend computed are kept as given (and checked on reads);
+// a Sum of the wrong length is ignored and the store computes its own.
+func TestBackendChecksums(t *testing.T) {
+	const ps = 4096
+	s := New(ps, 0)
+	pages := corpus.Pages(corpus.Mixed, 8, ps, 2)
+	b, c := fill(t, pages, ps)
+	keys := keysFrom(0, 8)
+	res := make([]Result, 8)
+	c.Sum = make([]uint32, 7) // wrong length: ignored
+	if err := s.Put(1, "p", keys, b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	if got, r := getAll(t, s, 1, "p", keys); !bytes.Equal(got, pages) || r[7] != OK {
+		t.Fatalf("with a short Sum: %v", r)
+	}
+	c.Sum = make([]uint32, 8)
+	checksums(b, c, c.Sum, 0, 8)
+	bad := -1
+	for i := range c.Class {
+		if c.Class[i] != backends.ClassZero && bad < 0 {
+			bad = i
+			c.Sum[i] ^= 1 // a backend's wrong checksum shows on the first read
+		}
+	}
+	if err := s.Put(1, "q", keys, b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	_, r := getAll(t, s, 1, "q", keys)
+	for i := range r {
+		if want := OK; i == bad {
+			if r[i] != Corrupt {
+				t.Fatalf("page %d stored with a wrong checksum: %v", i, r[i])
+			}
+		} else if r[i] != want {
+			t.Fatalf("page %d: %v", i, r[i])
+		}
+	}
+}

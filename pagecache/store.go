@@ -175,10 +175,13 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // replaces its key whole or, when the memory limit refuses it, leaves the
 // key as it was and is reported NoSpace. res must have len(keys) entries.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
-	// Checksums are computed before taking the lock: they are the costly part.
+	// Checksums are computed before taking the lock: they are the costly
+	// part. A backend may have computed them already (on the GPU).
 	var small [64]uint32
 	var sums []uint32
-	if len(keys) <= len(small) {
+	if len(c.Sum) == len(keys) {
+		sums = c.Sum
+	} else if len(keys) <= len(small) {
 		sums = small[:len(keys)]
 		checksums(b, c, sums, 0, len(keys))
 	} else {

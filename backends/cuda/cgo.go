@@ -337,8 +337,17 @@ func (d *driver) HostFree(b []byte) {
 
 // HostRegister page-locks memory the caller allocated (a mapping of a
 // client's memfd), so the copy engines reach it as they reach HostAlloc's.
+// Memory mapped read-only (a client's pages to compress) is registered as
+// such (CU_MEMHOSTREGISTER_READ_ONLY): locking it for writing would fail.
 func (d *driver) HostRegister(b []byte) error {
-	return d.check(C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), 0), "cuMemHostRegister")
+	err := d.check(C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), 0), "cuMemHostRegister")
+	if err != nil {
+		const readOnly = 0x08
+		if C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), readOnly) == 0 {
+			return nil
+		}
+	}
+	return err
 }
 
 func (d *driver) HostUnregister(b []byte) error {

@@ -14,15 +14,19 @@ mkdir -p "$OUT" /tmp/nvc
 nvidia-smi -L
 python3 -m zipfile -e "$CARRY"/nvidia_libnvcomp_*.whl /tmp/nvc && chmod +x /tmp/nvc/nvidia/libnvcomp/lib64/*.so*
 export S4D_NVCOMP_LIB=/tmp/nvc/nvidia/libnvcomp/lib64/libnvcomp.so.6
-python3 -c '
+# PY: a process already running to snapshot; else one is started.
+if [ -z "${PY:-}" ]; then
+	python3 -c '
 import torch, time, json
 w = [torch.nn.Linear(1024, 1024) for _ in range(16)]
 x = torch.randn(4096, 1024)
 d = {str(i): [i, str(i) * 3, {"k": i}] for i in range(400000)}
 s = json.dumps(d)[:50_000_000]
 print("ready", flush=True); time.sleep(600)' >"$OUT/py.log" 2>&1 &
-PY=$!
-for _ in $(seq 60); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
+	PY=$!
+	OWNPY=1
+	for _ in $(seq 60); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
+fi
 SOCK=/tmp/s4d-e2e.sock
 "$CARRY"/s4d daemon --socket $SOCK --backend "$BACKEND" --log-level info >"$OUT/daemon.log" 2>&1 &
 D=$!
@@ -33,6 +37,7 @@ for mode in ${MODES:---memfd}; do
 	"$CARRY"/s4d bench --socket $SOCK --from-pid $PY --max-bytes 256M --clients $CLIENTS --batch $BATCH --repeat ${REPEAT:-2} $mode 2>&1 | tee -a "$OUT/bench.log"
 done
 "$CARRY"/s4d ctl --socket $SOCK stats | sed -n '/^BACKEND/,/^$/p'
-kill $D $PY
+kill $D
+[ -n "${OWNPY:-}" ] && kill $PY
 wait $D
 tail -5 "$OUT/daemon.log"

@@ -130,6 +130,28 @@ func TestPinnedMapping(t *testing.T) {
 	unpin()
 	// Unpinned, the same memory is staged as any other.
 	roundTrip(t, b, in, 4096, backends.CodecLZ4)
+
+	// A memfd mapped read-only, as the daemon maps a client's pages to
+	// compress, is registered read-only.
+	fd, err := unix.MemfdCreate("pages", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, pages); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := unix.Mmap(fd, 0, len(pages), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(ro)
+	unpin, err = b.Pin(ro)
+	if err != nil {
+		t.Fatalf("pinning a read-only mapping: %v", err)
+	}
+	defer unpin()
+	roundTrip(t, b, ro, 4096, backends.CodecLZ4)
 }
 
 // Batches from several callers share the slot ring; each gets its own
