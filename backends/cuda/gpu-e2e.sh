@@ -28,7 +28,7 @@ print("ready", flush=True); time.sleep(600)' >"$OUT/py.log" 2>&1 &
 	for _ in $(seq 60); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
 fi
 SOCK=/tmp/s4d-e2e.sock
-"$CARRY"/s4d daemon --socket $SOCK --backend "$BACKEND" --log-level info >"$OUT/daemon.log" 2>&1 &
+"$CARRY"/s4d daemon --socket $SOCK --backend "$BACKEND" --log-level info ${DAEMON_ARGS:-} >"$OUT/daemon.log" 2>&1 &
 D=$!
 for _ in $(seq 120); do [ -S $SOCK ] && "$CARRY"/s4d ctl --socket $SOCK stats >/dev/null 2>&1 && break; sleep 0.5; done
 "$CARRY"/s4d ctl --socket $SOCK stats | sed -n '/^BACKEND/,/^$/p'
