@@ -6,6 +6,8 @@ import "sort"
 // the free slots of fuller ones, then releases the emptied slabs. It holds
 // the store's write lock throughout, so it is meant to be run on demand.
 func (s *Store) Compact() (moved, freed uint64) {
+	s.gate.Lock()
+	defer s.gate.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.arena

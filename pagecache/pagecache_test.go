@@ -8,7 +8,10 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
@@ -512,4 +515,100 @@ func TestBackendChecksums(t *testing.T) {
 			t.Fatalf("page %d: %v", i, r[i])
 		}
 	}
+}
+
+// Batches filling their slots outside the lock, compaction and readers at
+// once: every key ends up holding one whole version that was put, and the
+// totals match what is held.
+func TestConcurrentPutCompactGet(t *testing.T) {
+	const ps, n = 4096, 300
+	s := New(ps, 0)
+	versions := make([][]byte, 4)
+	batches := make([]*backends.Batch, 4)
+	comps := make([]*backends.Compressed, 4)
+	for v := range versions {
+		versions[v] = corpus.Pages(corpus.Mixed, n, ps, uint64(v+10))
+		batches[v], comps[v] = fill(t, versions[v], ps)
+	}
+	keys := keysFrom(0, n)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]Result, n)
+			for it := range 20 {
+				v := (g + it) % 4
+				if err := s.Put(1, "p", keys, batches[v], comps[v], 0, res); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				s.Compact()
+				res := make([]Result, n)
+				s.Get(1, "p", keys, nil, nil, res)
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	got, res := getAll(t, s, 1, "p", keys)
+	for i := range keys {
+		if res[i] != OK {
+			t.Fatalf("key %d: %v", i, res[i])
+		}
+		page := got[i*ps : (i+1)*ps]
+		ok := false
+		for _, v := range versions {
+			ok = ok || bytes.Equal(page, v[i*ps:(i+1)*ps])
+		}
+		if !ok {
+			t.Fatalf("key %d holds no version that was put", i)
+		}
+	}
+	if st := s.Stats(); st.Pages != n {
+		t.Fatalf("%d pages counted, %d keys", st.Pages, n)
+	}
+}
+
+// BenchmarkPutParallel stores 4096-page batches from four goroutines into
+// one pool, as four connections do: the throughput of Put itself.
+func BenchmarkPutParallel(b *testing.B) {
+	const ps, n = 4096, 4096
+	pages := corpus.Pages(corpus.Mixed, n, ps, 1)
+	batch, comp := fill(b, pages, ps)
+	comp.Sum = make([]uint32, n)
+	checksums(batch, comp, comp.Sum, 0, n) // as a GPU backend hands them over
+	s := New(ps, 0)
+	var next atomic.Int64
+	b.SetBytes(int64(len(pages)))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]Result, n)
+			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+				// Four key ranges, replaced over and over.
+				if err := s.Put(1, "p", keysFrom(uint64(i%4)*n, n), batch, comp, 0, res); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -59,6 +59,7 @@ type Store struct {
 	pageSize int
 
 	mu        sync.RWMutex
+	gate      sync.RWMutex // Puts filling reserved slots hold it for reading; Compact for writing
 	arena     *arena
 	pools     map[string]*pool
 	backends  []string // entry backend number -> name
@@ -174,37 +175,49 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // Put stores a compressed batch under keys, page by page: each page either
 // replaces its key whole or, when the memory limit refuses it, leaves the
 // key as it was and is reported NoSpace. res must have len(keys) entries.
+//
+// The lock is held only to reserve arena slots and, after the bytes are
+// copied into them without it, to publish the new entries: concurrent
+// batches copy in parallel, and readers never see a slot being filled.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
+	n := len(keys)
 	// Checksums are computed before taking the lock: they are the costly
 	// part. A backend may have computed them already (on the GPU).
 	var small [64]uint32
 	var sums []uint32
-	if len(c.Sum) == len(keys) {
+	if len(c.Sum) == n {
 		sums = c.Sum
-	} else if len(keys) <= len(small) {
-		sums = small[:len(keys)]
-		checksums(b, c, sums, 0, len(keys))
+	} else if n <= len(small) {
+		sums = small[:n]
+		checksums(b, c, sums, 0, n)
 	} else {
-		all := make([]uint32, len(keys))
-		inParallel(len(keys), func(lo, hi int) { checksums(b, c, all, lo, hi) })
+		all := make([]uint32, n)
+		inParallel(n, func(lo, hi int) { checksums(b, c, all, lo, hi) })
 		sums = all
 	}
+	sc := putScratchPool.Get().(*putScratch)
+	defer sc.done()
+	sc.size(n)
+	// Compaction moves objects: it waits until no slot is being filled.
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	p, err := s.lookup(uid, name)
 	if err == ErrNoPool {
 		if s.limits.PoolsPerUser > 0 && s.user(uid).pools >= s.limits.PoolsPerUser {
+			s.mu.Unlock()
 			return ErrPoolLimit
 		}
 		p = &pool{name: name, uid: uid}
 		s.pools[name] = p
 		s.user(uid).pools++
 	} else if err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	owner := s.user(p.uid)
 	for i, key := range keys {
-		class := c.Class[i]
 		size := int(c.Size[i])
 		if q := s.limits.BytesPerUser; q > 0 && owner.bytes+uint64(size) > q {
 			// The page it would replace counts as freed.
@@ -213,26 +226,67 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 				continue
 			}
 		}
-		var h handle
-		if class != backends.ClassZero {
-			var buf []byte
-			h, buf, err = s.arena.alloc(checksumSize + size)
-			if err != nil {
+		if c.Class[i] != backends.ClassZero {
+			if sc.h[i], sc.buf[i], err = s.arena.alloc(checksumSize + size); err != nil {
 				res[i] = NoSpace
 				continue
 			}
-			binary.LittleEndian.PutUint32(buf, sums[i])
-			copy(buf[checksumSize:], c.Bytes(i, b))
 		}
-		e := makeEntry(h, size, class, backend)
-		if old, ok := p.ix.set(key, e); ok {
-			s.forget(p, old)
-		}
-		s.account(p, e, +1)
+		// Counted from now, so limits and quotas see it.
+		s.account(p, makeEntry(sc.h[i], size, c.Class[i], backend), +1)
 		res[i] = OK
 	}
 	s.memMax = max(s.memMax, s.arena.used)
+	s.mu.Unlock()
+
+	fill := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if buf := sc.buf[i]; res[i] == OK && buf != nil {
+				binary.LittleEndian.PutUint32(buf, sums[i])
+				copy(buf[checksumSize:], c.Bytes(i, b))
+			}
+		}
+	}
+	if n > 1024 {
+		inParallel(n, fill)
+	} else {
+		fill(0, n)
+	}
+
+	s.mu.Lock()
+	for i, key := range keys {
+		if res[i] != OK {
+			continue
+		}
+		if old, ok := p.ix.set(key, makeEntry(sc.h[i], int(c.Size[i]), c.Class[i], backend)); ok {
+			s.forget(p, old)
+		}
+	}
+	s.mu.Unlock()
 	return nil
+}
+
+// putScratch holds a Put's reserved slots between its two locked steps.
+type putScratch struct {
+	h   []handle
+	buf [][]byte
+}
+
+var putScratchPool = sync.Pool{New: func() any { return new(putScratch) }}
+
+func (sc *putScratch) size(n int) {
+	if cap(sc.h) < n {
+		sc.h, sc.buf = make([]handle, n), make([][]byte, n)
+	}
+	sc.h, sc.buf = sc.h[:n], sc.buf[:n]
+	clear(sc.h)
+	clear(sc.buf)
+}
+
+// done returns the scratch, holding no arena memory.
+func (sc *putScratch) done() {
+	clear(sc.buf)
+	putScratchPool.Put(sc)
 }
 
 // checksums fills sums[lo:hi] with the checksums of those pages' stored bytes.
