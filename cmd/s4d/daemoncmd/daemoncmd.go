@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"syscall"
 
@@ -45,6 +46,7 @@ var Command = &cli.Command{
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"S4D_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		// For profiling the request path; written when the daemon stops.
 		&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile to this file"},
+		&cli.StringFlag{Name: "trace", Hidden: true, Usage: "write an execution trace (go tool trace) to this file"},
 	},
 	Action: run,
 }
@@ -73,6 +75,17 @@ func run(cx *cli.Context) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f := cx.String("trace"); f != "" {
+		out, err := os.Create(f)
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		if err := trace.Start(out); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
