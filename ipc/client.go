@@ -7,13 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,13 +71,13 @@ type Client struct {
 // the reading on. A lone request is thus answered without any hand-off
 // between goroutines.
 type conn struct {
-	nc    *net.UnixConn
-	raw   syscall.RawConn
+	sock  *Socket
 	hello *Hello
 	poll  time.Duration
 
-	wmu  sync.Mutex
-	wbuf []byte // a request's header and head, built under wmu
+	wmu    sync.Mutex
+	wbuf   []byte // a request's header and head, built under wmu
+	closed bool   // the socket is closed: no more writes (under wmu)
 
 	mu      sync.Mutex
 	pending map[uint64]*call
@@ -92,18 +91,13 @@ type conn struct {
 	big        []byte // a body too large for rbuf, being received
 	bigGot     int
 	bigHdr     Header
-	rp         []byte
-	rn         int
-	rerr       error
-	spinUntil  time.Time
-	readFn     func(uintptr) bool
-	spinFn     func(uintptr)
-	// Polling pays only while answers come within the window: after a
-	// poll that found nothing, the next 1, 2, 4, ... up to 256 lone
-	// requests sleep straight away.
-	spinArmed     bool
-	skip, backoff int
-	lastDone      atomic.Int64 // unix ns of the last response read
+	// Polling pays only for small requests, and only while answers come
+	// within the window: when more than half of the last 16 polls found
+	// nothing, lone requests sleep straight away, but for every 16th.
+	spinArmed bool
+	misses    uint16       // the last 16 polls, newest in bit 0: 1 = found nothing
+	idle      int          // lone quick requests since the last poll
+	lastDone  atomic.Int64 // unix ns of the last response read
 }
 
 // call is one request waiting for its response.
@@ -122,6 +116,7 @@ var calls = sync.Pool{New: func() any { return &call{ch: make(chan result, 1)} }
 const (
 	clientRbuf = 64 << 10 // responses up to this size are read in place
 	inlinePage = 16 << 10 // pages up to this size are copied into the request's one write
+	quickPages = 8        // requests of up to this many pages may poll for their answer
 )
 
 func (c *Client) socket() string {
@@ -140,7 +135,8 @@ func (c *Client) Close() error {
 	if cn == nil {
 		return nil
 	}
-	return cn.nc.Close()
+	cn.fail(errors.New("closed"))
+	return nil
 }
 
 func (c *Client) conn(ctx context.Context) (*conn, error) {
@@ -150,7 +146,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		if c.cn.usable() {
 			return c.cn, nil
 		}
-		c.cn.nc.Close()
+		c.cn.fail(errors.New("closed by the daemon"))
 		c.cn = nil
 	}
 	var d net.Dialer
@@ -165,7 +161,6 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	}
 	cn, err := newConn(uc, c.PollWait)
 	if err != nil {
-		nc.Close()
 		return nil, err
 	}
 	name := c.Name
@@ -177,7 +172,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		cn.hello, err = DecodeHello(body)
 	}
 	if err != nil {
-		nc.Close()
+		cn.fail(err)
 		return nil, fmt.Errorf("hello: %w", err)
 	}
 	c.cn = cn
@@ -185,17 +180,16 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 }
 
 func newConn(nc *net.UnixConn, poll time.Duration) (*conn, error) {
-	raw, err := nc.SyscallConn()
+	sock, err := NewSocket(nc, -1)
 	if err != nil {
+		nc.Close()
 		return nil, err
 	}
 	if poll == 0 {
 		poll = DefaultPollWait
 	}
-	cn := &conn{nc: nc, raw: raw, poll: poll, pending: map[uint64]*call{},
-		rtok: make(chan struct{}, 1), rbuf: make([]byte, clientRbuf)}
-	cn.readFn, cn.spinFn = cn.readOnce, cn.spinRecv
-	return cn, nil
+	return &conn{sock: sock, poll: poll, pending: map[uint64]*call{},
+		rtok: make(chan struct{}, 1), rbuf: make([]byte, clientRbuf)}, nil
 }
 
 // usable says whether the connection can take a request. With no reader
@@ -212,11 +206,7 @@ func (cn *conn) usable() bool {
 		return true
 	}
 	var b [1]byte
-	n := 1
-	var perr error
-	cn.raw.Control(func(fd uintptr) {
-		n, _, perr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	})
+	n, _, perr := unix.Recvfrom(cn.sock.Fd(), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 	if n == 0 && perr == nil {
 		cn.err = fmt.Errorf("%w: closed by the daemon", ErrConnLost)
 		return false
@@ -237,21 +227,38 @@ func unwrapOp(err error) error {
 func (cn *conn) fail(err error) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	if cn.err == nil {
+	first := cn.err == nil
+	if first {
 		cn.err = fmt.Errorf("%w: %v", ErrConnLost, err)
 	}
 	for id, cl := range cn.pending {
 		cl.ch <- result{err: cn.err}
 		delete(cn.pending, id)
 	}
-	cn.nc.Close()
+	if first {
+		cn.sock.Shutdown() // a goroutine reading it sees the end
+		go cn.closeWhenIdle()
+	}
+}
+
+// closeWhenIdle closes the broken connection's socket once nobody reads
+// or writes it: a descriptor closed under a call in progress could be
+// reused by another file meanwhile. It keeps the reading token, so no one
+// reads again.
+func (cn *conn) closeWhenIdle() {
+	cn.rtok <- struct{}{}
+	cn.wmu.Lock()
+	cn.closed = true
+	cn.sock.Close()
+	cn.wmu.Unlock()
 }
 
 // roundTrip sends one request with write (under the write lock; it gets
 // the request id) and waits for the response, which it hands to decode.
 // The body given to decode may lie in the connection's read buffer: it is
-// valid during the call only, unless owned.
-func (cn *conn) roundTrip(ctx context.Context, write func(id uint64) error, decode func(h Header, body []byte, owned bool) error) error {
+// valid during the call only, unless owned. quick says the daemon should
+// answer within microseconds (a few pages), so polling for it may pay.
+func (cn *conn) roundTrip(ctx context.Context, quick bool, write func(id uint64) error, decode func(h Header, body []byte, owned bool) error) error {
 	cl := calls.Get().(*call)
 	cn.mu.Lock()
 	if cn.err != nil {
@@ -292,7 +299,7 @@ func (cn *conn) roundTrip(ctx context.Context, write func(id uint64) error, deco
 				return respond(r.h, r.body, true, decode)
 			default:
 			}
-			h, body, owned, err := cn.readFor(ctx, id, cl, alone)
+			h, body, owned, err := cn.readFor(ctx, id, cl, alone && quick)
 			if err == nil {
 				err = respond(h, body, owned, decode) // before the buffer can be read into again
 			}
@@ -334,13 +341,14 @@ var errCancelled = errors.New("cancelled")
 // readFor reads responses, as the holder of rtok, until the one for id;
 // those of other requests go to their callers. It returns early when ctx
 // ends (errCancelled, with the request withdrawn) or the connection
-// breaks (the error every waiter got). A lone request may poll first.
-func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, alone bool) (Header, []byte, bool, error) {
+// breaks (the error every waiter got). A lone quick request may poll first.
+func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, poll bool) (Header, []byte, bool, error) {
 	cn.spinArmed = false
-	if alone && cn.poll > 0 {
-		if cn.skip > 0 {
-			cn.skip--
+	if poll && cn.poll > 0 {
+		if bits.OnesCount16(cn.misses) > 8 && cn.idle < 16 {
+			cn.idle++
 		} else {
+			cn.idle = 0
 			cn.spinArmed = true
 		}
 	}
@@ -351,20 +359,20 @@ func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, alone bool) (H
 		// kept for the next reader.
 		stopped = make(chan struct{})
 		stop = context.AfterFunc(ctx, func() {
-			cn.nc.SetReadDeadline(time.Unix(1, 0))
+			cn.sock.Interrupt()
 			close(stopped)
 		})
 	}
 	defer func() {
 		if stop != nil && !stop() {
 			<-stopped
-			cn.nc.SetReadDeadline(time.Time{})
+			cn.sock.Resume()
 		}
 	}()
 	for {
 		h, body, owned, err := cn.readFrame()
 		if err != nil {
-			if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			if ctx.Err() != nil && errors.Is(err, ErrInterrupted) {
 				cn.mu.Lock()
 				mine := cn.pending[id] == cl
 				delete(cn.pending, id)
@@ -458,53 +466,30 @@ func (cn *conn) fill() error {
 // recv receives into p, polling first for up to the poll window when
 // readFor armed it.
 func (cn *conn) recv(p []byte) (int, error) {
-	cn.rp, cn.rn, cn.rerr = p, 0, unix.EAGAIN
+	n, err := 0, error(unix.EAGAIN)
 	if cn.spinArmed {
 		cn.spinArmed = false
-		cn.spinUntil = time.Now().Add(cn.poll)
-		cn.raw.Control(cn.spinFn)
-		if cn.rerr != unix.EAGAIN {
-			cn.backoff = 0
-		} else {
-			cn.backoff = min(max(1, 2*cn.backoff), 256)
-			cn.skip = cn.backoff
+		n, _, err = cn.sock.Spin(p, nil, cn.poll)
+		cn.misses <<= 1
+		if err == unix.EAGAIN {
+			cn.misses |= 1
 		}
 	}
-	if cn.rerr == unix.EAGAIN {
-		if err := cn.raw.Read(cn.readFn); err != nil {
-			return 0, err
+	for err == unix.EAGAIN {
+		if n, _, err = cn.sock.Recvmsg(p, nil); err != unix.EAGAIN {
+			break
+		}
+		if werr := cn.sock.Wait(false, time.Time{}); werr != nil {
+			return 0, werr
 		}
 	}
-	if cn.rerr != nil {
-		return 0, cn.rerr
+	if err != nil {
+		return 0, err
 	}
-	if cn.rn == 0 {
+	if n == 0 {
 		return 0, io.EOF
 	}
-	return cn.rn, nil
-}
-
-func (cn *conn) readOnce(fd uintptr) bool {
-	cn.rn, cn.rerr = recvNow(fd, cn.rp)
-	return cn.rerr != unix.EAGAIN
-}
-
-func (cn *conn) spinRecv(fd uintptr) {
-	for {
-		cn.rn, cn.rerr = recvNow(fd, cn.rp)
-		if cn.rerr != unix.EAGAIN || !time.Now().Before(cn.spinUntil) {
-			return
-		}
-	}
-}
-
-// recvNow is a non-blocking recv that asks for no address.
-func recvNow(fd uintptr, p []byte) (int, error) {
-	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_DONTWAIT, 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
+	return n, nil
 }
 
 // writeFrame writes a request: head (length word, header and the body's
@@ -516,19 +501,19 @@ func (cn *conn) writeFrame(head, tail []byte) error {
 		tail = nil
 	}
 	cn.wbuf = head[:0]
-	if len(tail) == 0 {
-		_, err := cn.nc.Write(head)
-		return err
+	if cn.closed {
+		return ErrConnLost
 	}
-	bufs := net.Buffers{head, tail}
-	_, err := bufs.WriteTo(cn.nc)
-	return err
+	if len(tail) == 0 {
+		return cn.sock.SendAll(time.Time{}, nil, head)
+	}
+	return cn.sock.SendAll(time.Time{}, nil, head, tail)
 }
 
 // call sends a request whose body is parts and returns the response body.
 func (cn *conn) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, error) {
 	var out []byte
-	err := cn.roundTrip(ctx, func(id uint64) error {
+	err := cn.roundTrip(ctx, true, func(id uint64) error {
 		n := 0
 		for _, p := range parts {
 			n += len(p)
@@ -581,7 +566,7 @@ func (c *Client) Put(ctx context.Context, pool string, keys []uint64, pages []by
 		return nil, err
 	}
 	var codes []Code
-	err = cn.roundTrip(ctx, func(id uint64) error {
+	err = cn.roundTrip(ctx, len(keys) <= quickPages, func(id uint64) error {
 		n := PutBodySize(pool, len(keys), len(pages)/len(keys))
 		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: OpPut, ID: id}, n)
 		head = appendStr(head, pool)
@@ -604,7 +589,7 @@ func (c *Client) Get(ctx context.Context, pool string, keys []uint64) ([]byte, [
 	}
 	var pages []byte
 	var codes []Code
-	err = cn.roundTrip(ctx, func(id uint64) error {
+	err = cn.roundTrip(ctx, len(keys) <= quickPages, func(id uint64) error {
 		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: OpGet, ID: id}, 2+len(pool)+4+8*len(keys))
 		head = AppendKeys(head, OpGet, &KeysRequest{Pool: pool, Keys: keys})
 		return cn.writeFrame(head, nil)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,17 +76,16 @@ func (c *Client) bufferOp(ctx context.Context, op Op, pool string, keys []uint64
 		return nil, err
 	}
 	var codes []Code
-	err = cn.roundTrip(ctx, func(id uint64) error {
+	err = cn.roundTrip(ctx, len(keys) <= quickPages, func(id uint64) error {
 		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: op, ID: id}, 0)
 		head = AppendPutFD(head, &PutFDRequest{Pool: pool, PageSize: uint32(pageSize), Keys: keys, Offset: uint64(off)})
 		binary.LittleEndian.PutUint32(head, uint32(len(head)-4))
 		cn.wbuf = head[:0]
-		// One sendmsg, the descriptor on the frame's first byte.
-		n, _, err := cn.nc.WriteMsgUnix(head, unix.UnixRights(int(buf.f.Fd())), nil)
-		if err == nil && n != len(head) {
-			err = fmt.Errorf("short write %d of %d", n, len(head))
+		if cn.closed {
+			return ErrConnLost
 		}
-		return err
+		// The descriptor goes with the frame's first byte.
+		return cn.sock.SendAll(time.Time{}, []int{int(buf.f.Fd())}, head)
 	}, func(_ Header, body []byte, _ bool) (err error) {
 		codes, err = DecodeCodes(body, len(keys))
 		return err

@@ -1,0 +1,89 @@
+package ipc
+
+import (
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func socketPair(t *testing.T) (*Socket, *Socket) {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan net.Conn)
+	go func() {
+		c, _ := ln.Accept()
+		done <- c
+	}()
+	a, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-done
+	sa, err := NewSocket(a.(*net.UnixConn), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := NewSocket(b.(*net.UnixConn), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sa.Close(); sb.Close() })
+	return sa, sb
+}
+
+// recvOne waits for one byte however long it takes to come.
+func recvOne(s *Socket, deadline time.Time) error {
+	var b [1]byte
+	for {
+		_, _, err := s.Recvmsg(b[:], nil)
+		if err != unix.EAGAIN {
+			return err
+		}
+		if err := s.Wait(false, deadline); err != nil {
+			return err
+		}
+	}
+}
+
+// Bytes that come while a wait moves from poll(2) to the runtime's poller,
+// or after, are never missed.
+func TestSocketWaits(t *testing.T) {
+	a, b := socketPair(t)
+	a.hot = 300 * time.Microsecond // so that many waits reach the runtime's poller
+	for i := range 300 {
+		delay := time.Duration(i%7) * 100 * time.Microsecond
+		go func() {
+			time.Sleep(delay)
+			b.Send([]byte{byte(i)})
+		}()
+		if err := recvOne(a, time.Now().Add(5*time.Second)); err != nil {
+			t.Fatalf("byte %d (sent after %v): %v", i, delay, err)
+		}
+	}
+}
+
+func TestSocketDeadlineAndInterrupt(t *testing.T) {
+	a, _ := socketPair(t)
+	for _, hot := range []time.Duration{time.Hour, time.Microsecond} { // in poll(2), in the runtime's poller
+		a.hot = hot
+		t0 := time.Now()
+		if err := recvOne(a, t0.Add(20*time.Millisecond)); err == nil || time.Since(t0) < 20*time.Millisecond {
+			t.Fatalf("hot %v: deadline: %v after %v", hot, err, time.Since(t0))
+		}
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			a.Interrupt()
+		}()
+		if err := recvOne(a, time.Time{}); err != ErrInterrupted {
+			t.Fatalf("hot %v: interrupt: %v", hot, err)
+		}
+		a.Resume()
+	}
+}
