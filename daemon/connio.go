@@ -3,9 +3,10 @@ package daemon
 import (
 	"encoding/binary"
 	"io"
+	"math/bits"
+	"net"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -39,87 +40,47 @@ type fdTag struct {
 // sleeping (see spinner); the rest sleep until bytes arrive or the
 // deadline: the idle timeout between requests, the frame timeout within one.
 func (c *conn) recv(p []byte, start bool) (int, error) {
-	c.rp = p
-	c.rn, c.roobn, c.rerr = 0, 0, unix.EAGAIN
+	n, oobn, err := 0, 0, error(unix.EAGAIN)
 	if start && c.spin.begin(c.d) {
-		t0 := time.Now()
-		c.spinUntil = t0.Add(c.d.cfg.PollWait)
-		c.raw.Control(c.spinFn)
-		c.spin.end(c.rerr != unix.EAGAIN)
+		n, oobn, err = c.sock.Spin(p, c.oob, c.d.cfg.PollWait)
+		c.spin.end(err != unix.EAGAIN)
 	}
-	if c.rerr == unix.EAGAIN {
-		var t0 time.Time
-		if start {
+	var t0, deadline time.Time
+	for err == unix.EAGAIN {
+		if n, oobn, err = c.sock.Recvmsg(p, c.oob); err != unix.EAGAIN {
+			break
+		}
+		if deadline.IsZero() {
 			t0 = time.Now()
-			c.nc.SetReadDeadline(t0.Add(c.d.cfg.IdleTimeout))
-		} else {
-			if c.frameDeadline.IsZero() {
-				c.frameDeadline = time.Now().Add(c.d.cfg.FrameTimeout)
+			if start {
+				deadline = t0.Add(c.d.cfg.IdleTimeout)
+			} else {
+				if c.frameDeadline.IsZero() {
+					c.frameDeadline = t0.Add(c.d.cfg.FrameTimeout)
+				}
+				deadline = c.frameDeadline
 			}
-			c.nc.SetReadDeadline(c.frameDeadline)
 		}
-		if c.d.closing.Load() {
-			// Shutdown may have set its deadline before ours replaced it.
-			return 0, io.EOF
-		}
-		if err := c.raw.Read(c.readFn); err != nil {
-			return 0, err
-		}
-		if start {
-			c.spin.slept(time.Since(t0), c.d.cfg.PollWait)
+		if werr := c.sock.Wait(false, deadline); werr != nil {
+			return 0, werr
 		}
 	}
-	if c.rerr != nil {
-		return 0, c.rerr
+	if start && !t0.IsZero() {
+		c.spin.slept(time.Since(t0), c.d.cfg.PollWait)
 	}
-	if c.roobn > 0 {
-		if fds := parseRights(c.oob[:c.roobn]); len(fds) > 0 {
-			c.tags = append(c.tags, fdTag{at: c.recvd + int64(c.rn) - 1, fds: fds})
+	if err != nil {
+		return 0, err
+	}
+	if oobn > 0 {
+		if fds := parseRights(c.oob[:oobn]); len(fds) > 0 {
+			c.tags = append(c.tags, fdTag{at: c.recvd + int64(n) - 1, fds: fds})
 		}
 	}
-	if c.rn == 0 {
+	if n == 0 {
 		return 0, io.EOF
 	}
-	c.recvd += int64(c.rn)
-	return c.rn, nil
-}
-
-// readFn and spinFn run with the socket's descriptor; they are method
-// values made once, so a request does not allocate a closure.
-func (c *conn) readOnce(fd uintptr) bool {
-	c.rn, c.roobn, c.rerr = recvmsg(int(fd), c.rp, c.oob)
-	return c.rerr != unix.EAGAIN
-}
-
-func (c *conn) spinRecv(fd uintptr) {
-	for {
-		c.rn, c.roobn, c.rerr = recvmsg(int(fd), c.rp, c.oob)
-		if c.rerr != unix.EAGAIN || !time.Now().Before(c.spinUntil) {
-			return
-		}
-	}
-}
-
-// recvmsg is a non-blocking recvmsg that asks for no address (the unix
-// package's would allocate one for every call).
-func recvmsg(fd int, p, oob []byte) (n, oobn int, err error) {
-	var iov unix.Iovec
-	if len(p) > 0 {
-		iov.Base = &p[0]
-		iov.SetLen(len(p))
-	}
-	var msg unix.Msghdr
-	msg.Iov, msg.Iovlen = &iov, 1
-	if len(oob) > 0 {
-		msg.Control = &oob[0]
-		msg.SetControllen(len(oob))
-	}
-	r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)),
-		unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
-	if e != 0 {
-		return 0, 0, e
-	}
-	return int(r), int(msg.Controllen), nil
+	c.recvd += int64(n)
+	return n, nil
 }
 
 // parseRights returns the descriptors in SCM_RIGHTS messages of oob.
@@ -241,33 +202,17 @@ func (c *conn) claim(end int64) []int {
 }
 
 // send writes a whole frame. Most responses fit in the socket buffer and
-// go out in one non-blocking call with no deadline to arm; the rest wait
-// for the client to read, within the frame timeout.
+// go out in one non-blocking call; the rest wait for the client to read,
+// within the frame timeout.
 func (c *conn) send(frame []byte) error {
-	c.wp = frame
-	c.wn, c.werr = 0, nil
-	if err := c.raw.Control(c.writeFn); err != nil {
-		return err
-	}
-	if c.werr == nil && c.wn == len(frame) {
+	n, err := c.sock.Send(frame)
+	if err == nil && n == len(frame) {
 		return nil
 	}
-	if c.werr != nil && c.werr != unix.EAGAIN {
-		return c.werr
+	if err != nil && err != unix.EAGAIN {
+		return err
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(c.d.cfg.FrameTimeout))
-	_, err := c.nc.Write(frame[c.wn:])
-	return err
-}
-
-func (c *conn) writeOnce(fd uintptr) {
-	r, _, e := unix.Syscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&c.wp[0])), uintptr(len(c.wp)),
-		unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
-	if e != 0 {
-		c.werr = e
-		return
-	}
-	c.wn = int(r)
+	return c.sock.SendAll(time.Now().Add(c.d.cfg.FrameTimeout), nil, frame[n:])
 }
 
 // A spinner decides whether a connection polls for its next request before
@@ -275,24 +220,28 @@ func (c *conn) writeOnce(fd uintptr) {
 // or virtual machine, more than a small request takes to serve; a client
 // that sends its next request as soon as it has the answer gets served
 // without that wait when the daemon polls for a short while. Polling
-// burns a core, so it happens only while it pays: at most one connection
-// per two cores polls at a time, none while batches are being compressed
-// (the cores are busy), and after a poll that found nothing the connection
-// sleeps straight away for 1, 2, 4, ... up to 256 waits before trying
-// again, unless a wait shows the request came within the poll window.
+// burns a core, so it happens only while it pays: after a request that
+// was quick to serve (a client busy with large batches takes its time
+// between them), at most one connection per two cores at a time, none
+// while batches are being compressed (the cores are busy), and while at
+// least half of the last 16 waits would have been caught (a wait that
+// slept counts when its request came within the window); otherwise it
+// tries again every 16th wait.
 type spinner struct {
-	skip, backoff int
+	misses uint16 // the last 16 waits, newest in bit 0: 1 = not caught
+	idle   int    // waits since the last poll
+	served time.Duration
 }
 
 // spinning counts connections polling now, daemon-wide.
 var spinning atomic.Int32
 
 func (s *spinner) begin(d *Daemon) bool {
-	if d.cfg.PollWait <= 0 {
+	if d.cfg.PollWait <= 0 || s.served >= d.cfg.PollWait {
 		return false
 	}
-	if s.skip > 0 {
-		s.skip--
+	if bits.OnesCount16(s.misses) > 8 && s.idle < 16 {
+		s.idle++
 		return false
 	}
 	if d.disp.inFlight.Load() > 0 {
@@ -302,41 +251,35 @@ func (s *spinner) begin(d *Daemon) bool {
 		spinning.Add(-1)
 		return false
 	}
+	s.idle = 0
 	return true
 }
 
 func (s *spinner) end(found bool) {
 	spinning.Add(-1)
-	if found {
-		s.backoff = 0
-		return
-	}
-	s.backoff = min(max(1, 2*s.backoff), 256)
-	s.skip = s.backoff
+	s.record(!found)
 }
 
-// slept records a wait that slept: if the request came within the poll
+func (s *spinner) record(miss bool) {
+	s.misses <<= 1
+	if miss {
+		s.misses |= 1
+	}
+}
+
+// slept records a wait that slept: had the request come within the poll
 // window, polling would have caught it.
-func (s *spinner) slept(waited, window time.Duration) {
-	if waited < window {
-		s.skip, s.backoff = 0, 0
-	}
-}
+func (s *spinner) slept(waited, window time.Duration) { s.record(waited >= window) }
 
-// initIO prepares the connection's buffers and the callbacks its reads and
-// writes run.
-func (c *conn) initIO() error {
-	raw, err := c.nc.SyscallConn()
+// initIO takes the connection's socket out of the runtime's poller (see
+// ipc.Socket) and makes its buffers.
+func (c *conn) initIO(nc *net.UnixConn) error {
+	sock, err := ipc.NewSocket(nc, c.d.wake)
 	if err != nil {
 		return err
 	}
-	c.raw = raw
+	c.sock = sock
 	c.rbuf = make([]byte, rbufSize)
 	c.oob = make([]byte, unix.CmsgSpace(maxFDs*4))
-	c.readFn = c.readOnce
-	c.spinFn = c.spinRecv
-	c.writeFn = c.writeOnce
 	return nil
 }
-
-var _ syscall.RawConn // the callbacks above run under syscall.RawConn

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +34,7 @@ type Daemon struct {
 	codec backends.Codec
 	start time.Time
 	bufs  *bufPool
+	wake  int // eventfd that interrupts every connection's waits (shutdown)
 
 	ln       net.Listener
 	closing  atomic.Bool
@@ -78,6 +78,10 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, bufs: newBufPool()}
+	if d.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		set.Close()
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
 	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
 	d.disp = NewDispatcher(set, cfg.Backend, codec, cfg.PageSize, cfg.Log)
 	if usable := set.Usable(); len(usable) > 1 {
@@ -201,8 +205,8 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 		nc.Close()
 		return
 	}
-	c := &conn{d: d, nc: nc, uid: cred.Uid, pid: cred.Pid}
-	if err := c.initIO(); err != nil {
+	c := &conn{d: d, uid: cred.Uid, pid: cred.Pid}
+	if err := c.initIO(nc); err != nil {
 		d.log.Warn("connection", "err", err)
 		nc.Close()
 		return
@@ -242,13 +246,14 @@ func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
 func (d *Daemon) shutdown() {
 	d.mu.Lock()
 	for c := range d.live {
-		c.nc.SetReadDeadline(time.Now())
+		c.sock.Interrupt()
 	}
 	d.mu.Unlock()
 	done := make(chan struct{})
 	go func() { d.conns.Wait(); close(done) }()
 	select {
 	case <-done:
+		unix.Close(d.wake)
 	case <-time.After(30 * time.Second):
 		d.log.Warn("requests still running after 30s; exiting anyway")
 	}
@@ -261,11 +266,10 @@ func (d *Daemon) shutdown() {
 // ahead wait in the socket buffer. Parallelism comes from connections and
 // from the backends, which spread each batch over all cores.
 type conn struct {
-	d   *Daemon
-	nc  *net.UnixConn
-	raw syscall.RawConn
-	uid uint32
-	pid int32
+	d    *Daemon
+	sock *ipc.Socket
+	uid  uint32
+	pid  int32
 
 	// Reading (connio.go).
 	rbuf          []byte // received bytes; rbuf[rpos:rend] not parsed yet
@@ -277,20 +281,10 @@ type conn struct {
 	body          []byte    // a body too large for rbuf, from d.bufs
 	frameDeadline time.Time // set once a frame has to be waited for
 	spin          spinner
-	spinUntil     time.Time
-	rp            []byte
-	rn, roobn     int
-	rerr          error
-	readFn        func(uintptr) bool
-	spinFn        func(uintptr)
 
 	// Writing.
-	out     []byte // the connection's response buffer
-	bigOut  []byte // a larger one from d.bufs, given back once sent
-	wp      []byte
-	wn      int
-	werr    error
-	writeFn func(uintptr)
+	out    []byte // the connection's response buffer
+	bigOut []byte // a larger one from d.bufs, given back once sent
 
 	// Request handling (handlers.go): decoded requests and per-page
 	// scratch reused from one request to the next.
@@ -313,7 +307,7 @@ type request struct {
 
 func (c *conn) loop() {
 	defer func() {
-		c.nc.Close()
+		c.sock.Close()
 		c.maps.close()
 		for _, t := range c.tags {
 			closeAll(t.fds)
@@ -331,7 +325,9 @@ func (c *conn) loop() {
 			c.readFailed(h, err)
 			return
 		}
+		t0 := time.Now()
 		ok := c.serve(request{h, body, fds})
+		c.spin.served = time.Since(t0)
 		closeAll(fds)
 		if c.body != nil {
 			c.d.bufs.put(c.body) // nothing holds on to a request once it is answered
@@ -348,7 +344,7 @@ func (c *conn) loop() {
 func (c *conn) readFailed(h ipc.Header, err error) {
 	var ne net.Error
 	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, ipc.ErrInterrupted):
 	case errors.As(err, &ne) && ne.Timeout():
 		if !c.d.closing.Load() {
 			c.d.log.Debug("closing idle or slow connection", "uid", c.uid, "pid", c.pid)
