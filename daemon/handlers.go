@@ -227,22 +227,17 @@ func (c *conn) get(body []byte) ([]byte, ipc.Code, string) {
 		return nil, code, msg
 	}
 	n, ps := len(req.Keys), c.d.cfg.PageSize
-	ld, code, msg := c.load(req.Pool, req.Keys)
-	if code != ipc.OK {
-		return nil, code, msg
-	}
-	defer c.d.bufs.put(ld.scratch)
-	resp := c.startResponse(8 + n + ld.found*ps)
-	resp = resp[:frameHead+8+n+ld.found*ps]
+	resp := c.startResponse(8 + n + n*ps)
+	resp = resp[:frameHead+8+n+n*ps]
 	body = resp[frameHead:]
 	binary.LittleEndian.PutUint32(body, uint32(ps))
 	binary.LittleEndian.PutUint32(body[4:], uint32(n))
 	// The found pages are decompressed straight into the response body.
-	found, code, msg := c.expand(ld, body[8+n:], true)
+	res, found, code, msg := c.fetch(req.Pool, req.Keys, body[8+n:], false)
 	if code != ipc.OK {
 		return nil, code, msg
 	}
-	for i, r := range ld.res {
+	for i, r := range res {
 		body[8+i] = uint8(codeOf(r))
 	}
 	return resp[:frameHead+8+n+found*ps], ipc.OK, ""
@@ -270,113 +265,126 @@ func (c *conn) getFD(body []byte, fd int) ([]byte, ipc.Code, string) {
 	if temp {
 		defer unix.Munmap(mem)
 	}
-	ld, code, msg := c.load(req.Pool, req.Keys)
+	res, _, code, msg := c.fetch(req.Pool, req.Keys, mem, true)
 	if code != ipc.OK {
 		return nil, code, msg
 	}
-	defer c.d.bufs.put(ld.scratch)
-	// Decode in place when every key is there (the usual case), otherwise
-	// into a scratch buffer and scatter.
-	if ld.found == n {
-		if _, code, msg := c.expand(ld, mem, false); code != ipc.OK {
-			return nil, code, msg
-		}
-		return c.codesResponse(ld.res), ipc.OK, ""
-	}
-	into := c.d.bufs.get(ld.found * ps)
-	defer c.d.bufs.put(into)
-	if _, code, msg := c.expand(ld, into, true); code != ipc.OK {
-		return nil, code, msg
-	}
-	j := 0
-	for i, r := range ld.res {
-		if r == pagecache.OK {
-			copy(mem[i*ps:(i+1)*ps], into[j*ps:(j+1)*ps])
-			j++
-		}
-	}
-	return c.codesResponse(ld.res), ipc.OK, ""
+	return c.codesResponse(res), ipc.OK, ""
 }
 
-// loaded is what load copied out of the store for a batch of keys.
-type loaded struct {
-	res     []pagecache.Result
-	stored  []backends.Stored
-	ok      []bool // found with an intact checksum, before decoding
-	found   int    // how many
-	scratch []byte // holds the stored bytes; given back by the caller
-}
+// fetchChunk bounds the keys decoded under one hold of the store's read
+// lock, so that a large GET does not keep writers waiting for long.
+const fetchChunk = 1024
 
-// load copies the stored form of keys out of the store and checks it.
-func (c *conn) load(pool string, keys []uint64) (*loaded, ipc.Code, string) {
-	ld := &c.ld
-	ld.res = c.results(len(keys))
-	ld.scratch = c.d.bufs.get(len(keys) * (c.d.cfg.PageSize + 8))
-	stored, scratch, err := c.d.store.Get(c.uid, pool, keys, ld.scratch[:0], c.stored[:0], ld.res)
-	c.stored, ld.stored, ld.scratch = stored, stored, scratch
-	if err != nil {
-		c.d.bufs.put(ld.scratch)
-		code, msg := storeErr(err, pool)
-		return nil, code, msg
+// fetch decodes the stored pages of keys straight from the store into dst:
+// the found ones back to back in key order, or, in place, page i at i
+// (what is not found is left as it was). It says what happened to each key
+// and how many pages were decoded. A page that fails its checksum or to
+// decode is reported, never returned as data (in place, a page that fails
+// to decode leaves undefined bytes at its place).
+func (c *conn) fetch(pool string, keys []uint64, dst []byte, inPlace bool) ([]pagecache.Result, int, ipc.Code, string) {
+	n, ps := len(keys), c.d.cfg.PageSize
+	res := c.results(n)
+	if c.viewFn == nil {
+		c.viewFn = c.decodeViewed
 	}
-	if cap(ld.ok) < len(keys) {
-		ld.ok = make([]bool, len(keys))
-	}
-	ld.ok = ld.ok[:len(keys)]
-	ld.found = 0
-	for i, r := range ld.res {
-		ld.ok[i] = r == pagecache.OK
-		if ld.ok[i] {
-			ld.found++
+	got := 0
+	for lo := 0; lo < n; lo += fetchChunk {
+		hi := min(lo+fetchChunk, n)
+		v := &c.view
+		v.res, v.inPlace, v.err = res[lo:hi], inPlace, nil
+		if inPlace {
+			v.dst = dst[lo*ps : hi*ps]
+		} else {
+			v.dst = dst[got*ps:]
 		}
-		if r == pagecache.Corrupt {
+		stored, err := c.d.store.View(c.uid, pool, keys[lo:hi], c.stored[:0], v.res, c.viewFn)
+		c.stored = stored
+		if err != nil && v.err == nil {
+			code, msg := storeErr(err, pool)
+			return nil, 0, code, msg
+		}
+		if v.err != nil {
+			c.d.failedRd.Add(uint64(hi - lo))
+			return nil, 0, ipc.CodeFailed, "decompression failed on every backend: " + v.err.Error()
+		}
+		got += v.got
+	}
+	for _, r := range res {
+		switch r {
+		case pagecache.Corrupt:
 			c.d.corrupt.Add(1)
+			c.d.failedRd.Add(1)
+		case pagecache.Failed:
 			c.d.failedRd.Add(1)
 		}
 	}
-	return ld, ipc.OK, ""
+	return res, got, ipc.OK, ""
 }
 
-// expand decompresses the pages load found into dst, back to back in key
-// order, and returns how many decoded. A page that fails to decode is
-// reported (FAILED), never returned as data: with squeeze the pages after
-// it move up, otherwise its place holds whatever the decoder left.
-func (c *conn) expand(ld *loaded, dst []byte, squeeze bool) (int, ipc.Code, string) {
-	if ld.found == 0 {
-		return 0, ipc.OK, ""
-	}
-	src := ld.stored[:0]
-	for i := range ld.stored {
-		if ld.ok[i] {
-			src = append(src, ld.stored[i])
+// viewing is fetch's state for one chunk, for decodeViewed (a method value
+// made once, so that a request allocates no closure).
+type viewing struct {
+	res     []pagecache.Result
+	dst     []byte
+	inPlace bool
+	got     int
+	err     error
+	src     []backends.Stored
+}
+
+// decodeViewed decodes a chunk of stored pages while the store holds them
+// (see pagecache.Store.View).
+func (c *conn) decodeViewed(stored []backends.Stored) error {
+	v, ps := &c.view, c.d.cfg.PageSize
+	src := v.src[:0]
+	for i := range stored {
+		if v.res[i] == pagecache.OK {
+			src = append(src, stored[i])
 		}
 	}
-	ps := c.d.cfg.PageSize
-	dd := &c.dec
-	dd.PageSize, dd.Src, dd.Dst = ps, src, dst[:len(src)*ps]
-	err := c.d.disp.Decompress(context.Background(), dd)
-	dd.Src, dd.Dst = nil, nil
-	if err != nil {
-		c.d.failedRd.Add(uint64(len(src)))
-		return 0, ipc.CodeFailed, "decompression failed on every backend: " + err.Error()
+	v.got = 0
+	if len(src) == 0 {
+		return nil
 	}
+	// In place with every page there: decoded where it belongs. Otherwise
+	// back to back, into scratch when the pages must then move apart.
+	into := v.dst
+	scatter := v.inPlace && len(src) < len(stored)
+	if scatter {
+		into = c.d.bufs.get(len(src) * ps)
+		defer c.d.bufs.put(into)
+	}
+	dd := &c.dec
+	dd.PageSize, dd.Src, dd.Dst = ps, src, into[:len(src)*ps]
+	v.err = c.d.disp.Decompress(context.Background(), dd)
+	dd.Src, dd.Dst = nil, nil
+	clear(src)
+	v.src = src
+	if v.err != nil {
+		return v.err
+	}
+	squeeze := !v.inPlace || scatter
 	w, j := 0, 0
-	for i := range ld.res {
-		if !ld.ok[i] {
+	for i := range v.res {
+		if v.res[i] != pagecache.OK {
 			continue
 		}
 		if dd.Failed[j] {
-			ld.res[i] = pagecache.Failed
-			c.d.failedRd.Add(1)
+			v.res[i] = pagecache.Failed
 		} else {
 			if squeeze && w != j {
-				copy(dst[w*ps:], dst[j*ps:(j+1)*ps])
+				copy(into[w*ps:], into[j*ps:(j+1)*ps])
+			}
+			if scatter {
+				copy(v.dst[i*ps:(i+1)*ps], into[w*ps:(w+1)*ps])
 			}
 			w++
 		}
 		j++
 	}
-	return w, ipc.OK, ""
+	v.got = w
+	return nil
 }
 
 func (c *conn) del(body []byte) ([]byte, ipc.Code, string) {

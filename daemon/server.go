@@ -294,7 +294,8 @@ type conn struct {
 	keyReq ipc.KeysRequest
 	res    []pagecache.Result
 	stored []backends.Stored
-	ld     loaded
+	view   viewing
+	viewFn func([]backends.Stored) error
 	dec    backends.Decompression
 	sorted []uint64
 }
