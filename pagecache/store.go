@@ -181,23 +181,22 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // batches copy in parallel, and readers never see a slot being filled.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
 	n := len(keys)
-	// Checksums are computed before taking the lock: they are the costly
-	// part. A backend may have computed them already (on the GPU).
-	var small [64]uint32
-	var sums []uint32
-	if len(c.Sum) == n {
-		sums = c.Sum
-	} else if n <= len(small) {
-		sums = small[:n]
-		checksums(b, c, sums, 0, n)
-	} else {
-		all := make([]uint32, n)
-		inParallel(n, func(lo, hi int) { checksums(b, c, all, lo, hi) })
-		sums = all
-	}
+	// The batch's parts travel in the scratch (from a pool), so that the
+	// steps below may run on several goroutines without moving the
+	// caller's values to the heap.
 	sc := putScratchPool.Get().(*putScratch)
 	defer sc.done()
 	sc.size(n)
+	sc.b, sc.c, sc.res = *b, c, res
+	// Checksums are computed before taking the lock: they are the costly
+	// part. A backend may have computed them already (on the GPU).
+	if len(c.Sum) == n {
+		sc.sums = c.Sum
+	} else if n <= 1024 {
+		sc.checksums(0, n)
+	} else {
+		inParallel(n, sc.checksums)
+	}
 	// Compaction moves objects: it waits until no slot is being filled.
 	s.gate.RLock()
 	defer s.gate.RUnlock()
@@ -239,18 +238,10 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 	s.memMax = max(s.memMax, s.arena.used)
 	s.mu.Unlock()
 
-	fill := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			if buf := sc.buf[i]; res[i] == OK && buf != nil {
-				binary.LittleEndian.PutUint32(buf, sums[i])
-				copy(buf[checksumSize:], c.Bytes(i, b))
-			}
-		}
-	}
 	if n > 1024 {
-		inParallel(n, fill)
+		inParallel(n, sc.fill)
 	} else {
-		fill(0, n)
+		sc.fill(0, n)
 	}
 
 	s.mu.Lock()
@@ -266,27 +257,58 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 	return nil
 }
 
-// putScratch holds a Put's reserved slots between its two locked steps.
+// putScratch holds a Put's batch, checksums and reserved slots between
+// its steps.
 type putScratch struct {
-	h   []handle
-	buf [][]byte
+	b    backends.Batch
+	c    *backends.Compressed
+	res  []Result
+	sums []uint32
+	own  []uint32 // sums' memory when Put computes them
+	h    []handle
+	buf  [][]byte
 }
 
 var putScratchPool = sync.Pool{New: func() any { return new(putScratch) }}
 
 func (sc *putScratch) size(n int) {
 	if cap(sc.h) < n {
-		sc.h, sc.buf = make([]handle, n), make([][]byte, n)
+		sc.h, sc.buf, sc.own = make([]handle, n), make([][]byte, n), make([]uint32, n)
 	}
-	sc.h, sc.buf = sc.h[:n], sc.buf[:n]
+	sc.h, sc.buf, sc.sums = sc.h[:n], sc.buf[:n], sc.own[:n]
 	clear(sc.h)
 	clear(sc.buf)
 }
 
-// done returns the scratch, holding no arena memory.
+// done returns the scratch, holding no arena memory nor the batch.
 func (sc *putScratch) done() {
 	clear(sc.buf)
+	sc.b, sc.c, sc.res, sc.sums = backends.Batch{}, nil, nil, nil
 	putScratchPool.Put(sc)
+}
+
+// checksums computes the checksums of pages [lo, hi).
+func (sc *putScratch) checksums(lo, hi int) { checksums(&sc.b, sc.c, sc.sums, lo, hi) }
+
+// fill writes the checksums and stored bytes of pages [lo, hi) into their
+// reserved slots.
+func (sc *putScratch) fill(lo, hi int) {
+	c := sc.c
+	for i := lo; i < hi; i++ {
+		buf := sc.buf[i]
+		if sc.res[i] != OK || buf == nil {
+			continue
+		}
+		binary.LittleEndian.PutUint32(buf, sc.sums[i])
+		switch c.Class[i] {
+		case backends.ClassSame:
+			binary.LittleEndian.PutUint64(buf[checksumSize:], c.Fill[i])
+		case backends.ClassRaw:
+			copy(buf[checksumSize:], sc.b.Page(i))
+		default:
+			copy(buf[checksumSize:], c.Data[c.Off[i]:c.Off[i]+c.Size[i]])
+		}
+	}
 }
 
 // checksums fills sums[lo:hi] with the checksums of those pages' stored bytes.
