@@ -52,7 +52,7 @@ func Defaults() Config {
 		MaxConns:      1024,
 		PoolsPerUser:  1024,
 		CoalesceWait:  200 * time.Microsecond,
-		PollWait:      50 * time.Microsecond,
+		PollWait:      200 * time.Microsecond,
 		IdleTimeout:   10 * time.Minute,
 		FrameTimeout:  30 * time.Second,
 	}

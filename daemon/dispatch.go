@@ -92,6 +92,9 @@ func (d *Dispatcher) chain(n int) []backends.Backend { return d.chainFor(n, fals
 
 func (d *Dispatcher) chainFor(n int, decompress bool) []backends.Backend {
 	usable := d.set.Usable()
+	if len(usable) <= 1 {
+		return usable // nothing to order
+	}
 	pref := d.Preference()
 	if pref == "auto" {
 		cal := d.cal.Load()
@@ -191,10 +194,28 @@ func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, o
 	return d.compress(ctx, pageSize, pages, out)
 }
 
+// CompressBatch is Compress for a Batch the caller holds and reuses
+// (PageSize and Pages set; the rest is filled in).
+func (d *Dispatcher) CompressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed) (string, error) {
+	if n, below := b.Len(), int(d.below.Load()); n < below && d.Preference() == "auto" &&
+		d.small.add(n)*d.wait.Seconds() >= float64(below) {
+		return d.merge(ctx, b.Pages, out)
+	}
+	return d.compressBatch(ctx, b, out)
+}
+
 func (d *Dispatcher) compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
+	b := &backends.Batch{PageSize: pageSize, Pages: pages}
+	return d.compressBatch(ctx, b, out)
+}
+
+// compressBatch is compress for a Batch the caller holds (PageSize and
+// Pages set): a connection passes its own, so a request allocates none.
+func (d *Dispatcher) compressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed) (string, error) {
 	d.begin()
 	defer d.end()
-	b := &backends.Batch{PageSize: pageSize, Pages: pages, Codec: d.codec, Threshold: d.threshold}
+	b.Codec, b.Threshold = d.codec, d.threshold
+	pages := b.Pages
 	for i, be := range d.chain(b.Len()) {
 		if i > 0 {
 			d.fallbacks.Add(1)

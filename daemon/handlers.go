@@ -189,14 +189,16 @@ func (c *conn) putFD(body []byte, fd int) ([]byte, ipc.Code, string) {
 func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, ipc.Code, string) {
 	out := c.d.bufs.getOut()
 	defer c.d.bufs.putOut(out)
-	name, err := c.d.disp.Compress(context.Background(), c.d.cfg.PageSize, pages, out)
+	batch := &c.batch
+	*batch = backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
+	defer func() { batch.Pages = nil }()
+	name, err := c.d.disp.CompressBatch(context.Background(), batch, out)
 	if err != nil {
 		c.d.failedWr.Add(uint64(len(keys)))
 		return nil, ipc.CodeFailed, "compression failed on every backend: " + err.Error()
 	}
 	res := c.results(len(keys))
-	batch := backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
-	if err := c.d.store.Put(c.uid, pool, keys, &batch, out, c.d.store.BackendID(name), res); err != nil {
+	if err := c.d.store.Put(c.uid, pool, keys, batch, out, c.d.store.BackendID(name), res); err != nil {
 		code, msg := storeErr(err, pool)
 		return nil, code, msg
 	}

@@ -293,6 +293,7 @@ type conn struct {
 	fdReq  ipc.PutFDRequest
 	keyReq ipc.KeysRequest
 	res    []pagecache.Result
+	batch  backends.Batch
 	stored []backends.Stored
 	view   viewing
 	viewFn func([]backends.Stored) error
