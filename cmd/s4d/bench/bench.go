@@ -43,6 +43,7 @@ var Command = &cli.Command{
 		&cli.IntFlag{Name: "repeat", Value: 1, Usage: "measure each case this many times and keep the fastest (steadier figures on a busy machine)"},
 		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		&cli.BoolFlag{Name: "memfd", Usage: "end to end: hand pages over in a sealed memfd (PUT_FD/GET_FD) instead of through the socket"},
+		&cli.DurationFlag{Name: "poll-wait", Usage: "end to end: how long a lone small request polls for its answer before sleeping (0: the client's default; negative: never)"},
 		&cli.StringFlag{Name: "plot", Usage: "draw throughput against batch size into this PNG file"},
 	},
 	Action: run,
@@ -132,7 +133,7 @@ func run(cx *cli.Context) error {
 		if cx.IsSet("codec") || cx.IsSet("backend") || cx.IsSet("page-size") {
 			return errors.New("--codec, --backend and --page-size apply to --inproc only; end to end the daemon's own are measured")
 		}
-		if target, err = openDaemon(ctx, cx.String("socket"), clients); err != nil {
+		if target, err = openDaemon(ctx, cx.String("socket"), clients, cx.Duration("poll-wait")); err != nil {
 			return err
 		}
 		defer target.close()

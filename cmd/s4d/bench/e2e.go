@@ -88,14 +88,14 @@ type daemonTarget struct {
 	in, out *ipc.PageBuffer
 }
 
-func openDaemon(ctx context.Context, socket string, clients int) (*daemonTarget, error) {
+func openDaemon(ctx context.Context, socket string, clients int, poll time.Duration) (*daemonTarget, error) {
 	pid, err := daemonPID(socket)
 	if err != nil {
 		return nil, err
 	}
 	t := &daemonTarget{socket: socket, pid: pid, pool: fmt.Sprintf("bench-%d", os.Getpid())}
 	for range clients {
-		c := &ipc.Client{Socket: socket, Name: "s4d-bench"}
+		c := &ipc.Client{Socket: socket, Name: "s4d-bench", PollWait: poll}
 		h, err := c.Hello(ctx) // dials now, so no request below pays for it
 		if err != nil {
 			t.close()
