@@ -65,25 +65,40 @@ func (ix *index) get(key uint64) (entry, bool) {
 	return 0, false
 }
 
-// set stores e under key and returns the entry it replaced, if any.
+// set stores e under key and returns the entry it replaced, if any. One
+// walk from the key's home either finds the key or reaches the first slot
+// it may take (an empty one, or one richer than it), where it goes in.
 func (ix *index) set(key uint64, e entry) (old entry, replaced bool) {
-	if p := ix.find(key); p >= 0 {
-		old = ix.slots[p].e
-		ix.slots[p].e = e
-		return old, true
-	}
-	if (ix.n+1)*maxLoadDen > len(ix.slots)*maxLoadNum {
+	if len(ix.slots) == 0 {
 		ix.grow()
 	}
-	ix.insert(slot{key, e})
+	pos := ix.home(key)
+	for d := 0; ; d++ {
+		s := &ix.slots[pos]
+		if s.e != 0 && s.key == key {
+			old, s.e = s.e, e
+			return old, true
+		}
+		if s.e == 0 || ix.dist(s.key, pos) < d {
+			break
+		}
+		if pos++; pos == len(ix.slots) {
+			pos = 0
+		}
+	}
 	ix.n++
+	if ix.n*maxLoadDen > len(ix.slots)*maxLoadNum {
+		ix.grow() // the walk's place is stale: a fresh one
+		pos = ix.home(key)
+	}
+	ix.insert(slot{key, e}, pos)
 	return 0, false
 }
 
-// insert places a key known to be absent, displacing richer slots.
-func (ix *index) insert(s slot) {
-	pos := ix.home(s.key)
-	for d := 0; ; d++ {
+// insert places a key known to be absent, starting at pos (its home or
+// any slot on its way from there), displacing richer slots.
+func (ix *index) insert(s slot, pos int) {
+	for d := ix.dist(s.key, pos); ; d++ {
 		cur := &ix.slots[pos]
 		if cur.e == 0 {
 			*cur = s
@@ -108,7 +123,7 @@ func (ix *index) grow() {
 	ix.slots = make([]slot, n)
 	for _, s := range old {
 		if s.e != 0 {
-			ix.insert(s)
+			ix.insert(s, ix.home(s.key))
 		}
 	}
 }

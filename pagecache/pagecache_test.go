@@ -520,95 +520,112 @@ func TestBackendChecksums(t *testing.T) {
 // Batches filling their slots outside the lock, compaction and readers at
 // once: every key ends up holding one whole version that was put, and the
 // totals match what is held.
+// TestConcurrentPutCompactGet replaces the same keys from several
+// goroutines while others compact, read and delete: every key ends with
+// one of the versions put, and the counters agree with the index.
 func TestConcurrentPutCompactGet(t *testing.T) {
 	const ps, n = 4096, 300
-	s := New(ps, 0)
-	versions := make([][]byte, 4)
-	batches := make([]*backends.Batch, 4)
-	comps := make([]*backends.Compressed, 4)
-	for v := range versions {
-		versions[v] = corpus.Pages(corpus.Mixed, n, ps, uint64(v+10))
-		batches[v], comps[v] = fill(t, versions[v], ps)
-	}
-	keys := keysFrom(0, n)
-	var wg sync.WaitGroup
-	for g := range 4 {
+	for _, stride := range []uint64{1, 700} { // one shard; keys over all shards
+		s := New(ps, 0)
+		versions := make([][]byte, 4)
+		batches := make([]*backends.Batch, 4)
+		comps := make([]*backends.Compressed, 4)
+		for v := range versions {
+			versions[v] = corpus.Pages(corpus.Mixed, n, ps, uint64(v+10))
+			batches[v], comps[v] = fill(t, versions[v], ps)
+		}
+		keys := make([]uint64, n)
+		for i := range keys {
+			keys[i] = uint64(i) * stride
+		}
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res := make([]Result, n)
+				for it := range 20 {
+					v := (g + it) % 4
+					if err := s.Put(1, "p", keys, batches[v], comps[v], 0, res); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		stop := make(chan struct{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			res := make([]Result, n)
-			for it := range 20 {
-				v := (g + it) % 4
-				if err := s.Put(1, "p", keys, batches[v], comps[v], 0, res); err != nil {
-					t.Error(err)
+			for {
+				select {
+				case <-stop:
 					return
+				default:
+					s.Compact()
+					s.Get(1, "p", keys, nil, nil, res)
+					s.Del(1, "p", keys[n/2:n/2+10], res)
 				}
 			}
 		}()
-	}
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				s.Compact()
-				res := make([]Result, n)
-				s.Get(1, "p", keys, nil, nil, res)
+		time.Sleep(50 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		// The last writes are Puts of every key.
+		res := make([]Result, n)
+		if err := s.Put(1, "p", keys, batches[0], comps[0], 0, res); err != nil {
+			t.Fatal(err)
+		}
+		got, res := getAll(t, s, 1, "p", keys)
+		for i := range keys {
+			if res[i] != OK {
+				t.Fatalf("stride %d key %d: %v", stride, keys[i], res[i])
+			}
+			if !bytes.Equal(got[i*ps:(i+1)*ps], versions[0][i*ps:(i+1)*ps]) {
+				t.Fatalf("stride %d key %d holds another version than the last put", stride, keys[i])
 			}
 		}
-	}()
-	time.Sleep(50 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	got, res := getAll(t, s, 1, "p", keys)
-	for i := range keys {
-		if res[i] != OK {
-			t.Fatalf("key %d: %v", i, res[i])
+		st := s.Stats()
+		var stored uint64
+		s.pools["p"].ix.each(func(_ uint64, e *entry) { stored += uint64(e.size()) })
+		if st.Pages != n || st.ComprDataSize != stored {
+			t.Fatalf("stride %d: %d pages counted, %d keys; %d bytes counted, %d stored", stride, st.Pages, n, st.ComprDataSize, stored)
 		}
-		page := got[i*ps : (i+1)*ps]
-		ok := false
-		for _, v := range versions {
-			ok = ok || bytes.Equal(page, v[i*ps:(i+1)*ps])
-		}
-		if !ok {
-			t.Fatalf("key %d holds no version that was put", i)
-		}
-	}
-	if st := s.Stats(); st.Pages != n {
-		t.Fatalf("%d pages counted, %d keys", st.Pages, n)
 	}
 }
 
 // BenchmarkPutParallel stores 4096-page batches from four goroutines into
-// one pool, as four connections do: the throughput of Put itself.
+// one pool, as four connections do: the throughput of Put itself, with the
+// batches replacing keys of a small range (the index in cache) and of a
+// range of 1M keys (as a GiB-sized pool).
 func BenchmarkPutParallel(b *testing.B) {
 	const ps, n = 4096, 4096
 	pages := corpus.Pages(corpus.Mixed, n, ps, 1)
 	batch, comp := fill(b, pages, ps)
 	comp.Sum = make([]uint32, n)
 	checksums(batch, comp, comp.Sum, 0, n) // as a GPU backend hands them over
-	s := New(ps, 0)
-	var next atomic.Int64
-	b.SetBytes(int64(len(pages)))
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := make([]Result, n)
-			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
-				// Four key ranges, replaced over and over.
-				if err := s.Put(1, "p", keysFrom(uint64(i%4)*n, n), batch, comp, 0, res); err != nil {
-					b.Error(err)
-					return
-				}
+	for _, ranges := range []int{4, 256} {
+		b.Run(fmt.Sprintf("keys=%d", ranges*n), func(b *testing.B) {
+			s := New(ps, 0)
+			var next atomic.Int64
+			b.SetBytes(int64(len(pages)))
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res := make([]Result, n)
+					for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+						keys := keysFrom(uint64(i%int64(ranges))*n, n)
+						if err := s.Put(1, "p", keys, batch, comp, 0, res); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
 			}
-		}()
+			wg.Wait()
+		})
 	}
-	wg.Wait()
 }

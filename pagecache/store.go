@@ -73,8 +73,8 @@ type Store struct {
 type pool struct {
 	name string
 	uid  uint32
-	ix   index
-	st   PoolStats
+	ix   shards
+	st   PoolStats // guarded by Store.mu
 }
 
 // PoolStats counts one pool's pages.
@@ -216,11 +216,12 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 		return err
 	}
 	owner := s.user(p.uid)
+	w := p.ix.walk(false)
 	for i, key := range keys {
 		size := int(c.Size[i])
 		if q := s.limits.BytesPerUser; q > 0 && owner.bytes+uint64(size) > q {
 			// The page it would replace counts as freed.
-			if old, ok := p.ix.get(key); !ok || owner.bytes-uint64(old.size())+uint64(size) > q {
+			if old, ok := w.at(key).get(key); !ok || owner.bytes-uint64(old.size())+uint64(size) > q {
 				res[i] = OverQuota
 				continue
 			}
@@ -235,6 +236,7 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 		s.account(p, makeEntry(sc.h[i], size, c.Class[i], backend), +1)
 		res[i] = OK
 	}
+	w.done()
 	s.memMax = max(s.memMax, s.arena.used)
 	s.mu.Unlock()
 
@@ -244,16 +246,25 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 		sc.fill(0, n)
 	}
 
-	s.mu.Lock()
+	// Entries go in under their shards' locks only; the pages they
+	// replace are freed under the store's lock afterwards.
+	w = p.ix.walk(true)
 	for i, key := range keys {
 		if res[i] != OK {
 			continue
 		}
-		if old, ok := p.ix.set(key, makeEntry(sc.h[i], int(c.Size[i]), c.Class[i], backend)); ok {
-			s.forget(p, old)
+		if old, ok := w.at(key).set(key, makeEntry(sc.h[i], int(c.Size[i]), c.Class[i], backend)); ok {
+			sc.old = append(sc.old, old)
 		}
 	}
-	s.mu.Unlock()
+	w.done()
+	if len(sc.old) > 0 {
+		s.mu.Lock()
+		for _, old := range sc.old {
+			s.forget(p, old)
+		}
+		s.mu.Unlock()
+	}
 	return nil
 }
 
@@ -267,6 +278,7 @@ type putScratch struct {
 	own  []uint32 // sums' memory when Put computes them
 	h    []handle
 	buf  [][]byte
+	old  []entry // entries the batch replaced, to free
 }
 
 var putScratchPool = sync.Pool{New: func() any { return new(putScratch) }}
@@ -275,7 +287,7 @@ func (sc *putScratch) size(n int) {
 	if cap(sc.h) < n {
 		sc.h, sc.buf, sc.own = make([]handle, n), make([][]byte, n), make([]uint32, n)
 	}
-	sc.h, sc.buf, sc.sums = sc.h[:n], sc.buf[:n], sc.own[:n]
+	sc.h, sc.buf, sc.sums, sc.old = sc.h[:n], sc.buf[:n], sc.own[:n], sc.old[:0]
 	clear(sc.h)
 	clear(sc.buf)
 }
@@ -362,11 +374,6 @@ func (s *Store) account(p *pool, e entry, sign int) {
 
 // Get copies out the stored form of each key, ready to decompress; the
 // returned Stored entries point into scratch, which is grown as needed and
-// returned for reuse. Only the copy holds the lock: checksums are verified
-// on the copy afterwards, and decompression runs without the lock too.
-
-// Get copies out the stored form of each key, ready to decompress; the
-// returned Stored entries point into scratch, which is grown as needed and
 // returned for reuse. The read lock is held while the bytes are copied and
 // their checksums checked, on all cores for a large batch (one core copying
 // took as long as decompressing the batch on two); decompression runs
@@ -380,8 +387,9 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 	}
 	out = out[:0]
 	need := 0
+	w := p.ix.walk(false)
 	for i, key := range keys {
-		e, ok := p.ix.get(key)
+		e, ok := w.at(key).get(key)
 		res[i] = OK
 		if !ok {
 			res[i] = NotFound
@@ -391,6 +399,7 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 		// Park the entry in Fill until the bytes are copied.
 		out = append(out, backends.Stored{Class: e.class(), Fill: uint64(e)})
 	}
+	w.done()
 	if cap(scratch) < need {
 		scratch = make([]byte, need)
 	}
@@ -446,14 +455,16 @@ func (s *Store) View(uid uint32, name string, keys []uint64, out []backends.Stor
 		return out, err
 	}
 	out = out[:0]
+	w := p.ix.walk(false)
 	for i, key := range keys {
-		e, ok := p.ix.get(key)
+		e, ok := w.at(key).get(key)
 		res[i] = OK
 		if !ok {
 			res[i] = NotFound
 		}
 		out = append(out, backends.Stored{Class: e.class(), Fill: uint64(e)})
 	}
+	w.done()
 	if len(out) >= 512 {
 		inParallel(len(out), func(lo, hi int) { s.checkInPlace(out, res, lo, hi) })
 	} else {
@@ -494,8 +505,10 @@ func (s *Store) Missing(uid uint32, name string, keys []uint64) bool {
 	if err != nil {
 		return true
 	}
+	w := p.ix.walk(false)
+	defer w.done()
 	for _, k := range keys {
-		if p.ix.find(k) < 0 {
+		if w.at(k).find(k) < 0 {
 			return true
 		}
 	}
@@ -510,8 +523,10 @@ func (s *Store) Del(uid uint32, name string, keys []uint64, res []Result) error 
 	if err != nil {
 		return err
 	}
+	w := p.ix.walk(true)
+	defer w.done()
 	for i, key := range keys {
-		if old, ok := p.ix.del(key); ok {
+		if old, ok := w.at(key).del(key); ok {
 			s.forget(p, old)
 			res[i] = OK
 		} else {
@@ -540,8 +555,10 @@ func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) (
 		return nil, err
 	}
 	out := make([]PageInfo, len(keys))
+	w := p.ix.walk(false)
+	defer w.done()
 	for i, key := range keys {
-		e, ok := p.ix.get(key)
+		e, ok := w.at(key).get(key)
 		if !ok {
 			out[i].Result = NotFound
 			continue

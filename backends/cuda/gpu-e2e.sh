@@ -7,7 +7,7 @@
 set -u
 CARRY=${CARRY:-.carry/cuda}
 OUT=${OUT:-/tmp/s4d-gpu}
-CLIENTS=${CLIENTS:-4}
+CLIENTS=${CLIENTS:-4}  # a list runs each in turn
 BATCH=${BATCH:-4096,16384}
 BACKEND=${BACKEND:-auto}
 mkdir -p "$OUT" /tmp/nvc
@@ -28,13 +28,16 @@ print("ready", flush=True); time.sleep(600)' >"$OUT/py.log" 2>&1 &
 	for _ in $(seq 60); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
 fi
 SOCK=/tmp/s4d-e2e.sock
-"$CARRY"/s4d daemon --socket $SOCK --backend "$BACKEND" --log-level info ${DAEMON_ARGS:-} >"$OUT/daemon.log" 2>&1 &
+"$CARRY"/s4d daemon --socket $SOCK --backend "$BACKEND" --log-level info ${PROFILE:+--cpuprofile "$OUT/daemon.prof"} ${DAEMON_ARGS:-} >"$OUT/daemon.log" 2>&1 &
 D=$!
 for _ in $(seq 120); do [ -S $SOCK ] && "$CARRY"/s4d ctl --socket $SOCK stats >/dev/null 2>&1 && break; sleep 0.5; done
 "$CARRY"/s4d ctl --socket $SOCK stats | sed -n '/^BACKEND/,/^$/p'
 for mode in ${MODES:---memfd}; do
 	[ "$mode" = copy ] && mode=
-	"$CARRY"/s4d bench --socket $SOCK --from-pid $PY --max-bytes 256M --clients $CLIENTS --batch $BATCH --repeat ${REPEAT:-2} $mode 2>&1 | tee -a "$OUT/bench.log"
+	for clients in $CLIENTS; do
+		"$CARRY"/s4d bench --socket $SOCK --from-pid $PY --max-bytes ${MAX_BYTES:-256M} --clients $clients \
+			--batch $BATCH --repeat ${REPEAT:-2} $mode 2>&1 | tee -a "$OUT/bench.log"
+	done
 done
 "$CARRY"/s4d ctl --socket $SOCK stats | sed -n '/^BACKEND/,/^$/p'
 kill $D
