@@ -169,6 +169,26 @@ type Backend interface {
 	Close() error
 }
 
+// PartCompressor is implemented by backends that finish a batch in parts
+// (a GPU's pipeline of buffers). CompressParts does what Compress does but
+// hands each part to deliver as soon as it is done, its bytes still in the
+// backend's own buffers, instead of gathering the parts into one output:
+// a caller that copies them away anyway (into a store) saves a copy.
+// part describes pages [lo, lo+len(part.Class)) of b, indexed from 0, and
+// is valid only during the call; Bytes(i, b) needs the part's own Batch.
+// An error from deliver ends the batch and is returned as it is; any other
+// error means the backend failed, and parts already delivered are void.
+type PartCompressor interface {
+	CompressParts(ctx context.Context, b *Batch, deliver func(lo int, part *Compressed) error) error
+}
+
+// Part returns the batch of pages [lo, lo+n) of b, for a delivered part.
+func (b *Batch) Part(lo, n int) Batch {
+	p := *b
+	p.Pages = b.Pages[lo*b.PageSize : (lo+n)*b.PageSize]
+	return p
+}
+
 // Pinner is implemented by backends that can transfer straight from host
 // memory once it is registered with their device (page-locked for DMA).
 // Pin registers mem, which must stay mapped until unpin is called; batches

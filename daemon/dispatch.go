@@ -197,21 +197,38 @@ func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, o
 // CompressBatch is Compress for a Batch the caller holds and reuses
 // (PageSize and Pages set; the rest is filled in).
 func (d *Dispatcher) CompressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed) (string, error) {
+	return d.CompressTo(ctx, b, out, nil)
+}
+
+// Deliver takes the results of pages [lo, lo+len(part.Class)) of a batch
+// from the backend named, valid only during the call.
+type Deliver func(backend string, lo int, part *backends.Compressed) error
+
+// CompressTo is CompressBatch handing the results to deliver: part by part
+// from a backend's own buffers where it finishes batches in parts (a GPU),
+// else whole from out. If the batch moves to another backend after a
+// failure, that one delivers every page again. An error from deliver ends
+// the batch and is returned as it is: the backend did not fail.
+func (d *Dispatcher) CompressTo(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
 	if n, below := b.Len(), int(d.below.Load()); n < below && d.Preference() == "auto" &&
 		d.small.add(n)*d.wait.Seconds() >= float64(below) {
-		return d.merge(ctx, b.Pages, out)
+		name, err := d.merge(ctx, b.Pages, out)
+		if err == nil && deliver != nil {
+			err = deliver(name, 0, out)
+		}
+		return name, err
 	}
-	return d.compressBatch(ctx, b, out)
+	return d.compressBatch(ctx, b, out, deliver)
 }
 
 func (d *Dispatcher) compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
 	b := &backends.Batch{PageSize: pageSize, Pages: pages}
-	return d.compressBatch(ctx, b, out)
+	return d.compressBatch(ctx, b, out, nil)
 }
 
 // compressBatch is compress for a Batch the caller holds (PageSize and
 // Pages set): a connection passes its own, so a request allocates none.
-func (d *Dispatcher) compressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed) (string, error) {
+func (d *Dispatcher) compressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
 	d.begin()
 	defer d.end()
 	b.Codec, b.Threshold = d.codec, d.threshold
@@ -222,18 +239,13 @@ func (d *Dispatcher) compressBatch(ctx context.Context, b *backends.Batch, out *
 		}
 		c := d.counters(be.Name(), d.codec, "compress")
 		c.batches.Add(1)
-		err := be.Compress(ctx, b, out)
-		if err == nil {
-			err = faultBackend(be.Name())
+		stored, derr, err := d.run(ctx, be, b, out, deliver)
+		if derr != nil {
+			return be.Name(), derr
 		}
 		if err == nil {
-			n := b.Len()
-			c.pages.Add(uint64(n))
+			c.pages.Add(uint64(b.Len()))
 			c.in.Add(uint64(len(pages)))
-			var stored uint64
-			for _, s := range out.Size[:n] {
-				stored += uint64(s)
-			}
 			c.out.Add(stored)
 			return be.Name(), nil
 		}
@@ -244,6 +256,41 @@ func (d *Dispatcher) compressBatch(ctx context.Context, b *backends.Batch, out *
 		d.fail(be, err)
 	}
 	return "", errNoBackend
+}
+
+// run compresses b on be and delivers the results; it returns the bytes
+// stored, deliver's error, and the backend's.
+func (d *Dispatcher) run(ctx context.Context, be backends.Backend, b *backends.Batch, out *backends.Compressed, deliver Deliver) (stored uint64, derr, err error) {
+	size := func(c *backends.Compressed) {
+		for _, s := range c.Size {
+			stored += uint64(s)
+		}
+	}
+	if pc, ok := be.(backends.PartCompressor); ok && deliver != nil {
+		err = pc.CompressParts(ctx, b, func(lo int, part *backends.Compressed) error {
+			size(part)
+			derr = deliver(be.Name(), lo, part)
+			return derr
+		})
+		if derr != nil {
+			return 0, derr, nil
+		}
+		if err == nil {
+			err = faultBackend(be.Name())
+		}
+		return stored, nil, err
+	}
+	if err = be.Compress(ctx, b, out); err == nil {
+		err = faultBackend(be.Name())
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	size(out)
+	if deliver != nil {
+		derr = deliver(be.Name(), 0, out)
+	}
+	return stored, derr, nil
 }
 
 // Decompress expands a batch of stored pages.

@@ -185,22 +185,28 @@ func (c *conn) putFD(body []byte, fd int) ([]byte, ipc.Code, string) {
 	return c.store(req.Pool, req.Keys, pages)
 }
 
-// store compresses pages and keeps them under keys.
+// store compresses pages and keeps them under keys. A GPU backend hands
+// its results over piece by piece from its own buffers, each stored as it
+// comes, so the compressed bytes are copied once, into the store.
 func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, ipc.Code, string) {
 	out := c.d.bufs.getOut()
 	defer c.d.bufs.putOut(out)
 	batch := &c.batch
 	*batch = backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
-	defer func() { batch.Pages = nil }()
-	name, err := c.d.disp.CompressBatch(context.Background(), batch, out)
+	res := c.results(len(keys))
+	c.putting = putting{pool: pool, keys: keys, res: res}
+	defer func() { batch.Pages, c.putting = nil, putting{} }()
+	if c.putFn == nil {
+		c.putFn = c.storePart
+	}
+	_, err := c.d.disp.CompressTo(context.Background(), batch, out, c.putFn)
+	if c.putting.err != nil {
+		code, msg := storeErr(c.putting.err, pool)
+		return nil, code, msg
+	}
 	if err != nil {
 		c.d.failedWr.Add(uint64(len(keys)))
 		return nil, ipc.CodeFailed, "compression failed on every backend: " + err.Error()
-	}
-	res := c.results(len(keys))
-	if err := c.d.store.Put(c.uid, pool, keys, batch, out, c.d.store.BackendID(name), res); err != nil {
-		code, msg := storeErr(err, pool)
-		return nil, code, msg
 	}
 	for _, r := range res {
 		switch r {
@@ -212,6 +218,23 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, ipc.Code
 		}
 	}
 	return c.codesResponse(res), ipc.OK, ""
+}
+
+// putting is the PUT being stored, for storePart.
+type putting struct {
+	pool string
+	keys []uint64
+	res  []pagecache.Result
+	err  error // the store's, which ends the PUT
+}
+
+// storePart keeps pages [lo, lo+n) of the PUT in progress.
+func (c *conn) storePart(backend string, lo int, part *backends.Compressed) error {
+	p := &c.putting
+	n := len(part.Class)
+	b := c.batch.Part(lo, n)
+	p.err = c.d.store.Put(c.uid, p.pool, p.keys[lo:lo+n], &b, part, c.d.store.BackendID(backend), p.res[lo:lo+n])
+	return p.err
 }
 
 func (c *conn) keys(op ipc.Op, body []byte) (*ipc.KeysRequest, ipc.Code, string) {

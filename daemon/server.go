@@ -288,17 +288,19 @@ type conn struct {
 
 	// Request handling (handlers.go): decoded requests and per-page
 	// scratch reused from one request to the next.
-	maps   mapCache
-	putReq ipc.PutRequest
-	fdReq  ipc.PutFDRequest
-	keyReq ipc.KeysRequest
-	res    []pagecache.Result
-	batch  backends.Batch
-	stored []backends.Stored
-	view   viewing
-	viewFn func([]backends.Stored) error
-	dec    backends.Decompression
-	sorted []uint64
+	maps    mapCache
+	putReq  ipc.PutRequest
+	fdReq   ipc.PutFDRequest
+	keyReq  ipc.KeysRequest
+	res     []pagecache.Result
+	batch   backends.Batch
+	stored  []backends.Stored
+	view    viewing
+	viewFn  func([]backends.Stored) error
+	putting putting
+	putFn   Deliver
+	dec     backends.Decompression
+	sorted  []uint64
 }
 
 type request struct {

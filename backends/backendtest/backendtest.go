@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os/exec"
 	"sync"
@@ -23,6 +24,9 @@ type Config struct {
 	PageSizes []int // default 4096 only
 	Codecs    []backends.Codec
 	BatchSize int // pages per batch; default 256
+	// PartPages is the batch a PartCompressor is checked with, large
+	// enough to come back in several parts; default 4*BatchSize.
+	PartPages int
 }
 
 // Run runs the whole suite against b.
@@ -55,6 +59,9 @@ func Run(t *testing.T, b backends.Backend, cfg Config) {
 					checkBatch(t, b, corpus.Pages(corpus.Pointers, 1, ps, 5), ps, codec, ps*3/4, corpus.Pointers)
 				})
 				t.Run("concurrent", func(t *testing.T) { concurrent(t, b, ps, codec) })
+				if pc, ok := b.(backends.PartCompressor); ok && ps == cfg.PageSizes[0] {
+					t.Run("parts", func(t *testing.T) { parts(t, b, pc, ps, codec, cfg) })
+				}
 				t.Run("corrupt", func(t *testing.T) { corrupt(t, b, ps, codec) })
 			})
 		}
@@ -187,6 +194,58 @@ func concurrent(t *testing.T, b backends.Backend, ps int, codec backends.Codec) 
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// parts checks CompressParts against Compress: the parts cover the batch
+// in order, each page as Compress stores it, and the reference decodes it.
+func parts(t *testing.T, b backends.Backend, pc backends.PartCompressor, ps int, codec backends.Codec, cfg Config) {
+	n := cfg.PartPages
+	if n == 0 {
+		n = 4 * cfg.BatchSize
+	}
+	in := &backends.Batch{PageSize: ps, Pages: corpus.Pages(corpus.Mixed, n, ps, 11), Codec: codec, Threshold: ps * 3 / 4}
+	var whole backends.Compressed
+	if err := b.Compress(context.Background(), in, &whole); err != nil {
+		t.Fatalf("compress: %v", err)
+	}
+	next, count := 0, 0
+	got := make([]byte, ps)
+	err := pc.CompressParts(context.Background(), in, func(lo int, part *backends.Compressed) error {
+		if lo != next || len(part.Class) == 0 || lo+len(part.Class) > n {
+			return fmt.Errorf("part of %d pages at %d, want one at %d", len(part.Class), lo, next)
+		}
+		pb := in.Part(lo, len(part.Class))
+		for k := range part.Class {
+			i := lo + k
+			data := part.Bytes(k, &pb)
+			if part.Class[k] != whole.Class[i] || !bytes.Equal(data, whole.Bytes(i, in)) {
+				return fmt.Errorf("page %d: part gives %v (%d bytes), Compress %v (%d bytes)",
+					i, part.Class[k], len(data), whole.Class[i], whole.Size[i])
+			}
+			if len(part.Sum) > 0 && len(whole.Sum) > 0 && part.Sum[k] != whole.Sum[i] {
+				return fmt.Errorf("page %d: checksum %#x in the part, %#x whole", i, part.Sum[k], whole.Sum[i])
+			}
+			if !reference(t).DecodePage(backends.Stored{Class: part.Class[k], Fill: part.Fill[k], Data: data}, got) ||
+				!bytes.Equal(got, in.Page(i)) {
+				return fmt.Errorf("page %d: the reference does not decode the part's bytes", i)
+			}
+		}
+		next += len(part.Class)
+		count++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != n {
+		t.Fatalf("parts covered %d of %d pages", next, n)
+	}
+	// An error from deliver ends the batch and comes back as it is.
+	stop := errors.New("stop")
+	if err := pc.CompressParts(context.Background(), in, func(int, *backends.Compressed) error { return stop }); err != stop {
+		t.Fatalf("deliver's error came back as %v", err)
+	}
+	t.Logf("%d pages in %d parts", n, count)
 }
 
 // corrupt checks that damaged stored bytes are flagged, never returned as

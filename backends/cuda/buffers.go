@@ -45,6 +45,7 @@ type slot struct {
 	hin, hpacked, harr       []byte
 	hpackedDev               devptr // hpacked's device address: kernels may pack straight into it
 	packedOnHost             bool   // the piece queued packed its output into hpacked itself
+	part                     backends.Compressed // a delivered piece's results, pointing into hpacked
 }
 
 func u64s(b []byte, off, n int) []uint64 {

@@ -27,6 +27,30 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	if n == 0 {
 		return nil
 	}
+	if cap(out.Sum) < n {
+		out.Sum = make([]uint32, n)
+	}
+	out.Sum = out.Sum[:n]
+	if err := b.compressBatch(ctx, in, out, nil); err != nil {
+		// Nothing in out is valid: the caller redoes the batch elsewhere.
+		out.Reset(n)
+		return err
+	}
+	return nil
+}
+
+// CompressParts is Compress handing each slot's piece to deliver straight
+// from the slot's pinned buffer, which stays the slot's until deliver
+// returns: the caller's copy of the bytes is the only one.
+func (b *Backend) CompressParts(ctx context.Context, in *backends.Batch, deliver func(lo int, part *backends.Compressed) error) error {
+	if in.Len() == 0 {
+		return nil
+	}
+	return b.compressBatch(ctx, in, nil, deliver)
+}
+
+// compressBatch fills out, or with deliver set, hands the pieces over.
+func (b *Backend) compressBatch(ctx context.Context, in *backends.Batch, out *backends.Compressed, deliver func(int, *backends.Compressed) error) error {
 	if in.Codec != backends.CodecLZ4 && in.Codec != backends.CodecZstd {
 		return fmt.Errorf("cuda: codec %v not supported", in.Codec)
 	}
@@ -35,13 +59,7 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		return err
 	}
 	defer release()
-	if cap(out.Sum) < n {
-		out.Sum = make([]uint32, n)
-	}
-	out.Sum = out.Sum[:n]
-	if err := b.compress(ctx, c, in, out); err != nil {
-		// Nothing in out is valid: the caller redoes the batch elsewhere.
-		out.Reset(n)
+	if err := b.compress(ctx, c, in, out, deliver); err != nil {
 		return err
 	}
 	return ctx.Err()
@@ -76,7 +94,7 @@ type piece struct {
 // earlier one.
 const inFlight = 2
 
-func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, out *backends.Compressed) error {
+func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, out *backends.Compressed, deliver func(int, *backends.Compressed) error) error {
 	ps, n := in.PageSize, in.Len()
 	t := min(max(in.Threshold, 0), ps)
 	direct := b.inPinned(in.Pages)
@@ -112,7 +130,7 @@ func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, o
 			}
 			p := pending[0]
 			pending = pending[1:]
-			err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out) })
+			err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out, deliver) })
 			c.idle <- p.s
 			if err != nil {
 				return fail(err)
@@ -139,7 +157,7 @@ func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, o
 		if len(pending) > inFlight {
 			p := pending[0]
 			pending = pending[1:]
-			err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out) })
+			err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out, deliver) })
 			c.idle <- p.s
 			if err != nil {
 				return fail(err)
@@ -149,7 +167,7 @@ func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, o
 	for len(pending) > 0 {
 		p := pending[0]
 		pending = pending[1:]
-		err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out) })
+		err := b.onThread(func() error { return b.finishCompress(c, p.s, p.lo, p.cnt, out, deliver) })
 		c.idle <- p.s
 		if err != nil {
 			return fail(err)
@@ -301,8 +319,9 @@ func (b *Backend) launchCRC(c *config, s *slot, cnt int) error {
 }
 
 // finishCompress waits for a slot, checks nvCOMP's statuses, downloads
-// the packed bytes (only as many as the pages need) and fills out.
-func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.Compressed) error {
+// the packed bytes (only as many as the pages need) and fills out, or
+// hands the piece to deliver from the slot's buffers.
+func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.Compressed, deliver func(int, *backends.Compressed) error) error {
 	d, l, h := &b.drv, c.lay, s.harr
 	t0 := time.Now()
 	if err := d.Sync(s.s); err != nil {
@@ -329,6 +348,18 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 			return err
 		}
 	}
+	if deliver != nil {
+		part := &s.part
+		part.Reset(cnt)
+		part.Data = s.hpacked[:total]
+		part.Sum = u32s(h, l.sums, cnt)
+		if err := unpack(part, 0, 0, h, l, cnt, offs, c.pageSize); err != nil {
+			return err
+		}
+		err := deliver(lo, part)
+		part.Data, part.Sum = nil, nil // the slot's memory is not the caller's to keep
+		return err
+	}
 	base := len(out.Data)
 	if base+total > 1<<32-1 {
 		return fmt.Errorf("cuda: batch output exceeds 4 GiB")
@@ -340,11 +371,17 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 	}
 	out.Data = out.Data[:base+total]
 	parallelCopy(out.Data[base:], s.hpacked[:total])
-	fill, psize, cls := u64s(h, l.fill, cnt), u32s(h, l.psize, cnt), h[l.cls:l.cls+cnt]
 	copy(out.Sum[lo:lo+cnt], u32s(h, l.sums, cnt))
-	ps := uint32(c.pageSize)
+	return unpack(out, lo, uint32(base), h, l, cnt, offs, c.pageSize)
+}
+
+// unpack fills pages [at, at+cnt) of out from a piece's per-page results
+// in h; the piece's packed bytes start at base in out.Data.
+func unpack(out *backends.Compressed, at int, base uint32, h []byte, l layout, cnt int, offs []uint32, pageSize int) error {
+	fill, psize, cls := u64s(h, l.fill, cnt), u32s(h, l.psize, cnt), h[l.cls:l.cls+cnt]
+	ps := uint32(pageSize)
 	for k := range cnt {
-		i := lo + k
+		i := at + k
 		cl := backends.Class(cls[k])
 		out.Class[i], out.Fill[i], out.Off[i], out.Size[i] = cl, 0, 0, 0
 		switch cl {
@@ -354,7 +391,7 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 		case backends.ClassRaw:
 			out.Size[i] = ps
 		case backends.ClassLZ4, backends.ClassZstd:
-			out.Off[i], out.Size[i] = uint32(base)+offs[k], psize[k]
+			out.Off[i], out.Size[i] = base+offs[k], psize[k]
 		default:
 			return fmt.Errorf("cuda: kernel left page %d with class %d", i, cls[k])
 		}

@@ -101,7 +101,7 @@ func TestMemoryLimit(t *testing.T) {
 func TestConformance(t *testing.T) {
 	b := openGPU(t, backends.Options{})
 	t.Log(b.Describe())
-	backendtest.Run(t, b, backendtest.Config{PageSizes: []int{4096, 16384, 65536}})
+	backendtest.Run(t, b, backendtest.Config{PageSizes: []int{4096, 16384, 65536}, PartPages: 2*4096 + 100})
 }
 
 // A batch larger than one slot runs through both slots in turn.
