@@ -43,8 +43,8 @@ type slot struct {
 	nvDone                   cuEvent // recorded after this slot's nvCOMP call
 	din, dout, dpacked, darr devptr
 	hin, hpacked, harr       []byte
-	hpackedDev               devptr // hpacked's device address: kernels may pack straight into it
-	packedOnHost             bool   // the piece queued packed its output into hpacked itself
+	hpackedDev               devptr              // hpacked's device address: kernels may pack straight into it
+	packedOnHost             bool                // the piece queued packed its output into hpacked itself
 	part                     backends.Compressed // a delivered piece's results, pointing into hpacked
 }
 
