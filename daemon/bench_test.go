@@ -20,7 +20,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 }
 
 func roundTrip(b *testing.B, kind corpus.Kind) {
-	c := serveInProcess(b)
+	c := serveInProcess(b, "cpu")
 	page := corpus.Pages(kind, 1, 4096, 1)
 	b.SetBytes(4096)
 	for b.Loop() {
@@ -33,7 +33,7 @@ func roundTrip(b *testing.B, kind corpus.Kind) {
 // BenchmarkGet times a GET of 4096 stored pages through an in-process
 // daemon, and the memfd variant.
 func BenchmarkGet(b *testing.B) {
-	c := serveInProcess(b)
+	c := serveInProcess(b, "cpu")
 	const n = 4096
 	pages := corpus.Pages(corpus.Mixed, n, 4096, 1)
 	keys := make([]uint64, n)
@@ -65,22 +65,24 @@ func BenchmarkGet(b *testing.B) {
 
 // serveInProcess starts a cpu-only daemon in this process for the
 // benchmark's lifetime and returns a client connected to it.
-func serveInProcess(b *testing.B) *ipc.Client {
+// serveInProcess runs a daemon in the test's process on a socket of its
+// own, preferring backend, until the test ends.
+func serveInProcess(tb testing.TB, backend string) *ipc.Client {
 	cfg := Defaults()
-	cfg.Socket = filepath.Join(b.TempDir(), "s.sock")
-	cfg.Backend = "cpu"
+	cfg.Socket = filepath.Join(tb.TempDir(), "s.sock")
+	cfg.Backend = backend
 	cfg.Log = slog.New(slog.DiscardHandler)
 	d, err := New(cfg)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := d.Listen(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- d.Serve(ctx) }()
 	c := &ipc.Client{Socket: cfg.Socket}
-	b.Cleanup(func() { c.Close(); cancel(); <-done })
+	tb.Cleanup(func() { c.Close(); cancel(); <-done })
 	return c
 }

@@ -3,8 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"log/slog"
-	"path/filepath"
 	"testing"
 
 	"github.com/s4d-project/s4d/backends/corpus"
@@ -15,23 +13,7 @@ import (
 // keys missing here and there: every page lands where it belongs, and the
 // memfd keeps what it had where a key is missing.
 func TestFetchAcrossChunks(t *testing.T) {
-	cfg := Defaults()
-	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
-	cfg.Backend = "cpu"
-	cfg.Log = slog.New(slog.DiscardHandler)
-	d, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- d.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-	c := &ipc.Client{Socket: cfg.Socket}
-	defer c.Close()
+	c := serveInProcess(t, "cpu")
 
 	const ps, n = 4096, 3*fetchChunk + 77
 	pages := corpus.Pages(corpus.Mixed, n, ps, 3)
@@ -47,10 +29,10 @@ func TestFetchAcrossChunks(t *testing.T) {
 	for _, k := range stored {
 		put = append(put, pages[k*ps:(k+1)*ps]...)
 	}
-	if codes, err := c.Put(ctx, "f", stored, put); err != nil || ipc.PageError(stored, codes) != nil {
+	if codes, err := c.Put(context.Background(), "f", stored, put); err != nil || ipc.PageError(stored, codes) != nil {
 		t.Fatalf("put: %v", err)
 	}
-	got, codes, err := c.Get(ctx, "f", keys)
+	got, codes, err := c.Get(context.Background(), "f", keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +44,7 @@ func TestFetchAcrossChunks(t *testing.T) {
 	for i := range buf.Bytes() {
 		buf.Bytes()[i] = 0xEE
 	}
-	fdCodes, err := c.GetBuffer(ctx, "f", keys, buf, 0, ps)
+	fdCodes, err := c.GetBuffer(context.Background(), "f", keys, buf, 0, ps)
 	if err != nil {
 		t.Fatal(err)
 	}

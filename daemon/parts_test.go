@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -139,23 +138,7 @@ func TestCompressToParts(t *testing.T) {
 
 // Through the daemon: pages compressed in parts come back whole.
 func TestDaemonStoresParts(t *testing.T) {
-	cfg := Defaults()
-	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
-	cfg.Backend = "parted"
-	cfg.Log = slog.New(slog.DiscardHandler)
-	d, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- d.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-	c := &ipc.Client{Socket: cfg.Socket}
-	defer c.Close()
+	c := serveInProcess(t, "parted")
 
 	const n = 200
 	pages := corpus.Pages(corpus.Mixed, n, 4096, 5)
