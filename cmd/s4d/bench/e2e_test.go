@@ -30,6 +30,20 @@ func TestParseStatCPU(t *testing.T) {
 	if c, err := pidCPU(os.Getpid()); err != nil || c <= 0 {
 		t.Errorf("pidCPU(self) = %v, %v", c, err)
 	}
+	// Burn about 50 ms of CPU: schedstat agrees with getrusage to a few
+	// milliseconds, finer than the 10 ms tick of /proc/PID/stat.
+	s0, err := schedCPU(os.Getpid())
+	if err != nil {
+		t.Skipf("no schedstat here: %v", err)
+	}
+	r0 := processCPU()
+	for end := time.Now().Add(5 * time.Second); processCPU()-r0 < 0.05 && time.Now().Before(end); {
+	}
+	s1, _ := schedCPU(os.Getpid())
+	r1 := processCPU()
+	if d, r := s1-s0, r1-r0; r < 0.02 || math.Abs(d-r) > 0.005 {
+		t.Errorf("schedstat counted %.4f s while getrusage counted %.4f s", d, r)
+	}
 }
 
 // startDaemon builds s4d and starts its daemon on a socket of its own.
