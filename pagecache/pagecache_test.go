@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
@@ -627,5 +628,11 @@ func BenchmarkPutParallel(b *testing.B) {
 			}
 			wg.Wait()
 		})
+	}
+}
+
+func TestShardSize(t *testing.T) {
+	if n := unsafe.Sizeof(shard{}); n != 128 {
+		t.Fatalf("a shard takes %d bytes, want 128 (two cache lines)", n)
 	}
 }
