@@ -362,7 +362,9 @@ func TestChecksum(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Flip one stored bit of key 2, as a memory fault would.
-	e, _ := s.pools["p"].ix.get(2)
+	w := s.pools["p"].ix.walk(false)
+	e, _ := w.at(2).get(2)
+	w.done()
 	s.arena.bytes(e.handle(), e.objSize())[checksumSize+e.size()/2] ^= 0x10
 	_, r := getAll(t, s, 1, "p", []uint64{1, 2, 3})
 	if r[0] != OK || r[1] != Corrupt || r[2] != OK {

@@ -66,13 +66,6 @@ func (w *walk) done() {
 	w.cur = -1
 }
 
-// get looks one key up.
-func (sh *shards) get(key uint64) (entry, bool) {
-	w := sh.walk(false)
-	defer w.done()
-	return w.at(key).get(key)
-}
-
 // bytes is the memory the shards' tables hold.
 func (sh *shards) bytes() uint64 {
 	var n uint64
