@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -48,7 +49,7 @@ func TestMapCacheReuse(t *testing.T) {
 	const ps = 4096
 	pin := &fakePinner{}
 	failing := &fakePinner{fail: true}
-	mc := &mapCache{pinners: func() []backends.Pinner { return []backends.Pinner{pin, failing} }}
+	mc := &mapCache{share: newMapShare(func() []backends.Pinner { return []backends.Pinner{pin, failing} }, nil)}
 	defer mc.close()
 	f := memfd(t, 64*ps, unix.F_SEAL_SHRINK)
 	fd := int(f.Fd())
@@ -69,8 +70,8 @@ func TestMapCacheReuse(t *testing.T) {
 	if err != nil || string(b[:5]) != "hello" {
 		t.Fatalf("second map: %v %q", err, b[:5])
 	}
-	if mc.mapped != 1 || pin.pinned != 1 {
-		t.Fatalf("mapped %d times, pinned %d times; want 1 and 1", mc.mapped, pin.pinned)
+	if mc.share.mapped != 1 || pin.pinned != 1 {
+		t.Fatalf("mapped %d times, pinned %d times; want 1 and 1", mc.share.mapped, pin.pinned)
 	}
 	_ = a
 	// Writable on demand: mapped again once, then reused for both.
@@ -87,8 +88,8 @@ func TestMapCacheReuse(t *testing.T) {
 	if _, _, err := mc.pages(fd, ps, ps, ps, false); err != nil {
 		t.Fatal(err)
 	}
-	if mc.mapped != 2 || pin.unpinned != 1 || len(mc.maps) != 1 {
-		t.Fatalf("after upgrade: mapped %d, unpinned %d, %d mappings", mc.mapped, pin.unpinned, len(mc.maps))
+	if mc.share.mapped != 2 || pin.unpinned != 1 || len(mc.maps) != 1 {
+		t.Fatalf("after upgrade: mapped %d, unpinned %d, %d mappings", mc.share.mapped, pin.unpinned, len(mc.maps))
 	}
 	mc.close()
 	if pin.unpinned != pin.pinned || mc.bytes != 0 {
@@ -117,11 +118,11 @@ func TestMapCacheEviction(t *testing.T) {
 	}
 	var st unix.Stat_t
 	unix.Fstat(int(files[1].Fd()), &st)
-	if mc.find(uint64(st.Dev), uint64(st.Ino)) != nil {
+	if mc.find(uint64(st.Dev), uint64(st.Ino)) >= 0 {
 		t.Fatal("the least recently used file is still mapped")
 	}
 	unix.Fstat(int(files[0].Fd()), &st)
-	if mc.find(uint64(st.Dev), uint64(st.Ino)) == nil {
+	if mc.find(uint64(st.Dev), uint64(st.Ino)) < 0 {
 		t.Fatal("a recently used file was evicted")
 	}
 	if mc.bytes != mapCacheFiles*4*ps {
@@ -151,8 +152,8 @@ func TestMapCacheSizeChecks(t *testing.T) {
 	if err != nil || string(b[:5]) != "grown" {
 		t.Fatalf("after growing: %v", err)
 	}
-	if mc.mapped != 2 || len(mc.maps) != 1 || mc.bytes != 8*ps {
-		t.Fatalf("mapped %d times, %d mappings of %d bytes", mc.mapped, len(mc.maps), mc.bytes)
+	if mc.share.mapped != 2 || len(mc.maps) != 1 || mc.bytes != 8*ps {
+		t.Fatalf("mapped %d times, %d mappings of %d bytes", mc.share.mapped, len(mc.maps), mc.bytes)
 	}
 	for _, r := range []struct {
 		off    uint64
@@ -191,5 +192,91 @@ func TestMapCacheSizeChecks(t *testing.T) {
 	}
 	if _, _, err := mc.pages(rofd, 0, ps, ps, false); err != nil {
 		t.Fatalf("read through a read-only descriptor: %v", err)
+	}
+}
+
+// Connections that hand over the same file share one mapping: it is made
+// and pinned once, outlives the connection that made it while another
+// holds it, and is unmapped and unpinned when the last lets go.
+func TestMapShareAcrossConnections(t *testing.T) {
+	const ps = 4096
+	pin := &fakePinner{}
+	share := newMapShare(func() []backends.Pinner { return []backends.Pinner{pin} }, nil)
+	a, b := &mapCache{share: share}, &mapCache{share: share}
+	defer a.close()
+	defer b.close()
+	f := memfd(t, 16*ps, unix.F_SEAL_SHRINK)
+	unix.Pwrite(int(f.Fd()), []byte("shared"), 3*ps)
+	if _, _, err := a.pages(int(f.Fd()), 0, ps, ps, false); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := b.pages(int(f.Fd()), 3*ps, ps, ps, false)
+	if err != nil || string(got[:6]) != "shared" {
+		t.Fatalf("second connection: %v %q", err, got[:6])
+	}
+	if share.mapped != 1 || pin.pinned != 1 {
+		t.Fatalf("mapped %d times, pinned %d; want once each", share.mapped, pin.pinned)
+	}
+	a.close()
+	if pin.unpinned != 0 || len(share.files) != 1 {
+		t.Fatal("the mapping went while another connection held it")
+	}
+	unix.Pwrite(int(f.Fd()), []byte("still"), 3*ps)
+	if string(got[:5]) != "still" {
+		t.Fatalf("after the first connection closed: %q", got[:5])
+	}
+	// A descriptor that may only write may not read through the mapping
+	// another connection made.
+	wo, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wo)
+	c := &mapCache{share: share}
+	defer c.close()
+	if _, _, err := c.pages(wo, 0, ps, ps, false); err == nil {
+		t.Fatal("read through a write-only descriptor")
+	}
+	b.close()
+	c.close()
+	if pin.unpinned != 1 || len(share.files) != 0 {
+		t.Fatalf("after every connection let go: unpinned %d, %d files mapped", pin.unpinned, len(share.files))
+	}
+}
+
+// Connections taking, using and letting go of the same files at once
+// (run with -race).
+func TestMapShareConcurrent(t *testing.T) {
+	const ps = 4096
+	share := newMapShare(nil, nil)
+	var files []*os.File
+	for range mapCacheFiles + 2 {
+		files = append(files, memfd(t, 8*populateChunk/4, unix.F_SEAL_SHRINK))
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mc := &mapCache{share: share}
+			defer mc.close()
+			for i := range 200 {
+				f := files[(g*7+i)%len(files)]
+				off := uint64(i%16) * ps
+				mem, _, err := mc.pages(int(f.Fd()), off, ps, ps, i%3 == 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = mem[ps-1]
+				if i%3 == 0 {
+					mem[0] = byte(g)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(share.files) != 0 {
+		t.Fatalf("%d files still mapped after every connection closed", len(share.files))
 	}
 }

@@ -34,7 +34,8 @@ type Daemon struct {
 	codec backends.Codec
 	start time.Time
 	bufs  *bufPool
-	wake  int // eventfd that interrupts every connection's waits (shutdown)
+	maps  *mapShare // client memfds mapped now, shared by connections
+	wake  int       // eventfd that interrupts every connection's waits (shutdown)
 
 	ln       net.Listener
 	closing  atomic.Bool
@@ -78,6 +79,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, bufs: newBufPool()}
+	d.maps = newMapShare(d.pinners, d.log)
 	if d.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		set.Close()
 		return nil, fmt.Errorf("eventfd: %w", err)
@@ -211,7 +213,7 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 		nc.Close()
 		return
 	}
-	c.maps = mapCache{pinners: d.pinners, log: d.log}
+	c.maps = mapCache{share: d.maps}
 	if d.active.Add(1) > int64(d.cfg.MaxConns) {
 		d.active.Add(-1)
 		d.invalid.Add(1)
