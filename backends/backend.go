@@ -81,6 +81,11 @@ type Batch struct {
 	Pages     []byte // len = n * PageSize
 	Codec     Codec
 	Threshold int // a compressed page larger than this is stored raw
+	// Sums asks for Compressed.Sum: the store needs the checksums, and a
+	// backend that computes them while the bytes are in cache saves it a
+	// pass. One that cannot leaves Sum empty; one may fill it unasked
+	// when they cost it nothing.
+	Sums bool
 }
 
 // Len is the number of pages in the batch.

@@ -231,7 +231,7 @@ func (d *Dispatcher) compress(ctx context.Context, pageSize int, pages []byte, o
 func (d *Dispatcher) compressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
 	d.begin()
 	defer d.end()
-	b.Codec, b.Threshold = d.codec, d.threshold
+	b.Codec, b.Threshold, b.Sums = d.codec, d.threshold, true
 	pages := b.Pages
 	for i, be := range d.chain(b.Len()) {
 		if i > 0 {

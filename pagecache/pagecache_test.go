@@ -3,9 +3,7 @@ package pagecache
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -416,16 +414,6 @@ func TestUserLimits(t *testing.T) {
 	}
 	if err := s.Put(5, "a", keysFrom(100, 4), b, c, 0, res[:4]); err != nil || res[3] != OK {
 		t.Fatalf("after delete: %v %v", err, res[:4])
-	}
-}
-
-func TestWordChecksum(t *testing.T) {
-	for _, w := range []uint64{0, 1, 0xDEADBEEF, 1<<64 - 1, 0x0102030405060708} {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], w)
-		if got, want := wordChecksum(w), crc32.Checksum(b[:], castagnoli); got != want {
-			t.Errorf("%#x: %#x, want %#x", w, got, want)
-		}
 	}
 }
 

@@ -27,13 +27,11 @@ const (
 
 const checksumSize = 4
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // object returns the stored bytes of e after checking their checksum.
 func (s *Store) object(e entry) ([]byte, bool) {
 	obj := s.arena.bytes(e.handle(), e.objSize())
 	data := obj[checksumSize:]
-	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, castagnoli)
+	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, backends.Castagnoli)
 }
 
 // Errors for whole requests.
@@ -326,27 +324,8 @@ func (sc *putScratch) fill(lo, hi int) {
 // checksums fills sums[lo:hi] with the checksums of those pages' stored bytes.
 func checksums(b *backends.Batch, c *backends.Compressed, sums []uint32, lo, hi int) {
 	for i := lo; i < hi; i++ {
-		switch c.Class[i] {
-		case backends.ClassZero:
-		case backends.ClassSame:
-			sums[i] = wordChecksum(c.Fill[i])
-		case backends.ClassRaw:
-			sums[i] = crc32.Checksum(b.Page(i), castagnoli)
-		default:
-			sums[i] = crc32.Checksum(c.Data[c.Off[i]:c.Off[i]+c.Size[i]], castagnoli)
-		}
+		sums[i] = c.Checksum(i, b)
 	}
-}
-
-// wordChecksum is the CRC-32C of a same-filled page's stored word, worked
-// out by hand: handing crc32 an 8-byte array would move it to the heap.
-func wordChecksum(w uint64) uint32 {
-	crc := ^uint32(0)
-	for range 8 {
-		crc = castagnoli[byte(crc)^byte(w)] ^ crc>>8
-		w >>= 8
-	}
-	return ^crc
 }
 
 func (s *Store) forget(p *pool, e entry) {
@@ -431,7 +410,7 @@ func (s *Store) copyChecked(out []backends.Stored, res []Result, lo, hi int) {
 		obj := out[i].Data
 		copy(obj, s.arena.bytes(e.handle(), e.objSize()))
 		data := obj[checksumSize:]
-		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, castagnoli) {
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
 			res[i], out[i].Data = Corrupt, nil
 			continue
 		}
@@ -486,7 +465,7 @@ func (s *Store) checkInPlace(out []backends.Stored, res []Result, lo, hi int) {
 		}
 		obj := s.arena.bytes(e.handle(), e.objSize())
 		data := obj[checksumSize:len(obj):len(obj)]
-		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, castagnoli) {
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
 			res[i] = Corrupt
 			continue
 		}

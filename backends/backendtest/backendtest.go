@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os/exec"
 	"sync"
 	"testing"
@@ -95,7 +96,7 @@ func reference(t *testing.T) *cpu.Backend {
 
 func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec backends.Codec, threshold int, kind corpus.Kind) {
 	t.Helper()
-	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: threshold}
+	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: threshold, Sums: true}
 	var out backends.Compressed
 	if err := b.Compress(context.Background(), in, &out); err != nil {
 		t.Fatalf("compress: %v", err)
@@ -103,6 +104,9 @@ func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec ba
 	n := in.Len()
 	if len(out.Class) != n || len(out.Size) != n || len(out.Off) != n || len(out.Fill) != n {
 		t.Fatalf("result has %d classes for %d pages", len(out.Class), n)
+	}
+	if len(out.Sum) != 0 && len(out.Sum) != n {
+		t.Fatalf("%d checksums for %d pages", len(out.Sum), n)
 	}
 	var lz4s, zstds [][]byte
 	var lz4Want, zstdWant []byte
@@ -124,6 +128,9 @@ func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec ba
 			t.Fatalf("page %d: random page stored as %v (%d bytes)", i, c, out.Size[i])
 		}
 		data := out.Bytes(i, in)
+		if len(out.Sum) == n && out.Sum[i] != crc32.Checksum(data, backends.Castagnoli) {
+			t.Fatalf("page %d (%v): checksum %#x, the bytes' is %#x", i, c, out.Sum[i], crc32.Checksum(data, backends.Castagnoli))
+		}
 		got := make([]byte, ps)
 		if !reference(t).DecodePage(backends.Stored{Class: c, Fill: out.Fill[i], Data: data}, got) || !bytes.Equal(got, page) {
 			t.Fatalf("page %d (%v, %d bytes): reference decoder does not give back the page", i, c, len(data))
@@ -203,7 +210,7 @@ func parts(t *testing.T, b backends.Backend, pc backends.PartCompressor, ps int,
 	if n == 0 {
 		n = 4 * cfg.BatchSize
 	}
-	in := &backends.Batch{PageSize: ps, Pages: corpus.Pages(corpus.Mixed, n, ps, 11), Codec: codec, Threshold: ps * 3 / 4}
+	in := &backends.Batch{PageSize: ps, Pages: corpus.Pages(corpus.Mixed, n, ps, 11), Codec: codec, Threshold: ps * 3 / 4, Sums: true}
 	var whole backends.Compressed
 	if err := b.Compress(context.Background(), in, &whole); err != nil {
 		t.Fatalf("compress: %v", err)

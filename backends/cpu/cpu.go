@@ -109,6 +109,12 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		out.Data = make([]byte, n*t)
 	}
 	out.Data = out.Data[:n*t]
+	if in.Sums {
+		if cap(out.Sum) < n {
+			out.Sum = make([]uint32, n)
+		}
+		out.Sum = out.Sum[:n]
+	}
 	b.parallel(n, func(lo, hi int) {
 		var lc *lz4.Compressor
 		if in.Codec == backends.CodecLZ4 {
@@ -117,6 +123,11 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		}
 		for i := lo; i < hi; i++ {
 			b.compressPage(in, out, i, lc)
+			if in.Sums {
+				// Here, while the bytes are in this core's cache, rather
+				// than by the store in a pass of its own.
+				out.Sum[i] = out.Checksum(i, in)
+			}
 		}
 	})
 	return ctx.Err()

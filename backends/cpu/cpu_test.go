@@ -48,3 +48,22 @@ func TestZstdLargeWindow(t *testing.T) {
 		t.Fatal("a 1 MiB-window frame does not decode")
 	}
 }
+
+// Checksums come with the pages when asked for, and only then.
+func TestSumsWhenAsked(t *testing.T) {
+	b, _ := cpu.New(backends.Options{})
+	in := &backends.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Mixed, 64, 4096, 3), Codec: backends.CodecLZ4, Threshold: 3072}
+	var out backends.Compressed
+	if err := b.Compress(t.Context(), in, &out); err != nil || len(out.Sum) != 0 {
+		t.Fatalf("unasked: %v, %d checksums", err, len(out.Sum))
+	}
+	in.Sums = true
+	if err := b.Compress(t.Context(), in, &out); err != nil || len(out.Sum) != 64 {
+		t.Fatalf("asked: %v, %d checksums", err, len(out.Sum))
+	}
+	for i, s := range out.Sum {
+		if s != out.Checksum(i, in) {
+			t.Fatalf("page %d: %#x, want %#x", i, s, out.Checksum(i, in))
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -46,6 +47,7 @@ var Command = &cli.Command{
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"S4D_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		// For profiling the request path; written when the daemon stops.
 		&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile to this file"},
+		&cli.StringFlag{Name: "mutexprofile", Hidden: true, Usage: "write a profile of lock contention to this file on exit"},
 		&cli.StringFlag{Name: "trace", Hidden: true, Usage: "write an execution trace (go tool trace) to this file"},
 	},
 	Action: run,
@@ -75,6 +77,15 @@ func run(cx *cli.Context) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f := cx.String("mutexprofile"); f != "" {
+		runtime.SetMutexProfileFraction(1)
+		defer func() {
+			if out, err := os.Create(f); err == nil {
+				pprof.Lookup("mutex").WriteTo(out, 0)
+				out.Close()
+			}
+		}()
 	}
 	if f := cx.String("trace"); f != "" {
 		out, err := os.Create(f)
