@@ -626,3 +626,33 @@ func TestShardSize(t *testing.T) {
 		t.Fatalf("a shard takes %d bytes, want 128 (two cache lines)", n)
 	}
 }
+
+// Backend numbers are stable, shared by concurrent callers, and the
+// seventeenth name onwards shares the last number.
+func TestBackendID(t *testing.T) {
+	s := New(4096, 0)
+	var wg sync.WaitGroup
+	ids := make([]uint8, 8)
+	for g := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[g] = s.BackendID("cuda")
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] || s.backendName(id) != "cuda" {
+			t.Fatalf("ids %v, name %q", ids, s.backendName(id))
+		}
+	}
+	for i := range 20 {
+		id := s.BackendID(fmt.Sprint("b", i))
+		if want := min(i+1, 15); id != uint8(want) {
+			t.Fatalf("backend %d: id %d, want %d", i, id, want)
+		}
+	}
+	if s.BackendID("cuda") != ids[0] || s.backendName(99) != "?" {
+		t.Fatal("ids moved, or an unknown id has a name")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/s4d-project/s4d/backends"
 )
@@ -56,11 +57,14 @@ type user struct {
 type Store struct {
 	pageSize int
 
-	mu        sync.RWMutex
-	gate      sync.RWMutex // Puts filling reserved slots hold it for reading; Compact for writing
-	arena     *arena
-	pools     map[string]*pool
-	backends  []string // entry backend number -> name
+	mu    sync.RWMutex
+	gate  sync.RWMutex // Puts filling reserved slots hold it for reading; Compact for writing
+	arena *arena
+	pools map[string]*pool
+	// Backend names by the number entries hold, copied on write: every
+	// PUT looks its backend up, and must not queue on mu for it.
+	backends  atomic.Pointer[[]string]
+	backendMu sync.Mutex // adds a name
 	memMax    uint64
 	compr     uint64 // compressed bytes held
 	compacted uint64
@@ -126,23 +130,40 @@ func (s *Store) Sweep() {
 
 // BackendID returns the small number entries use for a backend name.
 func (s *Store) BackendID(name string) uint8 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, n := range s.backends {
-		if n == name {
-			return uint8(i)
-		}
+	if id, ok := s.backendID(name); ok {
+		return id
 	}
-	if len(s.backends) == 16 {
+	s.backendMu.Lock()
+	defer s.backendMu.Unlock()
+	if id, ok := s.backendID(name); ok {
+		return id
+	}
+	var names []string
+	if p := s.backends.Load(); p != nil {
+		names = *p
+	}
+	if len(names) == 16 {
 		return 15 // entries hold 4 bits; more backends than that share the last
 	}
-	s.backends = append(s.backends, name)
-	return uint8(len(s.backends) - 1)
+	names = append(names[:len(names):len(names)], name)
+	s.backends.Store(&names)
+	return uint8(len(names) - 1)
+}
+
+func (s *Store) backendID(name string) (uint8, bool) {
+	if p := s.backends.Load(); p != nil {
+		for i, n := range *p {
+			if n == name {
+				return uint8(i), true
+			}
+		}
+	}
+	return 0, false
 }
 
 func (s *Store) backendName(id uint8) string {
-	if int(id) < len(s.backends) {
-		return s.backends[id]
+	if p := s.backends.Load(); p != nil && int(id) < len(*p) {
+		return (*p)[id]
 	}
 	return "?"
 }
