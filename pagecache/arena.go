@@ -174,10 +174,13 @@ func (a *arena) slabMemory() []byte {
 	return make([]byte, a.slabSize)
 }
 
-// sweep lets go of the slab memory kept since before the last sweep.
-func (a *arena) sweep() {
+// sweep lets go of the slab memory kept since before the last sweep and
+// returns its size.
+func (a *arena) sweep() uint64 {
+	n := uint64(len(a.keptOld)) * uint64(a.slabSize)
 	clear(a.keptOld)
 	a.keptOld, a.kept = a.kept, a.keptOld[:0]
+	return n
 }
 
 // release lets go of all kept slab memory.

@@ -458,13 +458,12 @@ func TestArenaKeepsEmptiedSlabs(t *testing.T) {
 			a.free(handle(uint32(slices.Index(a.slabs, s))<<slotBits | uint32(j)))
 		}
 	}
-	a.sweep()
-	if a.keptBytes() == 0 {
-		t.Fatal("nothing kept after one sweep")
+	kept := a.keptBytes()
+	if n := a.sweep(); n != 0 || a.keptBytes() != kept || kept == 0 {
+		t.Fatalf("first sweep let go of %d bytes, kept %d of %d", n, a.keptBytes(), kept)
 	}
-	a.sweep()
-	if a.keptBytes() != 0 {
-		t.Fatalf("%d bytes kept after two sweeps", a.keptBytes())
+	if n := a.sweep(); n != kept || a.keptBytes() != 0 {
+		t.Fatalf("second sweep let go of %d bytes of %d, %d still kept", n, kept, a.keptBytes())
 	}
 }
 

@@ -120,12 +120,12 @@ func (s *Store) SetMemLimit(limit uint64) {
 }
 
 // Sweep gives back to the runtime the memory of slabs emptied before the
-// previous sweep (it is kept a while for new slabs to reuse). Call it
-// every few seconds.
-func (s *Store) Sweep() {
+// previous sweep (it is kept a while for new slabs to reuse) and returns
+// how many bytes that was. Call it every few seconds.
+func (s *Store) Sweep() uint64 {
 	s.mu.Lock()
-	s.arena.sweep()
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return s.arena.sweep()
 }
 
 // BackendID returns the small number entries use for a backend name.
