@@ -46,10 +46,13 @@ type arena struct {
 	// lies here for two sweeps goes back to the runtime. It never exceeds
 	// what was in use before, so the memory limit still holds.
 	kept, keptOld [][]byte
+	mem           slabMem
 }
 
 func newArena(pageSize int) *arena {
-	return &arena{step: pageSize / numClass, slabSize: pageSize * slabPages}
+	a := &arena{step: pageSize / numClass, slabSize: pageSize * slabPages}
+	a.mem.slabSize, a.mem.maps = a.slabSize, &regions{}
+	return a
 }
 
 // Few classes keep the partly filled slabs few (at most one per class
@@ -111,7 +114,12 @@ func (a *arena) newSlab(c int) error {
 		idx = uint32(len(a.slabs))
 		a.slabs = append(a.slabs, nil)
 	}
-	a.slabs[idx] = &slab{buf: a.slabMemory(), class: uint16(c), partial: -1}
+	buf, err := a.slabMemory()
+	if err != nil {
+		a.spare = append(a.spare, idx)
+		return err
+	}
+	a.slabs[idx] = &slab{buf: buf, class: uint16(c), partial: -1}
 	a.used += uint64(a.slabSize)
 	a.list(idx)
 	return nil
@@ -162,23 +170,26 @@ func (a *arena) free(h handle) {
 
 // slabMemory returns memory for a new slab, reusing an emptied one's. Its
 // contents do not matter: a slot is always written before it is read.
-func (a *arena) slabMemory() []byte {
+func (a *arena) slabMemory() ([]byte, error) {
 	for _, l := range []*[][]byte{&a.kept, &a.keptOld} {
 		if n := len(*l); n > 0 {
 			b := (*l)[n-1]
 			(*l)[n-1] = nil
 			*l = (*l)[:n-1]
-			return b
+			return b, nil
 		}
 	}
-	return make([]byte, a.slabSize)
+	return a.mem.get()
 }
 
-// sweep lets go of the slab memory kept since before the last sweep and
-// returns its size.
+// sweep gives the kernel the slab memory kept since before the last sweep
+// and returns its size.
 func (a *arena) sweep() uint64 {
 	n := uint64(len(a.keptOld)) * uint64(a.slabSize)
-	clear(a.keptOld)
+	for i, b := range a.keptOld {
+		a.mem.put(b)
+		a.keptOld[i] = nil
+	}
 	a.keptOld, a.kept = a.kept, a.keptOld[:0]
 	return n
 }

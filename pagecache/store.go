@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,11 @@ type PoolStats struct {
 func New(pageSize int, memLimit uint64) *Store {
 	a := newArena(pageSize)
 	a.limit = memLimit
-	return &Store{pageSize: pageSize, arena: a, pools: map[string]*pool{}, users: map[uint32]*user{}}
+	s := &Store{pageSize: pageSize, arena: a, pools: map[string]*pool{}, users: map[uint32]*user{}}
+	// The slabs' memory goes with the store: nothing outside it holds
+	// their bytes past a call (see View).
+	runtime.AddCleanup(s, (*regions).unmap, a.mem.maps)
+	return s
 }
 
 // SetLimits changes the per-user limits; what is stored stays.

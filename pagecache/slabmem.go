@@ -1,0 +1,63 @@
+package pagecache
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// slabMem hands out slab memory from anonymous mappings of its own, off
+// the Go heap. On the heap, the arena set the collector's goal at twice
+// the store (memory let go stayed resident until a collection came), and
+// every new slab was zeroed under the store's lock; here a slab let go
+// goes back to the kernel at once, and a fresh one is zeroed by the kernel
+// when first written, outside any lock. Address space is given back only
+// with the store (see New): a slab let go is reused first.
+type slabMem struct {
+	slabSize int
+	free     [][]byte // slabs let go, their pages returned
+	rest     []byte   // what the newest region has not handed out
+	maps     *regions
+}
+
+// regions are the mappings slabs come from.
+type regions struct{ all [][]byte }
+
+// unmap unmaps every region: no slab may be used after.
+func (r *regions) unmap() {
+	for _, m := range r.all {
+		unix.Munmap(m)
+	}
+	r.all = nil
+}
+
+// regionSlabs is how many slabs one mapping holds.
+const regionSlabs = 64
+
+func (m *slabMem) get() ([]byte, error) {
+	if n := len(m.free); n > 0 {
+		s := m.free[n-1]
+		m.free[n-1] = nil
+		m.free = m.free[:n-1]
+		return s, nil
+	}
+	if len(m.rest) < m.slabSize {
+		r, err := unix.Mmap(-1, 0, regionSlabs*m.slabSize, unix.PROT_READ|unix.PROT_WRITE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		if err != nil {
+			return nil, fmt.Errorf("mapping slab memory: %w", err)
+		}
+		m.maps.all = append(m.maps.all, r)
+		m.rest = r
+	}
+	s := m.rest[:m.slabSize:m.slabSize]
+	m.rest = m.rest[m.slabSize:]
+	return s, nil
+}
+
+// put takes a slab back and returns its pages to the kernel; it reads as
+// zeros when handed out again.
+func (m *slabMem) put(s []byte) {
+	unix.Madvise(s, unix.MADV_DONTNEED)
+	m.free = append(m.free, s)
+}

@@ -1,0 +1,95 @@
+package pagecache
+
+import (
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// resident counts the pages of b in memory.
+func resident(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+os.Getpagesize()-1)/os.Getpagesize())
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// Slab memory is in memory only once written, goes back to the kernel when
+// let go, and is handed out again, zeroed, before a new region is mapped.
+func TestSlabMemGivesPagesBack(t *testing.T) {
+	m := slabMem{slabSize: 64 << 10, maps: &regions{}}
+	defer m.maps.unmap()
+	var slabs [][]byte
+	for range regionSlabs + 1 {
+		s, err := m.get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slabs = append(slabs, s)
+	}
+	if len(m.maps.all) != 2 {
+		t.Fatalf("%d regions for %d slabs", len(m.maps.all), regionSlabs+1)
+	}
+	s := slabs[3]
+	if resident(t, s) != 0 {
+		t.Fatal("an unwritten slab is resident")
+	}
+	for i := range s {
+		s[i] = 0xA5
+	}
+	if r := resident(t, s); r != len(s)/os.Getpagesize() {
+		t.Fatalf("%d pages resident after writing the slab", r)
+	}
+	m.put(s)
+	if resident(t, s) != 0 {
+		t.Fatal("a slab let go is still resident")
+	}
+	again, err := m.get()
+	if err != nil || &again[0] != &s[0] {
+		t.Fatal("the slab let go was not handed out first")
+	}
+	for _, b := range again {
+		if b != 0 {
+			t.Fatal("a reused slab kept its old bytes")
+		}
+	}
+}
+
+// The store's sweeps give emptied slabs' pages back to the kernel.
+func TestSweepGivesPagesBack(t *testing.T) {
+	a := newArena(4096)
+	defer a.mem.maps.unmap()
+	var hs []handle
+	for range 500 {
+		h, b, err := a.alloc(1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[0] = 1
+		hs = append(hs, h)
+	}
+	mem := a.slabs[0].buf
+	if resident(t, mem) == 0 {
+		t.Fatal("a written slab is not resident")
+	}
+	for _, h := range hs {
+		a.free(h)
+	}
+	a.sweep()
+	if resident(t, mem) == 0 {
+		t.Fatal("kept memory went back before two sweeps")
+	}
+	a.sweep()
+	if r := resident(t, mem); r != 0 {
+		t.Fatalf("%d pages of an emptied slab resident after two sweeps", r)
+	}
+}
