@@ -5,12 +5,11 @@ import (
 	"sync"
 )
 
-// inParallel runs fn over [0,n) in chunks on up to GOMAXPROCS goroutines;
-// small batches stay on the caller's. Checksumming a large batch on one
-// core would leave the others idle while the request waits: it costs about
-// a tenth of compressing the same pages.
-func inParallel(n int, fn func(lo, hi int)) {
-	const chunk = 256
+// inParallel runs fn over [0,n) in pieces of at least chunk on up to
+// GOMAXPROCS goroutines; a batch of one chunk stays on the caller's.
+// Checksumming or storing a batch on one core would leave the others idle
+// while the request waits.
+func inParallel(n, chunk int, fn func(lo, hi int)) {
 	g := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
 	if g <= 1 {
 		fn(0, n)
