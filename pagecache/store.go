@@ -456,34 +456,36 @@ func (s *Store) View(uid uint32, name string, keys []uint64, out []backends.Stor
 	if err != nil {
 		return out, err
 	}
-	out = out[:0]
-	w := p.ix.walk(false)
-	for i, key := range keys {
-		e, ok := w.at(key).get(key)
-		res[i] = OK
-		if !ok {
-			res[i] = NotFound
-		}
-		out = append(out, backends.Stored{Class: e.class(), Fill: uint64(e)})
+	if cap(out) < len(keys) {
+		out = make([]backends.Stored, len(keys))
 	}
-	w.done()
-	if len(out) <= 256 {
-		s.checkInPlace(out, res, 0, len(out))
+	out = out[:len(keys)]
+	// Looked up on the cores too: on 16 cores, a 1024-key chunk's lookups
+	// on one took about as long as the others decoding it.
+	if len(keys) <= 128 {
+		s.findInPlace(p, keys, out, res, 0, len(keys))
 	} else {
-		inParallel(len(out), 256, func(lo, hi int) { s.checkInPlace(out, res, lo, hi) })
+		inParallel(len(keys), 128, func(lo, hi int) { s.findInPlace(p, keys, out, res, lo, hi) })
 	}
 	err = fn(out)
 	clear(out) // no references into the arena outlive the lock
 	return out, err
 }
 
-// checkInPlace points out[lo:hi] at their objects and checks their
-// checksums. The caller holds the read lock.
-func (s *Store) checkInPlace(out []backends.Stored, res []Result, lo, hi int) {
+// findInPlace looks up keys[lo:hi] and points out[lo:hi] at their objects,
+// checksums checked. The caller holds the read lock.
+func (s *Store) findInPlace(p *pool, keys []uint64, out []backends.Stored, res []Result, lo, hi int) {
+	w := p.ix.walk(false)
+	defer w.done()
 	for i := lo; i < hi; i++ {
-		e := entry(out[i].Fill)
-		out[i].Fill = 0
-		if res[i] != OK || !e.hasObject() {
+		e, ok := w.at(keys[i]).get(keys[i])
+		out[i] = backends.Stored{Class: e.class()}
+		res[i] = OK
+		if !ok {
+			res[i] = NotFound
+			continue
+		}
+		if !e.hasObject() {
 			continue
 		}
 		obj := s.arena.bytes(e.handle(), e.objSize())
