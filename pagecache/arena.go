@@ -182,22 +182,22 @@ func (a *arena) slabMemory() ([]byte, error) {
 	return a.mem.get()
 }
 
-// sweep gives the kernel the slab memory kept since before the last sweep
-// and returns its size.
-func (a *arena) sweep() uint64 {
-	n := uint64(len(a.keptOld)) * uint64(a.slabSize)
-	for i, b := range a.keptOld {
-		a.mem.put(b)
-		a.keptOld[i] = nil
-	}
-	a.keptOld, a.kept = a.kept, a.keptOld[:0]
-	return n
+// sweep moves the kept slab memory on by a sweep and returns what was kept
+// since before the last one, for the caller to give back (giveBack) and
+// then file for reuse (slabMem.reuse).
+func (a *arena) sweep() [][]byte {
+	let := a.keptOld
+	a.keptOld, a.kept = a.kept, nil
+	return let
 }
 
-// release lets go of all kept slab memory.
+// release gives back all kept slab memory at once.
 func (a *arena) release() {
-	a.sweep()
-	a.sweep()
+	for range 2 {
+		let := a.sweep()
+		giveBack(let)
+		a.mem.reuse(let)
+	}
 }
 
 // keptBytes is the slab memory kept for reuse.

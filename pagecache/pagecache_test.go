@@ -459,11 +459,11 @@ func TestArenaKeepsEmptiedSlabs(t *testing.T) {
 		}
 	}
 	kept := a.keptBytes()
-	if n := a.sweep(); n != 0 || a.keptBytes() != kept || kept == 0 {
-		t.Fatalf("first sweep let go of %d bytes, kept %d of %d", n, a.keptBytes(), kept)
+	if let := a.sweep(); len(let) != 0 || a.keptBytes() != kept || kept == 0 {
+		t.Fatalf("first sweep let go of %d slabs, kept %d of %d bytes", len(let), a.keptBytes(), kept)
 	}
-	if n := a.sweep(); n != kept || a.keptBytes() != 0 {
-		t.Fatalf("second sweep let go of %d bytes of %d, %d still kept", n, kept, a.keptBytes())
+	if let := a.sweep(); uint64(len(let)*a.slabSize) != kept || a.keptBytes() != 0 {
+		t.Fatalf("second sweep let go of %d slabs of %d bytes, %d still kept", len(let), kept, a.keptBytes())
 	}
 }
 

@@ -49,7 +49,8 @@ func TestSlabMemGivesPagesBack(t *testing.T) {
 	if r := resident(t, s); r != len(s)/os.Getpagesize() {
 		t.Fatalf("%d pages resident after writing the slab", r)
 	}
-	m.put(s)
+	giveBack([][]byte{slabs[5], s, slabs[4]}) // 3, 4, 5: one run
+	m.reuse([][]byte{s})
 	if resident(t, s) != 0 {
 		t.Fatal("a slab let go is still resident")
 	}
@@ -84,12 +85,17 @@ func TestSweepGivesPagesBack(t *testing.T) {
 	for _, h := range hs {
 		a.free(h)
 	}
-	a.sweep()
-	if resident(t, mem) == 0 {
+	s := &Store{arena: a}
+	if s.Sweep() != 0 || resident(t, mem) == 0 {
 		t.Fatal("kept memory went back before two sweeps")
 	}
-	a.sweep()
+	if n := s.Sweep(); n == 0 || n%uint64(a.slabSize) != 0 {
+		t.Fatalf("the second sweep let go of %d bytes", n)
+	}
 	if r := resident(t, mem); r != 0 {
 		t.Fatalf("%d pages of an emptied slab resident after two sweeps", r)
+	}
+	if len(a.mem.free) == 0 {
+		t.Fatal("memory given back is not filed for reuse")
 	}
 }

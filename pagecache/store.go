@@ -129,8 +129,14 @@ func (s *Store) SetMemLimit(limit uint64) {
 // how many bytes that was. Call it every few seconds.
 func (s *Store) Sweep() uint64 {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.arena.sweep()
+	let := s.arena.sweep()
+	s.mu.Unlock()
+	// Outside the lock: after deleting a GiB, thousands of slabs go back.
+	giveBack(let)
+	s.mu.Lock()
+	s.arena.mem.reuse(let)
+	s.mu.Unlock()
+	return uint64(len(let)) * uint64(s.arena.slabSize)
 }
 
 // BackendID returns the small number entries use for a backend name.
