@@ -136,18 +136,20 @@ func (p *bufPool) sweep() int {
 	return n + p.outs.sweep(func(c *backends.Compressed) int { return cap(c.Data) })
 }
 
-// returnAt is how much memory let go makes the sweeper hand it back to the
-// kernel at once. Dropped buffers and slab memory are garbage on the Go
-// heap, and with the arena there the collector's goal is twice the store:
-// an idle daemon whose pages were deleted kept 600 MiB resident, growing
-// with every round of a benchmark, for want of a collection.
-const returnAt = 64 << 20
+// returnAt is how much dropped buffer memory makes the sweeper hand it
+// back to the kernel at once. Dropped buffers are garbage on the Go heap
+// until a collection, and an idle daemon allocates nothing to start one:
+// after a few rounds of a 1 GiB benchmark it kept hundreds of MiB resident
+// with an empty store. With the store's slabs off the heap, the heap is
+// small and a forced collection cheap. (The store gives its slab memory
+// back itself.)
+const returnAt = 8 << 20
 
 // sweepEvery drops request buffers left unused for one to two periods,
 // and the memory of emptied arena slabs after four to eight (a client that
 // frees pages and stores others within seconds reuses it instead of
 // having the kernel zero fresh pages), until stop is closed. Once enough
-// is let go, it is given back to the kernel.
+// buffer memory is dropped, it is given back to the kernel.
 func (d *Daemon) sweepEvery(every time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -157,7 +159,7 @@ func (d *Daemon) sweepEvery(every time.Duration, stop <-chan struct{}) {
 		case <-t.C:
 			dropped += d.bufs.sweep()
 			if n%4 == 0 {
-				dropped += int(d.store.Sweep())
+				d.store.Sweep()
 			}
 			if dropped >= returnAt {
 				debug.FreeOSMemory()
