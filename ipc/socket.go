@@ -103,7 +103,9 @@ func (s *Socket) Interrupt() {
 	s.mu.Unlock()
 }
 
-// Resume undoes Interrupt (for a socket with its own eventfd).
+// Resume undoes Interrupt (for a socket with its own eventfd). Call it
+// only after Interrupt has returned: its last step cuts short a wait
+// parked in the runtime's poller, which could otherwise be the next one.
 func (s *Socket) Resume() {
 	var b [8]byte
 	unix.Read(s.wake, b[:])

@@ -77,13 +77,18 @@ func TestSocketDeadlineAndInterrupt(t *testing.T) {
 		if err := recvOne(a, t0.Add(20*time.Millisecond)); err == nil || time.Since(t0) < 20*time.Millisecond {
 			t.Fatalf("hot %v: deadline: %v after %v", hot, err, time.Since(t0))
 		}
+		done := make(chan struct{})
 		go func() {
 			time.Sleep(10 * time.Millisecond)
 			a.Interrupt()
+			close(done)
 		}()
 		if err := recvOne(a, time.Time{}); err != ErrInterrupted {
 			t.Fatalf("hot %v: interrupt: %v", hot, err)
 		}
+		// As the client does: resume only once Interrupt has returned, or
+		// its last step (cutting short a parked wait) may hit the next wait.
+		<-done
 		a.Resume()
 	}
 }
