@@ -43,10 +43,10 @@ type arena struct {
 	// slabs to reuse. The kernel zeroes every page it hands to a process:
 	// under churn (pages freed, others stored) fresh slabs cost a page
 	// fault and a clear_page per 4 KiB, a fifth of the CPU of a PUT. What
-	// lies here for two sweeps goes back to the runtime. It never exceeds
+	// lies here for two sweeps goes back to the kernel. It never exceeds
 	// what was in use before, so the memory limit still holds.
 	kept, keptOld [][]byte
-	mem           slabMem
+	mem           slabMem // where slab memory comes from and goes back to
 }
 
 func newArena(pageSize int) *arena {

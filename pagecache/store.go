@@ -124,7 +124,7 @@ func (s *Store) SetMemLimit(limit uint64) {
 	s.mu.Unlock()
 }
 
-// Sweep gives back to the runtime the memory of slabs emptied before the
+// Sweep gives back to the kernel the memory of slabs emptied before the
 // previous sweep (it is kept a while for new slabs to reuse) and returns
 // how many bytes that was. Call it every few seconds.
 func (s *Store) Sweep() uint64 {
@@ -466,8 +466,8 @@ func (s *Store) View(uid uint32, name string, keys []uint64, out []backends.Stor
 		out = make([]backends.Stored, len(keys))
 	}
 	out = out[:len(keys)]
-	// Looked up on the cores too: on 16 cores, a 1024-key chunk's lookups
-	// on one took about as long as the others decoding it.
+	// Looked up on the cores too, with the checks: with 4 clients of
+	// 16 MiB GETs on 16 cores, 26.3-26.8 GB/s instead of 22.8-24.1.
 	if len(keys) <= 128 {
 		s.findInPlace(p, keys, out, res, 0, len(keys))
 	} else {
