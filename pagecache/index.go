@@ -3,8 +3,11 @@ package pagecache
 import "math/bits"
 
 // index maps a pool's keys to packed entries. It is a Robin Hood hash table
-// of 16-byte slots (key, entry) with a maximum load of 0.9, growing by a
-// quarter, so the metadata per stored page stays between 18 and 23 bytes.
+// of 16-byte slots (key, entry) with a maximum load of 0.9. It doubles while
+// small, then grows by a quarter, so the metadata per stored page of a large
+// pool stays between 18 and 23 bytes. (Growing by quarters from the start
+// cost a new pool 205-227 ns per key filled, rehashing mostly; doubling up to
+// doubleBelow, 106-136 ns, for the same final size at 262144 keys.)
 // An entry of 0 marks an empty slot (every stored entry has a class).
 type index struct {
 	slots []slot
@@ -18,7 +21,8 @@ type slot struct {
 
 const (
 	minIndexSlots = 64
-	maxLoadNum    = 9 // load <= 9/10
+	doubleBelow   = 1 << 14 // slots (256 KiB) under which a table doubles
+	maxLoadNum    = 9       // load <= 9/10
 	maxLoadDen    = 10
 )
 
@@ -116,6 +120,9 @@ func (ix *index) insert(s slot, pos int) {
 
 func (ix *index) grow() {
 	n := len(ix.slots) + len(ix.slots)/4
+	if len(ix.slots) < doubleBelow {
+		n = 2 * len(ix.slots)
+	}
 	if n < minIndexSlots {
 		n = minIndexSlots
 	}
