@@ -36,10 +36,7 @@ func BenchmarkGet(b *testing.B) {
 	c := serveInProcess(b, "cpu")
 	const n = 4096
 	pages := corpus.Pages(corpus.Mixed, n, 4096, 1)
-	keys := make([]uint64, n)
-	for i := range keys {
-		keys[i] = uint64(i)
-	}
+	keys := seqKeys(0, n)
 	if _, err := c.Put(context.Background(), "g", keys, pages); err != nil {
 		b.Fatal(err)
 	}
@@ -85,4 +82,13 @@ func serveInProcess(tb testing.TB, backend string) *ipc.Client {
 	c := &ipc.Client{Socket: cfg.Socket}
 	tb.Cleanup(func() { c.Close(); cancel(); <-done })
 	return c
+}
+
+// seqKeys returns the n keys from first on.
+func seqKeys(first uint64, n int) []uint64 {
+	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = first + uint64(i)
+	}
+	return keys
 }

@@ -142,10 +142,7 @@ func TestDaemonStoresParts(t *testing.T) {
 
 	const n = 200
 	pages := corpus.Pages(corpus.Mixed, n, 4096, 5)
-	keys := make([]uint64, n)
-	for i := range keys {
-		keys[i] = uint64(1000 + i)
-	}
+	keys := seqKeys(1000, n)
 	codes, err := c.Put(context.Background(), "p", keys, pages)
 	if err != nil || ipc.PageError(keys, codes) != nil {
 		t.Fatalf("put: %v %v", err, codes)
