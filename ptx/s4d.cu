@@ -571,3 +571,120 @@ extern "C" __global__ void s4d_crc(u64 n, const u8 *cls, const u64 *fill, const 
     }
     sums[i] = ~crc;
 }
+
+// s4d_unpack: one warp per page writes the page its stored form stands for
+// at out + i*page_size: zero and same-filled pages from the fill word, raw
+// pages copied, LZ4 blocks decoded. Page i's stored bytes are psize[i] long
+// at packed + offs[i] (8-aligned, readable up to the next multiple of 8).
+// A block is decoded in shared memory, every read and write bounds-checked,
+// so a damaged one is reported and never faults: status[i] is 0 when the
+// page came out whole (exactly one page), 1 when not, 2 for a class this
+// kernel leaves alone (zstd, or a page the host already refused).
+#define UNPACK_WARPS 4
+#define UNPACK_MAX 4096
+
+// unpack_len adds LZ4's extra length bytes at *si to v; false when the
+// block ends first.
+__device__ bool unpack_len(const u8 *sb, u32 len, u32 *si, u32 *v)
+{
+    u32 b;
+    do {
+        if (*si >= len)
+            return false;
+        b = sb[(*si)++];
+        *v += b;
+    } while (b == 255);
+    return true;
+}
+
+extern "C" __global__ void s4d_unpack(u64 n, const u8 *cls, const u64 *fill, const u32 *offs, const u32 *psize,
+                                      u64 packed, u64 out, u64 page_size, u32 *status)
+{
+    __shared__ u64 sbuf[UNPACK_WARPS][UNPACK_MAX / 8]; // the block
+    __shared__ u64 dbuf[UNPACK_WARPS][UNPACK_MAX / 8]; // the page it decodes to
+    u32 lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    u64 i = blockIdx.x * (u64)UNPACK_WARPS + w;
+    if (i >= n)
+        return;
+    u64 *dst = (u64 *)(out + i * page_size);
+    u32 words = (u32)(page_size / 8), len = psize[i];
+    u8 c = cls[i];
+    if (c == CLASS_ZERO || c == CLASS_SAME) {
+        u64 v = c == CLASS_ZERO ? 0 : fill[i];
+        for (u32 k = lane; k < words; k += 32)
+            dst[k] = v;
+        if (lane == 0)
+            status[i] = 0;
+        return;
+    }
+    if (c == CLASS_RAW) {
+        bool ok = len == page_size;
+        const u64 *src = (const u64 *)(packed + offs[i]);
+        for (u32 k = lane; ok && k < words; k += 32)
+            dst[k] = src[k];
+        if (lane == 0)
+            status[i] = ok ? 0 : 1;
+        return;
+    }
+    if (c != CLASS_LZ4) {
+        if (lane == 0)
+            status[i] = 2;
+        return;
+    }
+    if (len == 0 || len > page_size || page_size > UNPACK_MAX) {
+        if (lane == 0)
+            status[i] = 1;
+        return;
+    }
+    u64 *sw = sbuf[w];
+    const u64 *src = (const u64 *)(packed + offs[i]);
+    for (u32 k = lane; k < (len + 7) / 8; k += 32)
+        sw[k] = src[k];
+    __syncwarp();
+    // Every lane walks the sequences (the same bytes: broadcast reads);
+    // the lanes share each copy.
+    const u8 *sb = (const u8 *)sw;
+    u8 *db = (u8 *)dbuf[w];
+    u32 ps = (u32)page_size, si = 0, di = 0;
+    bool ok = false;
+    while (si < len) {
+        u32 tok = sb[si++], lit = tok >> 4;
+        if (lit == 15 && !unpack_len(sb, len, &si, &lit))
+            break;
+        if (lit > len - si || lit > ps - di)
+            break;
+        for (u32 k = lane; k < lit; k += 32)
+            db[di + k] = sb[si + k];
+        si += lit;
+        di += lit;
+        if (si == len) { // the last sequence holds literals only
+            ok = di == ps;
+            break;
+        }
+        if (len - si < 2)
+            break;
+        u32 off = sb[si] | (u32)sb[si + 1] << 8, ml = tok & 15;
+        si += 2;
+        if (off == 0 || off > di)
+            break;
+        if (ml == 15 && !unpack_len(sb, len, &si, &ml))
+            break;
+        ml += 4;
+        if (ml > ps - di)
+            break;
+        __syncwarp();
+        // A match longer than its offset repeats the off bytes before it:
+        // every byte is read from before di, so the lanes never wait on
+        // each other.
+        for (u32 k = lane; k < ml; k += 32)
+            db[di + k] = db[di - off + (off >= ml ? k : k % off)];
+        __syncwarp();
+        di += ml;
+    }
+    __syncwarp();
+    if (ok)
+        for (u32 k = lane; k < words; k += 32)
+            dst[k] = dbuf[w][k];
+    if (lane == 0)
+        status[i] = ok ? 0 : 1;
+}

@@ -208,20 +208,40 @@ func BenchmarkDecompress(b *testing.B) {
 		if err := ref.Compress(context.Background(), in, &out); err != nil {
 			b.Fatal(err)
 		}
-		d := &backends.Decompression{PageSize: 4096, Dst: make([]byte, len(pages))}
+		var src []backends.Stored
 		for i := range in.Len() {
-			d.Src = append(d.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+			src = append(src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
 		}
-		for _, be := range []backends.Backend{gpu, ref} {
-			b.Run(fmt.Sprintf("%s/%s", be.Name(), codec), func(b *testing.B) {
-				if err := be.Decompress(context.Background(), d); err != nil {
+		pinned, err := gpu.HostBuffer(len(pages))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer gpu.FreeHostBuffer(pinned)
+		// callers > 1: that many goroutines decode the batch in chunks of
+		// 1024 pages, as the daemon's concurrent GETs do.
+		for _, c := range []struct {
+			name    string
+			be      backends.Backend
+			dst     []byte
+			callers int
+		}{{"cuda", gpu, make([]byte, len(pages)), 1}, {"cuda-pinned", gpu, pinned, 1},
+			{"cuda-pinned-4callers", gpu, pinned, 4}, {"cpu", ref, make([]byte, len(pages)), 1}} {
+			d := &backends.Decompression{PageSize: 4096, Src: src, Dst: c.dst}
+			run := func() error {
+				if c.callers == 1 {
+					return c.be.Decompress(context.Background(), d)
+				}
+				return decodeChunks(c.be, d, 1024, c.callers)
+			}
+			b.Run(fmt.Sprintf("%s/%s", c.name, codec), func(b *testing.B) {
+				if err := run(); err != nil {
 					b.Fatal(err)
 				}
 				b.SetBytes(int64(len(pages)))
 				b.ResetTimer()
 				cpu0, t0 := cpuSeconds(), time.Now()
 				for i := 0; i < b.N; i++ {
-					if err := be.Decompress(context.Background(), d); err != nil {
+					if err := run(); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -300,4 +320,36 @@ func BenchmarkCompressParallel(b *testing.B) {
 			b.ReportMetric(cs/gb, "core-s/GB")
 		})
 	}
+}
+
+// decodeChunks decodes d in chunks of `chunk` pages on `callers`
+// goroutines, each chunk its own call, and gathers the failures into d.
+func decodeChunks(be backends.Backend, d *backends.Decompression, chunk, callers int) error {
+	n, ps := len(d.Src), d.PageSize
+	d.Failed = make([]bool, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lo := int(next.Add(int64(chunk))) - chunk
+				if lo >= n {
+					return
+				}
+				hi := min(lo+chunk, n)
+				part := &backends.Decompression{PageSize: ps, Src: d.Src[lo:hi], Dst: d.Dst[lo*ps : hi*ps]}
+				if err := be.Decompress(context.Background(), part); err != nil {
+					errs <- err
+					return
+				}
+				copy(d.Failed[lo:hi], part.Failed)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }

@@ -88,7 +88,7 @@ type Backend struct {
 	ctx                                                  cuContext
 	mod                                                  cuModule
 	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
-	fLZ4, fCRC                                           cuFunc
+	fLZ4, fCRC, fUnpack                                  cuFunc
 	limit                                                int64
 	slotBytes                                            int     // bytes of pages per slot
 	cfg                                                  *config // buffers for the current page size
@@ -356,7 +356,7 @@ func (b *Backend) loadKernels() error {
 		name string
 	}{{&b.fClassify, "s4d_classify"}, {&b.fScan, "s4d_scan"}, {&b.fBuild, "s4d_build"},
 		{&b.fFinalize, "s4d_finalize"}, {&b.fFixup, "s4d_fixup"}, {&b.fGather, "s4d_gather"},
-		{&b.fLZ4, "s4d_lz4"}, {&b.fCRC, "s4d_crc"}} {
+		{&b.fLZ4, "s4d_lz4"}, {&b.fCRC, "s4d_crc"}, {&b.fUnpack, "s4d_unpack"}} {
 		if *f.p, err = b.drv.Function(b.mod, f.name); err != nil {
 			return err
 		}
@@ -477,6 +477,10 @@ func (b *Backend) unpin(mem []byte) {
 		return nil
 	})
 }
+
+// Pinned reports whether all of s lies inside one pinned range; see
+// backends.Pinner.
+func (b *Backend) Pinned(s []byte) bool { return b.inPinned(s) }
 
 // inPinned reports whether all of s lies inside one pinned range.
 func (b *Backend) inPinned(s []byte) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,4 +179,102 @@ func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec bac
 		}
 	}
 	t.Logf("%v: %d pages, classes %v, %d bytes of data", codec, in.Len(), counts, len(out.Data))
+}
+
+// Pages compressed by the cpu backend (pierrec/lz4, not our kernel) decode
+// on the GPU to the same bytes, into ordinary and into pinned memory (the
+// kernel's output then comes back straight into the caller's buffer).
+func TestDecodeForeignBlocks(t *testing.T) {
+	gpu := openGPU(t, backends.Options{})
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	const n, ps = 3000, 4096 // more than one slot's worth is not needed; odd counts are
+	pinned, err := gpu.HostBuffer(n * ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.FreeHostBuffer(pinned)
+	for _, kind := range corpus.Kinds {
+		pages := corpus.Pages(kind, n, ps, 11)
+		in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
+		var out backends.Compressed
+		if err := ref.Compress(context.Background(), in, &out); err != nil {
+			t.Fatal(err)
+		}
+		src := make([]backends.Stored, n)
+		for i := range n {
+			src[i] = backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
+		}
+		for _, dst := range [][]byte{make([]byte, n*ps), pinned} {
+			clear(dst)
+			d := &backends.Decompression{PageSize: ps, Src: src, Dst: dst}
+			if err := gpu.Decompress(context.Background(), d); err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+			for i := range n {
+				if d.Failed[i] || !bytes.Equal(dst[i*ps:(i+1)*ps], in.Page(i)) {
+					t.Fatalf("%s: page %d (%v, %d bytes) differs (failed %v)", kind, i, src[i].Class, len(src[i].Data), d.Failed[i])
+				}
+			}
+		}
+	}
+}
+
+// Damaged LZ4 blocks: the GPU never faults, and agrees with pierrec/lz4:
+// a block one decoder takes the other takes too, with the same page.
+func TestDecodeDamagedBlocks(t *testing.T) {
+	gpu := openGPU(t, backends.Options{})
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	const ps = 4096
+	pages := append(corpus.Pages(corpus.Text, 64, ps, 3), corpus.Pages(corpus.Pointers, 64, ps, 4)...)
+	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps}
+	var out backends.Compressed
+	if err := ref.Compress(context.Background(), in, &out); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var src []backends.Stored
+	for len(src) < 4000 {
+		i := r.IntN(in.Len())
+		if out.Class[i] != backends.ClassLZ4 {
+			continue
+		}
+		b := append([]byte(nil), out.Bytes(i, in)...)
+		switch r.IntN(3) {
+		case 0: // a byte changed
+			b[r.IntN(len(b))] = uint8(r.IntN(256))
+		case 1: // cut short
+			b = b[:r.IntN(len(b))]
+		default: // a few bytes changed
+			for range 1 + r.IntN(4) {
+				b[r.IntN(len(b))] ^= uint8(1 + r.IntN(255))
+			}
+		}
+		src = append(src, backends.Stored{Class: backends.ClassLZ4, Data: b})
+	}
+	d := &backends.Decompression{PageSize: ps, Src: src, Dst: make([]byte, len(src)*ps)}
+	if err := gpu.Decompress(context.Background(), d); err != nil {
+		t.Fatalf("a batch of damaged blocks failed whole: %v", err)
+	}
+	got, agreeOK := make([]byte, ps), 0
+	for i, s := range src {
+		ok := ref.DecodePage(s, got)
+		if ok != !d.Failed[i] {
+			t.Fatalf("block %d (%d bytes): pierrec/lz4 ok=%v, gpu ok=%v", i, len(s.Data), ok, !d.Failed[i])
+		}
+		if ok {
+			agreeOK++
+			if !bytes.Equal(got, d.Dst[i*ps:(i+1)*ps]) {
+				t.Fatalf("block %d: both decode it, to different pages", i)
+			}
+		}
+	}
+	t.Logf("%d damaged blocks, %d still decode to a page on both", len(src), agreeOK)
 }
