@@ -46,7 +46,12 @@ type ctrKey struct {
 
 type counters struct {
 	batches, pages, in, out, errors atomic.Uint64
+	active                          atomic.Int64 // batches running now
 }
+
+// spillMax is how many decompressions spill over to a pinning backend at
+// once (the CUDA backend's slots).
+const spillMax = 4
 
 // NewDispatcher prefers the named backend ("auto": the best one usable).
 func NewDispatcher(set *backends.Set, prefer string, codec backends.Codec, pageSize int, log *slog.Logger) *Dispatcher {
@@ -302,13 +307,20 @@ func (d *Dispatcher) run(ctx context.Context, be backends.Backend, b *backends.B
 func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
 	d.begin()
 	defer d.end()
-	for i, be := range d.chainFor(len(dd.Src), true, d.pinned(dd.Dst)) {
+	pinned := d.pinned(dd.Dst)
+	chain := d.chainFor(len(dd.Src), true, pinned)
+	if pinned {
+		chain = d.spill(chain, dd.Dst)
+	}
+	for i, be := range chain {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}
 		c := d.counters(be.Name(), d.codec, "decompress")
 		c.batches.Add(1)
+		c.active.Add(1)
 		err := be.Decompress(ctx, dd)
+		c.active.Add(-1)
 		if err == nil {
 			err = faultBackend(be.Name())
 		}
@@ -327,6 +339,25 @@ func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression)
 		d.fail(be, err)
 	}
 	return errNoBackend
+}
+
+// spill puts a backend that pins memory first when the one ranked first
+// is the CPU and already decoding another batch: timed alone, the CPU
+// decodes faster, but under concurrent GETs it is shared between them,
+// while the GPU adds copy engines and cores of its own. Only the
+// decompression chain spills, only into memory that backend pinned (no
+// staging copy), and at most spillMax batches at a time.
+func (d *Dispatcher) spill(chain []backends.Backend, dst []byte) []backends.Backend {
+	if len(chain) < 2 || chain[0].Name() != "cpu" || d.counters("cpu", d.codec, "decompress").active.Load() == 0 {
+		return chain
+	}
+	for i, be := range chain[1:] {
+		if p, ok := be.(backends.Pinner); ok && p.Pinned(dst) && d.counters(be.Name(), d.codec, "decompress").active.Load() < spillMax {
+			out := append([]backends.Backend{be}, chain[:i+1]...)
+			return append(out, chain[i+2:]...)
+		}
+	}
+	return chain
 }
 
 // pinned reports whether a usable backend has mem pinned.

@@ -240,11 +240,24 @@ func (p *pinning) Pinned(mem []byte) bool {
 	return false
 }
 
+// pinningNow is what the registered "pinning" backend opens: the current
+// test's.
+var pinningNow *pinning
+
+func init() {
+	backends.Register("pinning", 50, func(backends.Options) (backends.Backend, error) {
+		if pinningNow == nil {
+			return nil, backends.Unavailable("no test running")
+		}
+		return pinningNow, nil
+	})
+}
+
 // Decompression into memory a backend pinned follows the pinned ranking.
 func TestPinnedDecodeRouting(t *testing.T) {
 	ref, _ := cpu.New(backends.Options{})
 	pn := &pinning{cpu: ref}
-	backends.Register("pinning", 50, func(backends.Options) (backends.Backend, error) { return pn, nil })
+	pinningNow = pn
 	set := backends.Open(backends.Options{PageSize: 4096}, "pinning", "cpu")
 	defer set.Close()
 	cal, err := Calibrate(context.Background(), set.Usable(), 4096, backends.CodecLZ4, []int{1, 64})
@@ -279,4 +292,38 @@ func TestPinnedDecodeRouting(t *testing.T) {
 	if err := d.Decompress(context.Background(), dd); err != nil || pn.decoded.Load() != before+1 || !bytes.Equal(pinned, pages) {
 		t.Fatalf("into pinned memory: err %v, pinning backend used %d times", err, pn.decoded.Load()-before)
 	}
+}
+
+// While the CPU is decoding a batch, one into pinned memory spills over to
+// the backend that pinned it, up to spillMax at once.
+func TestDecodeSpillsWhileCPUBusy(t *testing.T) {
+	ref, _ := cpu.New(backends.Options{})
+	pn := &pinning{cpu: ref}
+	pinningNow = pn
+	set := backends.Open(backends.Options{PageSize: 4096}, "pinning", "cpu")
+	defer set.Close()
+	d := NewDispatcher(set, "auto", backends.CodecLZ4, 4096, slog.New(slog.DiscardHandler))
+	order := [][]string{{"cpu", "pinning"}}
+	d.SetCalibration(&Calibration{Sizes: []int{1}, Order: order, DecOrder: order, PinnedOrder: order}, 0)
+	pinned, plain := make([]byte, 4096), make([]byte, 4096)
+	pn.pins = append(pn.pins, pinned)
+	first := func(dst []byte) string {
+		return d.spill(d.chainFor(1, true, d.pinned(dst)), dst)[0].Name()
+	}
+	if got := first(pinned); got != "cpu" {
+		t.Fatalf("idle CPU: %s first", got)
+	}
+	busy := d.counters("cpu", backends.CodecLZ4, "decompress")
+	busy.active.Add(1)
+	if got := first(pinned); got != "pinning" {
+		t.Fatalf("busy CPU, pinned memory: %s first", got)
+	}
+	if got := first(plain); got != "cpu" {
+		t.Fatalf("busy CPU, ordinary memory: %s first", got)
+	}
+	d.counters("pinning", backends.CodecLZ4, "decompress").active.Add(spillMax)
+	if got := first(pinned); got != "cpu" {
+		t.Fatalf("pinning backend full: %s first", got)
+	}
+	busy.active.Add(-1)
 }

@@ -576,11 +576,14 @@ extern "C" __global__ void s4d_crc(u64 n, const u8 *cls, const u64 *fill, const 
 // at out + i*page_size: zero and same-filled pages from the fill word, raw
 // pages copied, LZ4 blocks decoded. Page i's stored bytes are psize[i] long
 // at packed + offs[i] (8-aligned, readable up to the next multiple of 8).
-// A block is decoded in shared memory, every read and write bounds-checked,
-// so a damaged one is reported and never faults: status[i] is 0 when the
-// page came out whole (exactly one page), 1 when not, 2 for a class this
-// kernel leaves alone (zstd, or a page the host already refused).
-#define UNPACK_WARPS 4
+// A block is decoded into shared memory with every read and write
+// bounds-checked, so a damaged one is reported and never faults: status[i]
+// is 0 when the page came out whole (exactly one page), 1 when not, 2 for a
+// class this kernel leaves alone (zstd, or a page the host refused). The
+// block itself is read from global memory (all lanes read the same byte:
+// one transaction), which keeps shared memory to a page per warp and twice
+// the warps per SM.
+#define UNPACK_WARPS 8
 #define UNPACK_MAX 4096
 
 // unpack_len adds LZ4's extra length bytes at *si to v; false when the
@@ -591,7 +594,7 @@ __device__ bool unpack_len(const u8 *sb, u32 len, u32 *si, u32 *v)
     do {
         if (*si >= len)
             return false;
-        b = sb[(*si)++];
+        b = __ldg(sb + (*si)++);
         *v += b;
     } while (b == 255);
     return true;
@@ -600,8 +603,7 @@ __device__ bool unpack_len(const u8 *sb, u32 len, u32 *si, u32 *v)
 extern "C" __global__ void s4d_unpack(u64 n, const u8 *cls, const u64 *fill, const u32 *offs, const u32 *psize,
                                       u64 packed, u64 out, u64 page_size, u32 *status)
 {
-    __shared__ u64 sbuf[UNPACK_WARPS][UNPACK_MAX / 8]; // the block
-    __shared__ u64 dbuf[UNPACK_WARPS][UNPACK_MAX / 8]; // the page it decodes to
+    __shared__ u64 dbuf[UNPACK_WARPS][UNPACK_MAX / 8]; // the page being decoded
     u32 lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     u64 i = blockIdx.x * (u64)UNPACK_WARPS + w;
     if (i >= n)
@@ -636,25 +638,19 @@ extern "C" __global__ void s4d_unpack(u64 n, const u8 *cls, const u64 *fill, con
             status[i] = 1;
         return;
     }
-    u64 *sw = sbuf[w];
-    const u64 *src = (const u64 *)(packed + offs[i]);
-    for (u32 k = lane; k < (len + 7) / 8; k += 32)
-        sw[k] = src[k];
-    __syncwarp();
-    // Every lane walks the sequences (the same bytes: broadcast reads);
-    // the lanes share each copy.
-    const u8 *sb = (const u8 *)sw;
+    // Every lane walks the sequences; the lanes share each copy.
+    const u8 *sb = (const u8 *)(packed + offs[i]);
     u8 *db = (u8 *)dbuf[w];
     u32 ps = (u32)page_size, si = 0, di = 0;
     bool ok = false;
     while (si < len) {
-        u32 tok = sb[si++], lit = tok >> 4;
+        u32 tok = __ldg(sb + si++), lit = tok >> 4;
         if (lit == 15 && !unpack_len(sb, len, &si, &lit))
             break;
         if (lit > len - si || lit > ps - di)
             break;
         for (u32 k = lane; k < lit; k += 32)
-            db[di + k] = sb[si + k];
+            db[di + k] = __ldg(sb + si + k);
         si += lit;
         di += lit;
         if (si == len) { // the last sequence holds literals only
@@ -663,7 +659,7 @@ extern "C" __global__ void s4d_unpack(u64 n, const u8 *cls, const u64 *fill, con
         }
         if (len - si < 2)
             break;
-        u32 off = sb[si] | (u32)sb[si + 1] << 8, ml = tok & 15;
+        u32 off = __ldg(sb + si) | (u32)__ldg(sb + si + 1) << 8, ml = tok & 15;
         si += 2;
         if (off == 0 || off > di)
             break;
@@ -673,11 +669,27 @@ extern "C" __global__ void s4d_unpack(u64 n, const u8 *cls, const u64 *fill, con
         if (ml > ps - di)
             break;
         __syncwarp();
-        // A match longer than its offset repeats the off bytes before it:
-        // every byte is read from before di, so the lanes never wait on
-        // each other.
-        for (u32 k = lane; k < ml; k += 32)
-            db[di + k] = db[di - off + (off >= ml ? k : k % off)];
+        if (off >= 32) {
+            // Each round of 32 bytes reads at least 32 back: bytes of
+            // earlier rounds at the latest.
+            for (u32 base = 0; base < ml; base += 32) {
+                u32 k = base + lane;
+                if (k < ml)
+                    db[di + k] = db[di + k - off];
+                __syncwarp();
+            }
+        } else {
+            // A short offset repeats the off bytes before di: byte k is
+            // byte k mod off of them, the residue kept without dividing
+            // in the loop.
+            u32 m = lane % off, step = 32 % off;
+            for (u32 k = lane; k < ml; k += 32) {
+                db[di + k] = db[di - off + m];
+                m += step;
+                if (m >= off)
+                    m -= off;
+            }
+        }
         __syncwarp();
         di += ml;
     }

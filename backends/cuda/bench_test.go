@@ -238,6 +238,7 @@ func BenchmarkDecompress(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetBytes(int64(len(pages)))
+				gpu.Trace()
 				b.ResetTimer()
 				cpu0, t0 := cpuSeconds(), time.Now()
 				for i := 0; i < b.N; i++ {
@@ -246,6 +247,12 @@ func BenchmarkDecompress(b *testing.B) {
 					}
 				}
 				el, cs := time.Since(t0).Seconds(), cpuSeconds()-cpu0
+				if c.be == gpu && codec == backends.CodecLZ4 {
+					st, sub, w, f := gpu.Trace()
+					ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(b.N) }
+					b.Logf("per 64 MiB, ms summed over callers: pack %.2f submit %.2f wait %.2f finish %.2f; wall %.2f",
+						ms(st), ms(sub), ms(w), ms(f), el*1e3/float64(b.N))
+				}
 				gb := float64(b.N) * float64(len(pages)) / 1e9
 				b.ReportMetric(gb/el, "GB/s")
 				b.ReportMetric(cs/gb, "core-s/GB")

@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"encoding/binary"
+	"time"
 
 	"github.com/s4d-project/s4d/backends"
 )
@@ -12,7 +13,7 @@ import (
 const unpackMax = 4096
 
 // unpackWarps is s4d_unpack's pages per block (UNPACK_WARPS).
-const unpackWarps = 4
+const unpackWarps = 8
 
 // skipClass makes s4d_unpack leave a page alone (status 2).
 const skipClass = 0xff
@@ -108,6 +109,7 @@ func hostPage(s backends.Stored, dst []byte) bool {
 // slot's pinned buffer. Pages the kernel skips (zstd) keep whatever was
 // written at their place until nvCOMP's pass.
 func (b *Backend) unpack(ctx context.Context, c *config, s *slot, d *backends.Decompression, lo, cnt int) error {
+	t0 := time.Now()
 	ps, l := d.PageSize, c.lay
 	cls, fill := s.harr[l.cls:l.cls+cnt], u64s(s.harr, l.fill, cnt)
 	offs, size := u32s(s.harr, l.offs, cnt), u32s(s.harr, l.psize, cnt)
@@ -145,6 +147,7 @@ func (b *Backend) unpack(ctx context.Context, c *config, s *slot, d *backends.De
 	if !direct {
 		into = s.hin[:cnt*ps]
 	}
+	t1 := time.Now()
 	err := b.do(ctx, func() error {
 		dr, a := &b.drv, func(off int) uint64 { return s.darr + uint64(off) }
 		if err := dr.HtoD(s.dpacked, s.hpacked[:used], s.s); err != nil {
@@ -162,6 +165,7 @@ func (b *Backend) unpack(ctx context.Context, c *config, s *slot, d *backends.De
 		}
 		return dr.DtoH(s.harr[l.status:l.status+4*cnt], a(l.status), s.s)
 	})
+	t2 := time.Now()
 	if err == nil {
 		err = b.onThread(func() error { return b.drv.Sync(s.s) })
 	}
@@ -169,6 +173,13 @@ func (b *Backend) unpack(ctx context.Context, c *config, s *slot, d *backends.De
 		b.onThread(func() error { return b.drv.Sync(s.s) }) // the slot is reused only once idle
 		return err
 	}
+	t3 := time.Now()
+	defer func() {
+		b.trace[0].Add(int64(t1.Sub(t0)))
+		b.trace[1].Add(int64(t2.Sub(t1)))
+		b.trace[2].Add(int64(t3.Sub(t2)))
+		b.trace[4].Add(int64(time.Since(t3)))
+	}()
 	status := u32s(s.harr, l.status, cnt)
 	parallelFor(cnt, func(a, z int) {
 		for j := a; j < z; j++ {
