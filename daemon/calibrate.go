@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 )
@@ -27,11 +25,6 @@ type Calibration struct {
 	Rate     map[string][]float64 // compression GB/s per size
 	DecOrder [][]string           // decompression, per size, fastest first
 	DecRate  map[string][]float64 // decompression GB/s per size
-	// Decompression into memory a backend has pinned (a client's shared
-	// buffer registered with a GPU), which that backend fills without a
-	// staging copy; other backends keep their DecRate.
-	PinnedOrder [][]string
-	PinnedRate  map[string][]float64
 }
 
 // Calibrate times every backend on heap-like pages (pointers and small
@@ -41,18 +34,12 @@ type Calibration struct {
 func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, codec backends.Codec, sizes []int) (*Calibration, error) {
 	maxN := sizes[len(sizes)-1]
 	pages := corpus.Pages(corpus.Pointers, maxN, pageSize, 42)
-	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}, PinnedRate: map[string][]float64{}}
+	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}}
 	var out backends.Compressed
 	for _, be := range usable {
 		b := &backends.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4}
 		rates := make([]float64, len(sizes))
 		drates := make([]float64, len(sizes))
-		prates := drates
-		pinned, unpin := pinnedBuffer(be, maxN*pageSize)
-		if pinned != nil {
-			defer unpin()
-			prates = make([]float64, len(sizes))
-		}
 		for i, n := range sizes {
 			b.Pages = pages[:n*pageSize]
 			t, err := fastest(func() error { return be.Compress(ctx, b, &out) })
@@ -68,41 +55,11 @@ func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, cod
 				return nil, fmt.Errorf("%s: %w", be.Name(), err)
 			}
 			drates[i] = float64(n*pageSize) / t.Seconds() / 1e9
-			if pinned != nil {
-				d.Dst = pinned[:n*pageSize]
-				if t, err = fastest(func() error { return be.Decompress(ctx, d) }); err != nil {
-					return nil, fmt.Errorf("%s: %w", be.Name(), err)
-				}
-				prates[i] = float64(n*pageSize) / t.Seconds() / 1e9
-			}
 		}
-		c.Rate[be.Name()], c.DecRate[be.Name()], c.PinnedRate[be.Name()] = rates, drates, prates
+		c.Rate[be.Name()], c.DecRate[be.Name()] = rates, drates
 	}
 	c.Order, c.DecOrder = rankBy(usable, c.Rate, len(sizes)), rankBy(usable, c.DecRate, len(sizes))
-	c.PinnedOrder = rankBy(usable, c.PinnedRate, len(sizes))
 	return c, nil
-}
-
-// pinnedBuffer maps n bytes and pins them for be, if it pins memory and
-// can; nil otherwise. unpin undoes both.
-func pinnedBuffer(be backends.Backend, n int) (mem []byte, unpin func()) {
-	p, ok := be.(backends.Pinner)
-	if !ok {
-		return nil, nil
-	}
-	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-	if err != nil {
-		return nil, nil
-	}
-	release, err := p.Pin(mem)
-	if err != nil {
-		unix.Munmap(mem)
-		return nil, nil
-	}
-	return mem, func() {
-		release()
-		unix.Munmap(mem)
-	}
 }
 
 // fastest runs fn once to warm up, then at least 3 times and for at least
@@ -172,13 +129,9 @@ func (c *Calibration) String() string {
 	for name, r := range c.Rate {
 		fmt.Fprintf(&b, "%s:", name)
 		for i, s := range c.Sizes {
-			fmt.Fprintf(&b, " %d=%.2f/%.2f", s, r[i], c.DecRate[name][i])
-			if p := c.PinnedRate[name]; p != nil && &p[0] != &c.DecRate[name][0] {
-				fmt.Fprintf(&b, "/%.2f", p[i])
-			}
+			fmt.Fprintf(&b, " %d=%.2f/%.2fGB/s", s, r[i], c.DecRate[name][i])
 		}
-		b.WriteString(" GB/s")
 		b.WriteString("; ")
 	}
-	return "compress/decompress[/into pinned memory] " + strings.TrimSuffix(b.String(), "; ")
+	return "compress/decompress " + strings.TrimSuffix(b.String(), "; ")
 }

@@ -49,7 +49,7 @@ type counters struct {
 	active                          atomic.Int64 // batches running now
 }
 
-// spillMax is how many decompressions spill over to a pinning backend at
+// spillMax is how many decompressions spill over to another backend at
 // once (the CUDA backend's slots).
 const spillMax = 4
 
@@ -93,11 +93,9 @@ func (d *Dispatcher) Preference() string {
 }
 
 // chain lists the backends to try for compressing a batch of n pages, best first.
-func (d *Dispatcher) chain(n int) []backends.Backend { return d.chainFor(n, false, false) }
+func (d *Dispatcher) chain(n int) []backends.Backend { return d.chainFor(n, false) }
 
-// chainFor lists the backends for n pages, best first; for decompression
-// into pinned memory when pinned.
-func (d *Dispatcher) chainFor(n int, decompress, pinned bool) []backends.Backend {
+func (d *Dispatcher) chainFor(n int, decompress bool) []backends.Backend {
 	usable := d.set.Usable()
 	if len(usable) <= 1 {
 		return usable // nothing to order
@@ -109,9 +107,6 @@ func (d *Dispatcher) chainFor(n int, decompress, pinned bool) []backends.Backend
 			return usable
 		}
 		if decompress && len(cal.DecOrder) > 0 {
-			if pinned && len(cal.PinnedOrder) > 0 {
-				return rank(usable, cal.PinnedOrder[cal.bucket(n)])
-			}
 			return rank(usable, cal.DecOrder[cal.bucket(n)])
 		}
 		return rank(usable, cal.Order[cal.bucket(n)])
@@ -307,12 +302,7 @@ func (d *Dispatcher) run(ctx context.Context, be backends.Backend, b *backends.B
 func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
 	d.begin()
 	defer d.end()
-	pinned := d.pinned(dd.Dst)
-	chain := d.chainFor(len(dd.Src), true, pinned)
-	if pinned {
-		chain = d.spill(chain, dd.Dst)
-	}
-	for i, be := range chain {
+	for i, be := range d.spill(d.chainFor(len(dd.Src), true), len(dd.Src)) {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}
@@ -341,33 +331,35 @@ func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression)
 	return errNoBackend
 }
 
-// spill puts a backend that pins memory first when the one ranked first
-// is the CPU and already decoding another batch: timed alone, the CPU
-// decodes faster, but under concurrent GETs it is shared between them,
-// while the GPU adds copy engines and cores of its own. Only the
-// decompression chain spills, only into memory that backend pinned (no
-// staging copy), and at most spillMax batches at a time.
-func (d *Dispatcher) spill(chain []backends.Backend, dst []byte) []backends.Backend {
-	if len(chain) < 2 || chain[0].Name() != "cpu" || d.counters("cpu", d.codec, "decompress").active.Load() == 0 {
+// spill puts another backend first when the one ranked first is the CPU
+// and busy enough with other batches that this one would wait longer
+// there. Timed alone the CPU decodes faster, but concurrent GETs share its
+// cores, while a GPU's slots run side by side: with k batches decoding on
+// the CPU, a new one gets about cpuRate/(k+1), worse than the other
+// backend's rate once k+1 > cpuRate/rate (as calibrated at this batch's
+// size). Only the decompression chain spills, and at most spillMax batches
+// at a time go to the other backend.
+func (d *Dispatcher) spill(chain []backends.Backend, n int) []backends.Backend {
+	cal := d.cal.Load()
+	if len(chain) < 2 || chain[0].Name() != "cpu" || cal == nil || cal.DecRate == nil || d.Preference() != "auto" {
 		return chain
 	}
+	cpuRate := cal.DecRate["cpu"]
+	if cpuRate == nil {
+		return chain
+	}
+	b, busy := cal.bucket(n), float64(d.counters("cpu", d.codec, "decompress").active.Load())
 	for i, be := range chain[1:] {
-		if p, ok := be.(backends.Pinner); ok && p.Pinned(dst) && d.counters(be.Name(), d.codec, "decompress").active.Load() < spillMax {
+		rate := cal.DecRate[be.Name()]
+		if rate == nil || rate[b] <= 0 || busy+1 <= cpuRate[b]/rate[b] {
+			continue
+		}
+		if d.counters(be.Name(), d.codec, "decompress").active.Load() < spillMax {
 			out := append([]backends.Backend{be}, chain[:i+1]...)
 			return append(out, chain[i+2:]...)
 		}
 	}
 	return chain
-}
-
-// pinned reports whether a usable backend has mem pinned.
-func (d *Dispatcher) pinned(mem []byte) bool {
-	for _, be := range d.set.Usable() {
-		if p, ok := be.(backends.Pinner); ok && p.Pinned(mem) {
-			return true
-		}
-	}
-	return false
 }
 
 // fail takes a faulty backend out of service. The CPU backend is never

@@ -209,69 +209,61 @@ func TestCalibrate(t *testing.T) {
 	}
 }
 
-// pinning decodes with the CPU backend and pins memory as a GPU would,
-// counting the batches it decodes.
-type pinning struct {
+// spare decodes with the CPU backend, counting the batches it decodes.
+type spare struct {
 	cpu     *cpu.Backend
-	pins    [][]byte
 	decoded atomic.Int64
 }
 
-func (p *pinning) Name() string     { return "pinning" }
-func (p *pinning) Describe() string { return "pins memory" }
-func (p *pinning) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+func (p *spare) Name() string     { return "spare" }
+func (p *spare) Describe() string { return "decodes what spills over" }
+func (p *spare) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
 	return p.cpu.Compress(ctx, in, out)
 }
-func (p *pinning) Decompress(ctx context.Context, d *backends.Decompression) error {
+func (p *spare) Decompress(ctx context.Context, d *backends.Decompression) error {
 	p.decoded.Add(1)
 	return p.cpu.Decompress(ctx, d)
 }
-func (p *pinning) Close() error { return nil }
-func (p *pinning) Pin(mem []byte) (func(), error) {
-	p.pins = append(p.pins, mem)
-	return func() {}, nil
-}
-func (p *pinning) Pinned(mem []byte) bool {
-	for _, m := range p.pins {
-		if len(mem) > 0 && &mem[0] == &m[0] {
-			return true
-		}
-	}
-	return false
-}
+func (p *spare) Close() error { return nil }
 
-// pinningNow is what the registered "pinning" backend opens: the current
+// spareNow is what the registered "spare" backend opens: the current
 // test's.
-var pinningNow *pinning
+var spareNow *spare
 
 func init() {
-	backends.Register("pinning", 50, func(backends.Options) (backends.Backend, error) {
-		if pinningNow == nil {
+	backends.Register("spare", 50, func(backends.Options) (backends.Backend, error) {
+		if spareNow == nil {
 			return nil, backends.Unavailable("no test running")
 		}
-		return pinningNow, nil
+		return spareNow, nil
 	})
 }
 
-// Decompression into memory a backend pinned follows the pinned ranking.
-func TestPinnedDecodeRouting(t *testing.T) {
+// While the CPU is decoding other batches, one spills over to another
+// backend once it would get less of the CPU than that backend's rate, up
+// to spillMax at once, and never when a backend is forced.
+func TestDecodeSpillsWhileCPUBusy(t *testing.T) {
 	ref, _ := cpu.New(backends.Options{})
-	pn := &pinning{cpu: ref}
-	pinningNow = pn
-	set := backends.Open(backends.Options{PageSize: 4096}, "pinning", "cpu")
+	sp := &spare{cpu: ref}
+	spareNow = sp
+	set := backends.Open(backends.Options{PageSize: 4096}, "spare", "cpu")
 	defer set.Close()
-	cal, err := Calibrate(context.Background(), set.Usable(), 4096, backends.CodecLZ4, []int{1, 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pn.pins) != 1 || len(pn.pins[0]) != 64*4096 || cal.PinnedRate["pinning"][1] <= 0 || len(cal.PinnedOrder) != 2 {
-		t.Fatalf("pinned calibration: %d buffers pinned, %+v", len(pn.pins), cal)
-	}
-	// Synthetic: the cpu decodes faster into ordinary memory, the pinning
-	// backend into its own.
 	d := NewDispatcher(set, "auto", backends.CodecLZ4, 4096, slog.New(slog.DiscardHandler))
-	d.SetCalibration(&Calibration{Sizes: []int{1}, Order: [][]string{{"cpu", "pinning"}},
-		DecOrder: [][]string{{"cpu", "pinning"}}, PinnedOrder: [][]string{{"pinning", "cpu"}}}, 0)
+	// The CPU decodes 2.5 times as fast alone: a batch spills once two
+	// others are decoding there (it would get a third of the CPU).
+	order := [][]string{{"cpu", "spare"}}
+	d.SetCalibration(&Calibration{Sizes: []int{1}, Order: order, DecOrder: order,
+		DecRate: map[string][]float64{"cpu": {10}, "spare": {4}}}, 0)
+	first := func() string { return d.spill(d.chainFor(1, true), 1)[0].Name() }
+	busy := d.counters("cpu", backends.CodecLZ4, "decompress")
+	for k, want := range []string{"cpu", "cpu", "spare"} {
+		if got := first(); got != want {
+			t.Fatalf("%d batches decoding on the CPU: %s first, want %s", k, got, want)
+		}
+		busy.active.Add(1)
+	}
+	busy.active.Add(-1) // two decoding
+	// A real decode goes there, and comes back right.
 	pages := corpus.Pages(corpus.Text, 4, 4096, 1)
 	var out backends.Compressed
 	b := &backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecLZ4, Threshold: 3072}
@@ -282,48 +274,18 @@ func TestPinnedDecodeRouting(t *testing.T) {
 	for i := range 4 {
 		dd.Src = append(dd.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, b)})
 	}
-	before := pn.decoded.Load()
-	if err := d.Decompress(context.Background(), dd); err != nil || pn.decoded.Load() != before {
-		t.Fatalf("into ordinary memory: err %v, pinning backend used %d times", err, pn.decoded.Load()-before)
+	if err := d.Decompress(context.Background(), dd); err != nil || sp.decoded.Load() != 1 || !bytes.Equal(dd.Dst, pages) {
+		t.Fatalf("spilled decode: err %v, spare used %d times", err, sp.decoded.Load())
 	}
-	pinned := make([]byte, len(pages))
-	pn.pins = append(pn.pins, pinned)
-	dd.Dst = pinned
-	if err := d.Decompress(context.Background(), dd); err != nil || pn.decoded.Load() != before+1 || !bytes.Equal(pinned, pages) {
-		t.Fatalf("into pinned memory: err %v, pinning backend used %d times", err, pn.decoded.Load()-before)
+	spareBusy := d.counters("spare", backends.CodecLZ4, "decompress")
+	spareBusy.active.Add(spillMax)
+	if got := first(); got != "cpu" {
+		t.Fatalf("spare backend full: %s first", got)
 	}
-}
-
-// While the CPU is decoding a batch, one into pinned memory spills over to
-// the backend that pinned it, up to spillMax at once.
-func TestDecodeSpillsWhileCPUBusy(t *testing.T) {
-	ref, _ := cpu.New(backends.Options{})
-	pn := &pinning{cpu: ref}
-	pinningNow = pn
-	set := backends.Open(backends.Options{PageSize: 4096}, "pinning", "cpu")
-	defer set.Close()
-	d := NewDispatcher(set, "auto", backends.CodecLZ4, 4096, slog.New(slog.DiscardHandler))
-	order := [][]string{{"cpu", "pinning"}}
-	d.SetCalibration(&Calibration{Sizes: []int{1}, Order: order, DecOrder: order, PinnedOrder: order}, 0)
-	pinned, plain := make([]byte, 4096), make([]byte, 4096)
-	pn.pins = append(pn.pins, pinned)
-	first := func(dst []byte) string {
-		return d.spill(d.chainFor(1, true, d.pinned(dst)), dst)[0].Name()
+	spareBusy.active.Add(-spillMax)
+	d.SetPreference("cpu")
+	if got := first(); got != "cpu" {
+		t.Fatalf("cpu forced: %s first", got)
 	}
-	if got := first(pinned); got != "cpu" {
-		t.Fatalf("idle CPU: %s first", got)
-	}
-	busy := d.counters("cpu", backends.CodecLZ4, "decompress")
-	busy.active.Add(1)
-	if got := first(pinned); got != "pinning" {
-		t.Fatalf("busy CPU, pinned memory: %s first", got)
-	}
-	if got := first(plain); got != "cpu" {
-		t.Fatalf("busy CPU, ordinary memory: %s first", got)
-	}
-	d.counters("pinning", backends.CodecLZ4, "decompress").active.Add(spillMax)
-	if got := first(pinned); got != "cpu" {
-		t.Fatalf("pinning backend full: %s first", got)
-	}
-	busy.active.Add(-1)
+	busy.active.Add(-2)
 }

@@ -572,17 +572,15 @@ extern "C" __global__ void s4d_crc(u64 n, const u8 *cls, const u64 *fill, const 
     sums[i] = ~crc;
 }
 
-// s4d_unpack: one warp per page writes the page its stored form stands for
-// at out + i*page_size: zero and same-filled pages from the fill word, raw
-// pages copied, LZ4 blocks decoded. Page i's stored bytes are psize[i] long
-// at packed + offs[i] (8-aligned, readable up to the next multiple of 8).
-// A block is decoded into shared memory with every read and write
-// bounds-checked, so a damaged one is reported and never faults: status[i]
-// is 0 when the page came out whole (exactly one page), 1 when not, 2 for a
-// class this kernel leaves alone (zstd, or a page the host refused). The
-// block itself is read from global memory (all lanes read the same byte:
-// one transaction), which keeps shared memory to a page per warp and twice
-// the warps per SM.
+// s4d_unpack: one warp per page decodes the LZ4 block of page i, psize[i]
+// bytes at packed + offs[i] (8-aligned, readable up to the next multiple
+// of 8), into out + i*page_size. The page is built in shared memory with
+// every read and write bounds-checked, so a damaged block is reported and
+// never faults: status[i] is 0 when the block decoded to exactly one page,
+// 1 when not (the page's place then holds no data). Only compressed pages
+// come here: the host writes the others, so they never cross PCIe. The
+// block is read from global memory (all lanes read the same byte: one
+// transaction), which keeps shared memory to a page per warp.
 #define UNPACK_WARPS 8
 #define UNPACK_MAX 4096
 
@@ -600,8 +598,8 @@ __device__ bool unpack_len(const u8 *sb, u32 len, u32 *si, u32 *v)
     return true;
 }
 
-extern "C" __global__ void s4d_unpack(u64 n, const u8 *cls, const u64 *fill, const u32 *offs, const u32 *psize,
-                                      u64 packed, u64 out, u64 page_size, u32 *status)
+extern "C" __global__ void s4d_unpack(u64 n, const u32 *offs, const u32 *psize, u64 packed, u64 out,
+                                      u64 page_size, u32 *status)
 {
     __shared__ u64 dbuf[UNPACK_WARPS][UNPACK_MAX / 8]; // the page being decoded
     u32 lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -610,29 +608,6 @@ extern "C" __global__ void s4d_unpack(u64 n, const u8 *cls, const u64 *fill, con
         return;
     u64 *dst = (u64 *)(out + i * page_size);
     u32 words = (u32)(page_size / 8), len = psize[i];
-    u8 c = cls[i];
-    if (c == CLASS_ZERO || c == CLASS_SAME) {
-        u64 v = c == CLASS_ZERO ? 0 : fill[i];
-        for (u32 k = lane; k < words; k += 32)
-            dst[k] = v;
-        if (lane == 0)
-            status[i] = 0;
-        return;
-    }
-    if (c == CLASS_RAW) {
-        bool ok = len == page_size;
-        const u64 *src = (const u64 *)(packed + offs[i]);
-        for (u32 k = lane; ok && k < words; k += 32)
-            dst[k] = src[k];
-        if (lane == 0)
-            status[i] = ok ? 0 : 1;
-        return;
-    }
-    if (c != CLASS_LZ4) {
-        if (lane == 0)
-            status[i] = 2;
-        return;
-    }
     if (len == 0 || len > page_size || page_size > UNPACK_MAX) {
         if (lane == 0)
             status[i] = 1;

@@ -46,6 +46,7 @@ type slot struct {
 	hpackedDev               devptr              // hpacked's device address: kernels may pack straight into it
 	packedOnHost             bool                // the piece queued packed its output into hpacked itself
 	part                     backends.Compressed // a delivered piece's results, pointing into hpacked
+	runs                     []int               // s4d_unpack: where each run of adjacent pages starts
 }
 
 func u64s(b []byte, off, n int) []uint64 {

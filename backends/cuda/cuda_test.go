@@ -197,8 +197,21 @@ func TestDecodeForeignBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gpu.FreeHostBuffer(pinned)
-	for _, kind := range corpus.Kinds {
-		pages := corpus.Pages(kind, n, ps, 11)
+	// Every kind, and runs of 100 text pages between runs of other kinds:
+	// a few runs of LZ4 pages come back each straight to its place.
+	var runs []byte
+	for k := range n / 100 {
+		kind := corpus.Text
+		if k%2 == 1 {
+			kind = corpus.Kinds[k%len(corpus.Kinds)]
+		}
+		runs = append(runs, corpus.Pages(kind, 100, ps, uint64(k))...)
+	}
+	for _, kind := range append(corpus.Kinds, "runs") {
+		pages := runs
+		if kind != "runs" {
+			pages = corpus.Pages(kind, n, ps, 11)
+		}
 		in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
 		var out backends.Compressed
 		if err := ref.Compress(context.Background(), in, &out); err != nil {

@@ -15,15 +15,11 @@ const unpackMax = 4096
 // unpackWarps is s4d_unpack's pages per block (UNPACK_WARPS).
 const unpackWarps = 8
 
-// skipClass makes s4d_unpack leave a page alone (status 2).
-const skipClass = 0xff
-
-// Decompress expands pages. Batches with compressed pages are written on
-// the GPU whole by s4d_unpack (zero, same-filled and raw pages too), so
-// that each piece comes back in one copy, straight into the caller's
-// memory when it is pinned. zstd pages, and LZ4 pages larger than
-// s4d_unpack takes, go to nvCOMP. A batch with nothing to decode is written
-// here.
+// Decompress expands pages. Zero, same-filled and raw pages are written
+// here, on the caller's cores, while the GPU works: they would only cross
+// PCIe twice for nothing. LZ4 pages are decoded by s4d_unpack, only they
+// going over the link (compressed up, decoded down). zstd pages, and LZ4
+// pages larger than s4d_unpack takes, go to nvCOMP.
 func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
 	n, ps := len(d.Src), d.PageSize
 	if cap(d.Failed) < n {
@@ -46,10 +42,17 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 			zstd = append(zstd, i)
 		}
 	}
+	host := func() {
+		parallelFor(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				if c := d.Src[i].Class; c != backends.ClassLZ4 && c != backends.ClassZstd {
+					d.Failed[i] = !hostPage(d.Src[i], d.Dst[i*ps:(i+1)*ps])
+				}
+			}
+		})
+	}
 	if len(lz4) == 0 && len(zstd) == 0 {
-		for i, s := range d.Src {
-			d.Failed[i] = !hostPage(s, d.Dst[i*ps:(i+1)*ps])
-		}
+		host()
 		return ctx.Err()
 	}
 	c, release, err := b.use(ctx, ps)
@@ -65,20 +68,19 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 	}
 	defer func() { c.idle <- s }()
 	if ps <= unpackMax {
-		for lo := 0; lo < n; lo += c.pages {
-			if err := b.unpack(ctx, c, s, d, lo, min(c.pages, n-lo)); err != nil {
+		for lo := 0; lo < len(lz4); lo += c.pages {
+			if err := b.unpack(c, s, d, lz4[lo:min(lo+c.pages, len(lz4))], host); err != nil {
 				return err
 			}
+			host = nil
 		}
-	} else {
-		for i, s := range d.Src {
-			if s.Class != backends.ClassLZ4 && s.Class != backends.ClassZstd {
-				d.Failed[i] = !hostPage(s, d.Dst[i*ps:(i+1)*ps])
-			}
-		}
+	} else if len(lz4) > 0 {
 		if err := b.do(ctx, func() error { return b.decompress(c, s, d, backends.CodecLZ4, lz4) }); err != nil {
 			return err
 		}
+	}
+	if host != nil {
+		host()
 	}
 	if len(zstd) > 0 {
 		if err := b.do(ctx, func() error { return b.decompress(c, s, d, backends.CodecZstd, zstd) }); err != nil {
@@ -103,68 +105,86 @@ func hostPage(s backends.Stored, dst []byte) bool {
 	return false
 }
 
-// unpack writes pages [lo, lo+cnt) of d with s4d_unpack. Their stored bytes
-// are packed into the slot's pinned buffer on the caller's cores; the
-// pages come back into d.Dst directly if it is pinned, else through the
-// slot's pinned buffer. Pages the kernel skips (zstd) keep whatever was
-// written at their place until nvCOMP's pass.
-func (b *Backend) unpack(ctx context.Context, c *config, s *slot, d *backends.Decompression, lo, cnt int) error {
+// maxRuns is the most runs of adjacent pages a piece is copied back in
+// straight to pinned memory; a piece in more pieces than that comes back
+// in one copy and is then copied to its places (each copy the driver
+// queues costs microseconds).
+const maxRuns = 64
+
+// unpack decodes the LZ4 pages idx of d (at most a slot's worth) with
+// s4d_unpack: their blocks are packed into the slot's pinned buffer on the
+// caller's cores, go up in one copy, and come back decoded. Into pinned
+// memory (a client's registered shared buffer) each run of adjacent pages
+// comes back straight to its place; otherwise the pages come back to the
+// slot's pinned buffer, back to back, and are copied to their places.
+// meanwhile, if set, runs on the caller while the GPU works.
+func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []int, meanwhile func()) error {
 	t0 := time.Now()
-	ps, l := d.PageSize, c.lay
-	cls, fill := s.harr[l.cls:l.cls+cnt], u64s(s.harr, l.fill, cnt)
-	offs, size := u32s(s.harr, l.offs, cnt), u32s(s.harr, l.psize, cnt)
-	used := 0
-	for j := range cnt {
-		st := d.Src[lo+j]
-		cls[j], fill[j], offs[j], size[j] = uint8(st.Class), st.Fill, uint32(used), uint32(len(st.Data))
-		switch st.Class {
-		case backends.ClassZero, backends.ClassSame:
-			size[j] = 0
-		case backends.ClassLZ4, backends.ClassRaw:
-			// The stride holds a page and its rounding; anything longer
-			// is no valid stored page.
-			if len(st.Data) == 0 || len(st.Data) > ps {
-				d.Failed[lo+j], cls[j] = true, skipClass
-				continue
-			}
-			used += (len(st.Data) + 7) &^ 7
-		case backends.ClassZstd:
-			size[j] = 0 // nvCOMP's, after
-		default:
-			d.Failed[lo+j], cls[j] = true, skipClass
+	ps, l, m := d.PageSize, c.lay, len(idx)
+	runs := s.runs[:0]
+	for j, i := range idx {
+		if j == 0 || i != idx[j-1]+1 {
+			runs = append(runs, j)
 		}
 	}
-	parallelFor(cnt, func(a, z int) {
-		for j := a; j < z; j++ {
-			if size[j] > 0 && cls[j] != skipClass {
-				copy(s.hpacked[offs[j]:], d.Src[lo+j].Data)
+	s.runs = runs
+	direct := len(runs) <= maxRuns && b.inPinned(d.Dst)
+	offs, size := u32s(s.harr, l.offs, m), u32s(s.harr, l.psize, m)
+	used := 0
+	for j, i := range idx {
+		data := d.Src[i].Data
+		offs[j], size[j] = uint32(used), uint32(len(data))
+		// A block longer than a page is no valid stored page; the kernel
+		// reports a size of 0 as failed.
+		if len(data) > ps {
+			size[j] = 0
+			continue
+		}
+		used += (len(data) + 7) &^ 7
+	}
+	parallelFor(m, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			if size[j] > 0 {
+				copy(s.hpacked[offs[j]:], d.Src[idx[j]].Data)
 			}
 		}
 	})
-	dst := d.Dst[lo*ps : (lo+cnt)*ps]
-	direct := b.inPinned(dst)
-	into := dst
-	if !direct {
-		into = s.hin[:cnt*ps]
-	}
 	t1 := time.Now()
-	err := b.do(ctx, func() error {
+	// Queued from this thread, not the worker's: the slot's stream is this
+	// batch's alone, and concurrent GETs would otherwise queue one behind
+	// the other (and behind PUTs) for the worker.
+	err := b.onThread(func() error {
 		dr, a := &b.drv, func(off int) uint64 { return s.darr + uint64(off) }
 		if err := dr.HtoD(s.dpacked, s.hpacked[:used], s.s); err != nil {
 			return err
 		}
-		if err := dr.HtoD(a(l.meta), s.harr[l.meta:l.total], s.s); err != nil {
+		// offs and psize are adjacent: one upload.
+		if err := dr.HtoD(a(l.offs), s.harr[l.offs:l.psize+4*m], s.s); err != nil {
 			return err
 		}
-		if err := dr.Launch(b.fUnpack, grid(cnt, unpackWarps), unpackWarps*32, s.s, uint64(cnt), a(l.cls), a(l.fill),
-			a(l.offs), a(l.psize), s.dpacked, s.din, uint64(ps), a(l.status)); err != nil {
+		if err := dr.Launch(b.fUnpack, grid(m, unpackWarps), unpackWarps*32, s.s, uint64(m), a(l.offs), a(l.psize),
+			s.dpacked, s.din, uint64(ps), a(l.status)); err != nil {
 			return err
 		}
-		if err := dr.DtoH(into, s.din, s.s); err != nil {
+		if direct {
+			for r, j := range runs {
+				end := m
+				if r+1 < len(runs) {
+					end = runs[r+1]
+				}
+				i := idx[j]
+				if err := dr.DtoH(d.Dst[i*ps:(i+end-j)*ps], s.din+uint64(j*ps), s.s); err != nil {
+					return err
+				}
+			}
+		} else if err := dr.DtoH(s.hin[:m*ps], s.din, s.s); err != nil {
 			return err
 		}
-		return dr.DtoH(s.harr[l.status:l.status+4*cnt], a(l.status), s.s)
+		return dr.DtoH(s.harr[l.status:l.status+4*m], a(l.status), s.s)
 	})
+	if meanwhile != nil {
+		meanwhile()
+	}
 	t2 := time.Now()
 	if err == nil {
 		err = b.onThread(func() error { return b.drv.Sync(s.s) })
@@ -174,25 +194,21 @@ func (b *Backend) unpack(ctx context.Context, c *config, s *slot, d *backends.De
 		return err
 	}
 	t3 := time.Now()
-	defer func() {
-		b.trace[0].Add(int64(t1.Sub(t0)))
-		b.trace[1].Add(int64(t2.Sub(t1)))
-		b.trace[2].Add(int64(t3.Sub(t2)))
-		b.trace[4].Add(int64(time.Since(t3)))
-	}()
-	status := u32s(s.harr, l.status, cnt)
-	parallelFor(cnt, func(a, z int) {
-		for j := a; j < z; j++ {
-			if cls[j] == skipClass || cls[j] == uint8(backends.ClassZstd) {
-				continue
-			}
+	status := u32s(s.harr, l.status, m)
+	parallelFor(m, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			i := idx[j]
 			if status[j] != 0 {
-				d.Failed[lo+j] = true
+				d.Failed[i] = true
 			} else if !direct {
-				copy(dst[j*ps:(j+1)*ps], into[j*ps:(j+1)*ps])
+				copy(d.Dst[i*ps:(i+1)*ps], s.hin[j*ps:(j+1)*ps])
 			}
 		}
 	})
+	b.trace[0].Add(int64(t1.Sub(t0)))
+	b.trace[1].Add(int64(t2.Sub(t1)))
+	b.trace[2].Add(int64(t3.Sub(t2)))
+	b.trace[4].Add(int64(time.Since(t3)))
 	return nil
 }
 
