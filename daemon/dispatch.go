@@ -46,12 +46,7 @@ type ctrKey struct {
 
 type counters struct {
 	batches, pages, in, out, errors atomic.Uint64
-	active                          atomic.Int64 // batches running now
 }
-
-// spillMax is how many decompressions spill over to another backend at
-// once (the CUDA backend's slots).
-const spillMax = 4
 
 // NewDispatcher prefers the named backend ("auto": the best one usable).
 func NewDispatcher(set *backends.Set, prefer string, codec backends.Codec, pageSize int, log *slog.Logger) *Dispatcher {
@@ -302,15 +297,13 @@ func (d *Dispatcher) run(ctx context.Context, be backends.Backend, b *backends.B
 func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
 	d.begin()
 	defer d.end()
-	for i, be := range d.spill(d.chainFor(len(dd.Src), true), len(dd.Src)) {
+	for i, be := range d.chainFor(len(dd.Src), true) {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}
 		c := d.counters(be.Name(), d.codec, "decompress")
 		c.batches.Add(1)
-		c.active.Add(1)
 		err := be.Decompress(ctx, dd)
-		c.active.Add(-1)
 		if err == nil {
 			err = faultBackend(be.Name())
 		}
@@ -329,37 +322,6 @@ func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression)
 		d.fail(be, err)
 	}
 	return errNoBackend
-}
-
-// spill puts another backend first when the one ranked first is the CPU
-// and busy enough with other batches that this one would wait longer
-// there. Timed alone the CPU decodes faster, but concurrent GETs share its
-// cores, while a GPU's slots run side by side: with k batches decoding on
-// the CPU, a new one gets about cpuRate/(k+1), worse than the other
-// backend's rate once k+1 > cpuRate/rate (as calibrated at this batch's
-// size). Only the decompression chain spills, and at most spillMax batches
-// at a time go to the other backend.
-func (d *Dispatcher) spill(chain []backends.Backend, n int) []backends.Backend {
-	cal := d.cal.Load()
-	if len(chain) < 2 || chain[0].Name() != "cpu" || cal == nil || cal.DecRate == nil || d.Preference() != "auto" {
-		return chain
-	}
-	cpuRate := cal.DecRate["cpu"]
-	if cpuRate == nil {
-		return chain
-	}
-	b, busy := cal.bucket(n), float64(d.counters("cpu", d.codec, "decompress").active.Load())
-	for i, be := range chain[1:] {
-		rate := cal.DecRate[be.Name()]
-		if rate == nil || rate[b] <= 0 || busy+1 <= cpuRate[b]/rate[b] {
-			continue
-		}
-		if d.counters(be.Name(), d.codec, "decompress").active.Load() < spillMax {
-			out := append([]backends.Backend{be}, chain[:i+1]...)
-			return append(out, chain[i+2:]...)
-		}
-	}
-	return chain
 }
 
 // fail takes a faulty backend out of service. The CPU backend is never
