@@ -106,7 +106,7 @@ func hostPage(s backends.Stored, dst []byte) bool {
 }
 
 // maxRuns is the most runs of adjacent pages a piece is copied back in
-// straight to pinned memory; a piece in more pieces than that comes back
+// straight to pinned memory; a piece in more runs than that comes back
 // in one copy and is then copied to its places (each copy the driver
 // queues costs microseconds).
 const maxRuns = 64
