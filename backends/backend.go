@@ -202,8 +202,4 @@ func (b *Batch) Part(lo, n int) Batch {
 // shared page buffer), not each batch.
 type Pinner interface {
 	Pin(mem []byte) (unpin func(), err error)
-	// Pinned reports whether all of mem lies in one range pinned for this
-	// backend (by Pin or its own allocations): transfers into it skip the
-	// staging copy too, which changes which backend decodes fastest.
-	Pinned(mem []byte) bool
 }

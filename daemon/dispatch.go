@@ -88,11 +88,9 @@ func (d *Dispatcher) Preference() string {
 }
 
 // chain lists the backends to try for compressing a batch of n pages, best first.
-func (d *Dispatcher) chain(n int) []backends.Backend { return d.chainFor(n, false, false) }
+func (d *Dispatcher) chain(n int) []backends.Backend { return d.chainFor(n, false) }
 
-// chainFor lists the backends for n pages, best first; for decompression
-// into pinned memory when pinned.
-func (d *Dispatcher) chainFor(n int, decompress, pinned bool) []backends.Backend {
+func (d *Dispatcher) chainFor(n int, decompress bool) []backends.Backend {
 	usable := d.set.Usable()
 	if len(usable) <= 1 {
 		return usable // nothing to order
@@ -104,9 +102,6 @@ func (d *Dispatcher) chainFor(n int, decompress, pinned bool) []backends.Backend
 			return usable
 		}
 		if decompress && len(cal.DecOrder) > 0 {
-			if pinned && len(cal.PinnedOrder) > 0 {
-				return rank(usable, cal.PinnedOrder[cal.bucket(n)])
-			}
 			return rank(usable, cal.DecOrder[cal.bucket(n)])
 		}
 		return rank(usable, cal.Order[cal.bucket(n)])
@@ -302,7 +297,7 @@ func (d *Dispatcher) run(ctx context.Context, be backends.Backend, b *backends.B
 func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
 	d.begin()
 	defer d.end()
-	for i, be := range d.chainFor(len(dd.Src), true, d.pinned(dd.Dst)) {
+	for i, be := range d.chainFor(len(dd.Src), true) {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}
@@ -327,16 +322,6 @@ func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression)
 		d.fail(be, err)
 	}
 	return errNoBackend
-}
-
-// pinned reports whether a usable backend has mem pinned.
-func (d *Dispatcher) pinned(mem []byte) bool {
-	for _, be := range d.set.Usable() {
-		if p, ok := be.(backends.Pinner); ok && p.Pinned(mem) {
-			return true
-		}
-	}
-	return false
 }
 
 // fail takes a faulty backend out of service. The CPU backend is never

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -207,112 +206,5 @@ func TestCalibrate(t *testing.T) {
 	}
 	if r := cal.Rate["cpu"]; len(r) != 2 || r[0] <= 0 || r[1] <= 0 || cal.Order[1][0] != "cpu" || cal.coalesceBelow() != 0 {
 		t.Fatalf("calibration %+v", cal)
-	}
-	if r, c := cal.DecRate["cpu"], cal.DecCPU["cpu"]; len(r) != 2 || r[1] <= 0 || len(c) != 2 || c[1] <= 0 || cal.DecOrder[1][0] != "cpu" {
-		t.Fatalf("decompression calibration %+v", cal)
-	}
-}
-
-// Decompression ranks by rate, except that a near tie at a fraction of the
-// CPU comes first.
-func TestRankDecode(t *testing.T) {
-	set := backends.Open(backends.Options{PageSize: 4096}, "faulty", "cpu")
-	defer set.Close()
-	usable := set.Usable()
-	rate := map[string][]float64{"cpu": {10, 10, 10}, "faulty": {4, 8, 8}}
-	cpu := map[string][]float64{"cpu": {0.5, 0.5, 0.5}, "faulty": {0.1, 0.1, 0.4}}
-	got := rankDecode(usable, rate, cpu, 3)
-	want := [][]string{
-		{"cpu", "faulty"}, // too slow to count as a tie
-		{"faulty", "cpu"}, // 0.8 of the rate at a fifth of the CPU
-		{"cpu", "faulty"}, // a tie, but not enough CPU saved
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("order %v, want %v", got, want)
-	}
-}
-
-// pinning decodes with the CPU backend and pins memory as a GPU would,
-// counting the batches it decodes.
-type pinning struct {
-	cpu     *cpu.Backend
-	pins    [][]byte
-	decoded atomic.Int64
-}
-
-func (p *pinning) Name() string     { return "pinning" }
-func (p *pinning) Describe() string { return "pins memory" }
-func (p *pinning) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
-	return p.cpu.Compress(ctx, in, out)
-}
-func (p *pinning) Decompress(ctx context.Context, d *backends.Decompression) error {
-	p.decoded.Add(1)
-	return p.cpu.Decompress(ctx, d)
-}
-func (p *pinning) Close() error { return nil }
-func (p *pinning) Pin(mem []byte) (func(), error) {
-	p.pins = append(p.pins, mem)
-	return func() {}, nil
-}
-func (p *pinning) Pinned(mem []byte) bool {
-	for _, m := range p.pins {
-		if len(mem) > 0 && &mem[0] == &m[0] {
-			return true
-		}
-	}
-	return false
-}
-
-// pinningNow is what the registered "pinning" backend opens: the current
-// test's.
-var pinningNow *pinning
-
-func init() {
-	backends.Register("pinning", 50, func(backends.Options) (backends.Backend, error) {
-		if pinningNow == nil {
-			return nil, backends.Unavailable("no test running")
-		}
-		return pinningNow, nil
-	})
-}
-
-// Decompression into memory a backend pinned follows the pinned ranking.
-func TestPinnedDecodeRouting(t *testing.T) {
-	ref, _ := cpu.New(backends.Options{})
-	pn := &pinning{cpu: ref}
-	pinningNow = pn
-	set := backends.Open(backends.Options{PageSize: 4096}, "pinning", "cpu")
-	defer set.Close()
-	cal, err := Calibrate(context.Background(), set.Usable(), 4096, backends.CodecLZ4, []int{1, 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pn.pins) != 1 || len(pn.pins[0]) != 64*4096 || cal.PinnedRate["pinning"][1] <= 0 || len(cal.PinnedOrder) != 2 {
-		t.Fatalf("pinned calibration: %d buffers pinned, %+v", len(pn.pins), cal)
-	}
-	// Synthetic: the cpu decodes faster into ordinary memory, the pinning
-	// backend into its own.
-	d := NewDispatcher(set, "auto", backends.CodecLZ4, 4096, slog.New(slog.DiscardHandler))
-	d.SetCalibration(&Calibration{Sizes: []int{1}, Order: [][]string{{"cpu", "pinning"}},
-		DecOrder: [][]string{{"cpu", "pinning"}}, PinnedOrder: [][]string{{"pinning", "cpu"}}}, 0)
-	pages := corpus.Pages(corpus.Text, 4, 4096, 1)
-	var out backends.Compressed
-	b := &backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecLZ4, Threshold: 3072}
-	if err := ref.Compress(context.Background(), b, &out); err != nil {
-		t.Fatal(err)
-	}
-	dd := &backends.Decompression{PageSize: 4096, Dst: make([]byte, len(pages))}
-	for i := range 4 {
-		dd.Src = append(dd.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, b)})
-	}
-	before := pn.decoded.Load()
-	if err := d.Decompress(context.Background(), dd); err != nil || pn.decoded.Load() != before {
-		t.Fatalf("into ordinary memory: err %v, pinning backend used %d times", err, pn.decoded.Load()-before)
-	}
-	pinned := make([]byte, len(pages))
-	pn.pins = append(pn.pins, pinned)
-	dd.Dst = pinned
-	if err := d.Decompress(context.Background(), dd); err != nil || pn.decoded.Load() != before+1 || !bytes.Equal(pinned, pages) {
-		t.Fatalf("into pinned memory: err %v, pinning backend used %d times", err, pn.decoded.Load()-before)
 	}
 }

@@ -45,8 +45,6 @@ func (p *fakePinner) Pin(mem []byte) (func(), error) {
 	return func() { p.unpinned++ }, nil
 }
 
-func (p *fakePinner) Pinned([]byte) bool { return false }
-
 func TestMapCacheReuse(t *testing.T) {
 	const ps = 4096
 	pin := &fakePinner{}

@@ -478,10 +478,6 @@ func (b *Backend) unpin(mem []byte) {
 	})
 }
 
-// Pinned reports whether all of s lies inside one pinned range; see
-// backends.Pinner.
-func (b *Backend) Pinned(s []byte) bool { return b.inPinned(s) }
-
 // inPinned reports whether all of s lies inside one pinned range.
 func (b *Backend) inPinned(s []byte) bool {
 	if len(s) == 0 {
