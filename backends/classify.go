@@ -45,3 +45,20 @@ func FillPage(dst []byte, fill uint64) {
 		copy(dst[n:], dst[:n])
 	}
 }
+
+// DecodePlain writes the page a zero, same-filled or raw stored page stands
+// for into dst (one page long). It returns false for other classes, and for
+// a raw page of the wrong size.
+func DecodePlain(s Stored, dst []byte) bool {
+	switch s.Class {
+	case ClassZero:
+		clear(dst)
+		return true
+	case ClassSame:
+		FillPage(dst, s.Fill)
+		return true
+	case ClassRaw:
+		return len(s.Data) == len(dst) && copy(dst, s.Data) == len(dst)
+	}
+	return false
+}

@@ -182,14 +182,6 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 // DecodePage expands one stored page into dst (exactly one page long).
 func (b *Backend) DecodePage(s backends.Stored, dst []byte) bool {
 	switch s.Class {
-	case backends.ClassZero:
-		clear(dst)
-		return true
-	case backends.ClassSame:
-		backends.FillPage(dst, s.Fill)
-		return true
-	case backends.ClassRaw:
-		return copy(dst, s.Data) == len(dst) && len(s.Data) == len(dst)
 	case backends.ClassLZ4:
 		n, err := lz4.UncompressBlock(s.Data, dst)
 		return err == nil && n == len(dst)
@@ -197,7 +189,7 @@ func (b *Backend) DecodePage(s backends.Stored, dst []byte) bool {
 		r, err := b.zdec.DecodeAll(s.Data, dst[:0])
 		return err == nil && len(r) == len(dst) && &r[0] == &dst[0]
 	}
-	return false
+	return backends.DecodePlain(s, dst)
 }
 
 func resizeBool(s []bool, n int) []bool {

@@ -46,7 +46,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 		parallelFor(n, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				if c := d.Src[i].Class; c != backends.ClassLZ4 && c != backends.ClassZstd {
-					d.Failed[i] = !hostPage(d.Src[i], d.Dst[i*ps:(i+1)*ps])
+					d.Failed[i] = !backends.DecodePlain(d.Src[i], d.Dst[i*ps:(i+1)*ps])
 				}
 			}
 		})
@@ -88,21 +88,6 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 		}
 	}
 	return ctx.Err()
-}
-
-// hostPage writes a zero, same-filled or raw page; false for anything else.
-func hostPage(s backends.Stored, dst []byte) bool {
-	switch s.Class {
-	case backends.ClassZero:
-		clear(dst)
-		return true
-	case backends.ClassSame:
-		backends.FillPage(dst, s.Fill)
-		return true
-	case backends.ClassRaw:
-		return len(s.Data) == len(dst) && copy(dst, s.Data) == len(dst)
-	}
-	return false
 }
 
 // maxRuns is the most runs of adjacent pages a piece is copied back in
