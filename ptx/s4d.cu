@@ -577,7 +577,7 @@ extern "C" __global__ void s4d_crc(u64 n, const u8 *cls, const u64 *fill, const 
 // of 8), into out + i*page_size. The page is built in shared memory with
 // every read and write bounds-checked, so a damaged block is reported and
 // never faults: status[i] is 0 when the block decoded to exactly one page,
-// 1 when not (the page's place then holds no data). Only compressed pages
+// 1 when not (the page's place is then zeroed). Only compressed pages
 // come here: the host writes the others, so they never cross PCIe. The
 // block is read from global memory (all lanes read the same byte: one
 // transaction), which keeps shared memory to a page per warp.
@@ -609,6 +609,8 @@ extern "C" __global__ void s4d_unpack(u64 n, const u32 *offs, const u32 *psize, 
     u64 *dst = (u64 *)(out + i * page_size);
     u32 words = (u32)(page_size / 8), len = psize[i];
     if (len == 0 || len > page_size || page_size > UNPACK_MAX) {
+        for (u32 k = lane; k < words; k += 32)
+            dst[k] = 0;
         if (lane == 0)
             status[i] = 1;
         return;
@@ -669,9 +671,10 @@ extern "C" __global__ void s4d_unpack(u64 n, const u32 *offs, const u32 *psize, 
         di += ml;
     }
     __syncwarp();
-    if (ok)
-        for (u32 k = lane; k < words; k += 32)
-            dst[k] = dbuf[w][k];
+    // A page that failed comes out as zeros: what the output buffer held
+    // before (another batch's pages) must not reach this caller.
+    for (u32 k = lane; k < words; k += 32)
+        dst[k] = ok ? dbuf[w][k] : 0;
     if (lane == 0)
         status[i] = ok ? 0 : 1;
 }

@@ -291,3 +291,54 @@ func TestDecodeDamagedBlocks(t *testing.T) {
 	}
 	t.Logf("%d damaged blocks, %d still decode to a page on both", len(src), agreeOK)
 }
+
+// A page that fails to decode straight into pinned memory is zeroed there:
+// nothing of what the GPU decoded for an earlier batch (another client's
+// pages) reaches the caller.
+func TestFailedPageLeaksNothing(t *testing.T) {
+	gpu := openGPU(t, backends.Options{})
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	const n, ps = 64, 4096
+	pages := corpus.Pages(corpus.Text, n, ps, 5)
+	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps}
+	var out backends.Compressed
+	if err := ref.Compress(context.Background(), in, &out); err != nil {
+		t.Fatal(err)
+	}
+	src := make([]backends.Stored, n)
+	for i := range n {
+		src[i] = backends.Stored{Class: out.Class[i], Data: out.Bytes(i, in)}
+	}
+	dst, err := gpu.HostBuffer(n * ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.FreeHostBuffer(dst)
+	d := &backends.Decompression{PageSize: ps, Src: src, Dst: dst}
+	for range 8 { // through every slot: each holds these pages decoded
+		if err := gpu.Decompress(context.Background(), d); err != nil || !bytes.Equal(dst, pages) {
+			t.Fatalf("first batch: %v", err)
+		}
+	}
+	// The same places, page 7's block cut short.
+	src[7].Data = src[7].Data[:len(src[7].Data)/2]
+	for i := range dst {
+		dst[i] = 0xEE
+	}
+	if err := gpu.Decompress(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Failed[7] {
+		t.Fatal("a cut block decoded")
+	}
+	if !bytes.Equal(dst[7*ps:8*ps], make([]byte, ps)) {
+		t.Fatal("a failed page's place holds other bytes than zeros")
+	}
+	if !bytes.Equal(dst[8*ps:], pages[8*ps:]) || !bytes.Equal(dst[:7*ps], pages[:7*ps]) {
+		t.Fatal("the other pages differ")
+	}
+}
