@@ -366,20 +366,7 @@ func decodeChunks(be backends.Backend, d *backends.Decompression, chunk, callers
 func BenchmarkUnpackParts(b *testing.B) {
 	pages, _ := benchPages(b)
 	gpu := openGPU(b, backends.Options{})
-	ref, err := cpu.New(backends.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ref.Close()
-	in := &backends.Batch{PageSize: 4096, Pages: pages[:benchBatch], Codec: backends.CodecLZ4, Threshold: 3072}
-	var out backends.Compressed
-	if err := ref.Compress(context.Background(), in, &out); err != nil {
-		b.Fatal(err)
-	}
-	d := &backends.Decompression{PageSize: 4096}
-	for i := range in.Len() {
-		d.Src = append(d.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
-	}
+	d := &backends.Decompression{PageSize: 4096, Src: storedByCPU(b, cpuRef(b), pages[:benchBatch], 4096, 3072)}
 	for b.Loop() {
 		up, k, down, n, err := gpu.TimeUnpack(d, 20)
 		if err != nil {

@@ -181,16 +181,39 @@ func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec bac
 	t.Logf("%v: %d pages, classes %v, %d bytes of data", codec, in.Len(), counts, len(out.Data))
 }
 
+// cpuRef opens the cpu backend, the reference the GPU's output is held to.
+func cpuRef(tb testing.TB) *cpu.Backend {
+	tb.Helper()
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ref.Close() })
+	return ref
+}
+
+// storedByCPU compresses pages with the cpu backend (LZ4) and returns what
+// the store would hold for each.
+func storedByCPU(tb testing.TB, ref *cpu.Backend, pages []byte, ps, threshold int) []backends.Stored {
+	tb.Helper()
+	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: threshold}
+	var out backends.Compressed
+	if err := ref.Compress(context.Background(), in, &out); err != nil {
+		tb.Fatal(err)
+	}
+	src := make([]backends.Stored, in.Len())
+	for i := range src {
+		src[i] = backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
+	}
+	return src
+}
+
 // Pages compressed by the cpu backend (pierrec/lz4, not our kernel) decode
 // on the GPU to the same bytes, into ordinary and into pinned memory (the
 // kernel's output then comes back straight into the caller's buffer).
 func TestDecodeForeignBlocks(t *testing.T) {
 	gpu := openGPU(t, backends.Options{})
-	ref, err := cpu.New(backends.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := cpuRef(t)
 	const n, ps = 3000, 4096 // more than one slot's worth is not needed; odd counts are
 	pinned, err := gpu.HostBuffer(n * ps)
 	if err != nil {
@@ -212,15 +235,7 @@ func TestDecodeForeignBlocks(t *testing.T) {
 		if kind != "runs" {
 			pages = corpus.Pages(kind, n, ps, 11)
 		}
-		in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
-		var out backends.Compressed
-		if err := ref.Compress(context.Background(), in, &out); err != nil {
-			t.Fatal(err)
-		}
-		src := make([]backends.Stored, n)
-		for i := range n {
-			src[i] = backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
-		}
+		src := storedByCPU(t, ref, pages, ps, ps*3/4)
 		for _, dst := range [][]byte{make([]byte, n*ps), pinned} {
 			clear(dst)
 			d := &backends.Decompression{PageSize: ps, Src: src, Dst: dst}
@@ -228,7 +243,7 @@ func TestDecodeForeignBlocks(t *testing.T) {
 				t.Fatalf("%s: %v", kind, err)
 			}
 			for i := range n {
-				if d.Failed[i] || !bytes.Equal(dst[i*ps:(i+1)*ps], in.Page(i)) {
+				if d.Failed[i] || !bytes.Equal(dst[i*ps:(i+1)*ps], pages[i*ps:(i+1)*ps]) {
 					t.Fatalf("%s: page %d (%v, %d bytes) differs (failed %v)", kind, i, src[i].Class, len(src[i].Data), d.Failed[i])
 				}
 			}
@@ -240,26 +255,18 @@ func TestDecodeForeignBlocks(t *testing.T) {
 // a block one decoder takes the other takes too, with the same page.
 func TestDecodeDamagedBlocks(t *testing.T) {
 	gpu := openGPU(t, backends.Options{})
-	ref, err := cpu.New(backends.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := cpuRef(t)
 	const ps = 4096
 	pages := append(corpus.Pages(corpus.Text, 64, ps, 3), corpus.Pages(corpus.Pointers, 64, ps, 4)...)
-	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps}
-	var out backends.Compressed
-	if err := ref.Compress(context.Background(), in, &out); err != nil {
-		t.Fatal(err)
-	}
+	valid := storedByCPU(t, ref, pages, ps, ps)
 	r := rand.New(rand.NewPCG(1, 2))
 	var src []backends.Stored
 	for len(src) < 4000 {
-		i := r.IntN(in.Len())
-		if out.Class[i] != backends.ClassLZ4 {
+		v := valid[r.IntN(len(valid))]
+		if v.Class != backends.ClassLZ4 {
 			continue
 		}
-		b := append([]byte(nil), out.Bytes(i, in)...)
+		b := append([]byte(nil), v.Data...)
 		switch r.IntN(3) {
 		case 0: // a byte changed
 			b[r.IntN(len(b))] = uint8(r.IntN(256))
@@ -297,22 +304,9 @@ func TestDecodeDamagedBlocks(t *testing.T) {
 // pages) reaches the caller.
 func TestFailedPageLeaksNothing(t *testing.T) {
 	gpu := openGPU(t, backends.Options{})
-	ref, err := cpu.New(backends.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
 	const n, ps = 64, 4096
 	pages := corpus.Pages(corpus.Text, n, ps, 5)
-	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps}
-	var out backends.Compressed
-	if err := ref.Compress(context.Background(), in, &out); err != nil {
-		t.Fatal(err)
-	}
-	src := make([]backends.Stored, n)
-	for i := range n {
-		src[i] = backends.Stored{Class: out.Class[i], Data: out.Bytes(i, in)}
-	}
+	src := storedByCPU(t, cpuRef(t), pages, ps, ps)
 	dst, err := gpu.HostBuffer(n * ps)
 	if err != nil {
 		t.Fatal(err)
