@@ -23,18 +23,25 @@ type Config struct {
 	MaxFrame      int
 	MaxBatchPages int
 	MaxConns      int
-	IdleTimeout   time.Duration // a connection with no request for this long is closed
-	FrameTimeout  time.Duration // a request must arrive whole within this
-	Workers       int
-	WebGPULib     string
-	NvcompLib     string
-	GPUMemLimit   int64
-	CoalesceWait  time.Duration // how long a small batch may wait for others; 0 = never merge
-	PollWait      time.Duration // how long a connection polls for its next request before sleeping; 0 = never
-	PoolsPerUser  int           // pools one user may create; 0 = no limit
-	UserQuota     uint64        // stored bytes one user may hold; 0 = no limit
-	LogLevel      slog.Level
-	Log           *slog.Logger
+	// Connections one user may hold at once; 0 = a quarter of MaxConns.
+	MaxConnsPerUser int
+	// Bytes that request bodies, compression outputs and replies in flight
+	// may take in all (0 = 1/16 of the machine's memory, 256 MiB-4 GiB),
+	// and for one user (0 = half of that).
+	IOBudget     int64
+	UserIOBudget int64
+	IdleTimeout  time.Duration // a connection with no request for this long is closed
+	FrameTimeout time.Duration // a request must arrive whole within this
+	Workers      int
+	WebGPULib    string
+	NvcompLib    string
+	GPUMemLimit  int64
+	CoalesceWait time.Duration // how long a small batch may wait for others; 0 = never merge
+	PollWait     time.Duration // how long a connection polls for its next request before sleeping; 0 = never
+	PoolsPerUser int           // pools one user may create; 0 = no limit
+	UserQuota    uint64        // stored bytes one user may hold; 0 = no limit
+	LogLevel     slog.Level
+	Log          *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
 	Level *slog.LevelVar
 }
@@ -69,12 +76,23 @@ func (c *Config) Validate() error {
 	if c.Socket == "" {
 		return fmt.Errorf("socket path is empty")
 	}
+	if c.MaxConns < 1 || c.MaxConnsPerUser < 0 {
+		return fmt.Errorf("max connections must be at least 1 (per user: 0 for the default)")
+	}
+	if c.IOBudget < 0 || c.UserIOBudget < 0 {
+		return fmt.Errorf("io budgets cannot be negative")
+	}
 	if c.MaxBatchPages < 1 {
 		return fmt.Errorf("max batch pages must be at least 1")
 	}
 	// The largest PUT must fit in a frame.
 	if need := ipc.HeaderSize + ipc.PutBodySize(strings.Repeat("x", ipc.MaxPoolName), c.MaxBatchPages, c.PageSize); c.MaxFrame < need {
 		return fmt.Errorf("max frame %d is too small for %d pages of %d bytes (needs %d)", c.MaxFrame, c.MaxBatchPages, c.PageSize, need)
+	}
+	// One user must be able to make the largest request: its body and the
+	// compressed output of its pages.
+	if need := c.largestRequest(); c.UserIOBudget > 0 && c.UserIOBudget < need || c.IOBudget > 0 && c.IOBudget < need {
+		return fmt.Errorf("io budget (%d, per user %d) is smaller than the largest request needs (%d)", c.IOBudget, c.UserIOBudget, need)
 	}
 	return nil
 }
@@ -105,4 +123,29 @@ func ParseSize(s string) (uint64, error) {
 		return 0, fmt.Errorf("size %q: want a number of bytes with an optional K, M, G or T suffix", s)
 	}
 	return v * mult, nil
+}
+
+// largestRequest is the memory the largest PUT takes in flight.
+func (c *Config) largestRequest() int64 {
+	return int64(c.MaxFrame) + int64(c.MaxBatchPages)*int64(c.PageSize)
+}
+
+// connsPerUser is MaxConnsPerUser with its default filled in.
+func (c *Config) connsPerUser() int {
+	if c.MaxConnsPerUser > 0 {
+		return min(c.MaxConnsPerUser, c.MaxConns)
+	}
+	return max(1, c.MaxConns/4)
+}
+
+// ioBudgets are IOBudget and UserIOBudget with their defaults filled in.
+func (c *Config) ioBudgets() (total, perUser int64) {
+	total, perUser = c.IOBudget, c.UserIOBudget
+	if total == 0 {
+		total = max(defaultBudget(), 2*c.largestRequest())
+	}
+	if perUser == 0 {
+		perUser = max(total/2, c.largestRequest())
+	}
+	return max(total, perUser), perUser
 }

@@ -33,6 +33,9 @@ type File struct {
 	IdleTimeout   *string `toml:"idle_timeout"`
 	FrameTimeout  *string `toml:"frame_timeout"`
 	MaxConns      *int    `toml:"max_connections"`
+	MaxConnsUser  *int    `toml:"max_connections_per_user"`
+	IOBudget      *string `toml:"io_budget"`
+	UserIOBudget  *string `toml:"user_io_budget"`
 	MaxBatchPages *int    `toml:"max_batch_pages"`
 	PoolsPerUser  *int    `toml:"max_pools_per_user"`
 	UserQuota     *string `toml:"user_quota"`
@@ -127,6 +130,19 @@ func (f *File) Apply(c *Config) error {
 	if f.MaxConns != nil {
 		c.MaxConns = *f.MaxConns
 	}
+	if f.MaxConnsUser != nil {
+		c.MaxConnsPerUser = *f.MaxConnsUser
+	}
+	if f.IOBudget != nil {
+		v, err := ParseSize(*f.IOBudget)
+		set("io_budget", err)
+		c.IOBudget = int64(v)
+	}
+	if f.UserIOBudget != nil {
+		v, err := ParseSize(*f.UserIOBudget)
+		set("user_io_budget", err)
+		c.UserIOBudget = int64(v)
+	}
 	if f.MaxBatchPages != nil {
 		c.MaxBatchPages = *f.MaxBatchPages
 	}
@@ -170,6 +186,9 @@ func restartOnly(old, new Config) []string {
 	add(old.IdleTimeout != new.IdleTimeout, "idle_timeout")
 	add(old.FrameTimeout != new.FrameTimeout, "frame_timeout")
 	add(old.MaxConns != new.MaxConns, "max_connections")
+	add(old.MaxConnsPerUser != new.MaxConnsPerUser, "max_connections_per_user")
+	add(old.IOBudget != new.IOBudget, "io_budget")
+	add(old.UserIOBudget != new.UserIOBudget, "user_io_budget")
 	add(old.MaxBatchPages != new.MaxBatchPages, "max_batch_pages")
 	add(old.CoalesceWait != new.CoalesceWait, "coalesce_wait")
 	add(old.PollWait != new.PollWait, "poll_wait")

@@ -39,6 +39,9 @@ var Command = &cli.Command{
 		&cli.DurationFlag{Name: "coalesce-wait", Value: daemon.Defaults().CoalesceWait, Usage: "how long a small batch may wait to travel with others to a GPU; 0 = never"},
 		&cli.DurationFlag{Name: "poll-wait", Value: daemon.Defaults().PollWait, Usage: "how long a connection polls for its next request before sleeping (lower latency for a client that sends small requests back to back, for CPU); 0 = never"},
 		&cli.IntFlag{Name: "max-connections", Value: daemon.Defaults().MaxConns, Usage: "connections served at once"},
+		&cli.IntFlag{Name: "max-connections-per-user", Usage: "connections one user may hold at once; 0 = a quarter of --max-connections"},
+		&cli.StringFlag{Name: "io-budget", Value: "0", Usage: "memory for requests and replies in flight (K/M/G/T); 0 = 1/16 of RAM, 256M-4G"},
+		&cli.StringFlag{Name: "user-io-budget", Value: "0", Usage: "the part of --io-budget one user may take; 0 = half"},
 		&cli.IntFlag{Name: "max-batch-pages", Value: daemon.Defaults().MaxBatchPages, Usage: "keys in one request"},
 		&cli.IntFlag{Name: "max-pools-per-user", Value: daemon.Defaults().PoolsPerUser, Usage: "pools one user may create; 0 = no limit"},
 		&cli.StringFlag{Name: "user-quota", Value: "0", Usage: "compressed bytes one user may store (K/M/G/T); 0 = no limit"},
@@ -163,6 +166,21 @@ func configure(cx *cli.Context) (daemon.Config, error) {
 	}
 	if cx.IsSet("max-connections") {
 		cfg.MaxConns = cx.Int("max-connections")
+	}
+	if cx.IsSet("max-connections-per-user") {
+		cfg.MaxConnsPerUser = cx.Int("max-connections-per-user")
+	}
+	for _, b := range []struct {
+		flag string
+		to   *int64
+	}{{"io-budget", &cfg.IOBudget}, {"user-io-budget", &cfg.UserIOBudget}} {
+		if cx.IsSet(b.flag) {
+			v, err := daemon.ParseSize(cx.String(b.flag))
+			if err != nil {
+				return cfg, fmt.Errorf("--%s: %w", b.flag, err)
+			}
+			*b.to = int64(v)
+		}
 	}
 	if cx.IsSet("max-batch-pages") {
 		cfg.MaxBatchPages = cx.Int("max-batch-pages")
