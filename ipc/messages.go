@@ -339,7 +339,18 @@ func DecodeGet(body []byte, n int) (pageSize int, pages []byte, codes []Code, er
 	if r.err != nil {
 		return 0, nil, nil, r.err
 	}
-	if len(r.b) == n*pageSize {
+	ok := 0
+	for _, c := range codes {
+		if c == OK {
+			ok++
+		}
+	}
+	// The page size comes from the peer: nothing is allocated for it until
+	// the body is seen to hold exactly the pages it announces.
+	if pageSize <= 0 || pageSize > MaxPageSize || len(r.b) != ok*pageSize {
+		return 0, nil, nil, fmt.Errorf("%w: GET response holds %d bytes for %d pages of %d bytes", errMalformed, len(r.b), ok, pageSize)
+	}
+	if ok == n {
 		// Every page is there: hand out the body itself, no copy.
 		pages = r.take(n * pageSize)
 		return pageSize, pages, codes, r.done()

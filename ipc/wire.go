@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Version is the protocol version this package speaks.
@@ -20,6 +21,7 @@ const (
 	DefaultMaxFrame      = 80 << 20
 	DefaultMaxBatchPages = 16384
 	MaxPoolName          = 128
+	MaxPageSize          = 65536 // the largest page size a daemon may use
 )
 
 // Op is a request kind.
@@ -69,7 +71,7 @@ var ErrShortFrame = errors.New("frame shorter than its header")
 // ReadFrame reads one frame. buf is reused when large enough. On
 // ErrFrameTooLarge the header has still been read and is returned, so the
 // daemon can answer it before closing.
-func ReadFrame(r io.Reader, max int, buf []byte) (Header, []byte, error) {
+func ReadFrame(r io.Reader, limit int, buf []byte) (Header, []byte, error) {
 	var pre [4 + HeaderSize]byte
 	if _, err := io.ReadFull(r, pre[:4]); err != nil {
 		return Header{}, nil, err
@@ -82,19 +84,37 @@ func ReadFrame(r io.Reader, max int, buf []byte) (Header, []byte, error) {
 		return Header{}, nil, unexpected(err)
 	}
 	h := DecodeHeader(pre[4:])
-	if int64(n) > int64(max) {
+	if int64(n) > int64(limit) {
 		return h, nil, ErrFrameTooLarge
 	}
-	body := buf
-	if cap(body) < int(n)-HeaderSize {
-		body = make([]byte, int(n)-HeaderSize)
+	want := int(n) - HeaderSize
+	if cap(buf) >= want {
+		body := buf[:want]
+		if _, err := io.ReadFull(r, body); err != nil {
+			return h, nil, unexpected(err)
+		}
+		return h, body, nil
 	}
-	body = body[:int(n)-HeaderSize]
-	if _, err := io.ReadFull(r, body); err != nil {
-		return h, nil, unexpected(err)
+	// The length is only a claim: the buffer grows with the bytes that
+	// arrive, so a peer that announces 80 MiB and sends three bytes costs
+	// no more than those.
+	body := buf[:0]
+	for len(body) < want {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, min(want-len(body), max(len(body), growStep)))
+		}
+		k, err := r.Read(body[len(body):min(want, cap(body))])
+		body = body[:len(body)+k]
+		if err != nil && len(body) < want {
+			return h, nil, unexpected(err)
+		}
 	}
 	return h, body, nil
 }
+
+// growStep is the first allocation for a body larger than the caller's
+// buffer; it then doubles with the bytes received.
+const growStep = 64 << 10
 
 func unexpected(err error) error {
 	if err == io.EOF {

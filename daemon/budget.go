@@ -1,0 +1,123 @@
+package daemon
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// budget bounds the memory that requests and replies in flight may take:
+// large request bodies, compression outputs and the snapshots a streamed
+// GET decodes from. Each user may hold at most perUser of the total, so
+// one user's flood leaves room for the others. A reservation is taken
+// whole before the memory is used and given back when the request is
+// answered; it may wait for others to finish, until a deadline.
+type budget struct {
+	total, perUser int64
+
+	mu    sync.Mutex
+	used  int64
+	users map[uint32]int64
+	freed chan struct{} // closed and replaced whenever memory is given back
+	peak  int64
+}
+
+func newBudget(total, perUser int64) *budget {
+	return &budget{total: total, perUser: min(perUser, total), users: map[uint32]int64{}, freed: make(chan struct{})}
+}
+
+// budgetError says why a reservation was refused.
+type budgetError struct {
+	never bool // larger than the user's share: waiting cannot help
+}
+
+func (e *budgetError) Error() string {
+	if e.never {
+		return "request needs more memory than one user's share of the daemon's request budget"
+	}
+	return "the daemon's request memory budget is in use; try again"
+}
+
+// reserve takes n bytes for uid, waiting until deadline (or stop closes)
+// for room.
+func (b *budget) reserve(uid uint32, n int64, deadline time.Time, stop <-chan struct{}) error {
+	if n <= 0 {
+		return nil
+	}
+	if n > b.perUser {
+		return &budgetError{never: true}
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.total && b.users[uid]+n <= b.perUser {
+			b.used += n
+			b.users[uid] += n
+			b.peak = max(b.peak, b.used)
+			b.mu.Unlock()
+			return nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		left := time.Until(deadline)
+		if left <= 0 {
+			return &budgetError{}
+		}
+		if timer == nil {
+			timer = time.NewTimer(left)
+		}
+		select {
+		case <-freed:
+		case <-timer.C:
+			return &budgetError{}
+		case <-stop:
+			return &budgetError{}
+		}
+	}
+}
+
+// release gives back n bytes of uid's.
+func (b *budget) release(uid uint32, n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	if b.users[uid] -= n; b.users[uid] <= 0 {
+		delete(b.users, uid)
+	}
+	close(b.freed)
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// inUse returns the bytes reserved now and the most ever reserved at once.
+func (b *budget) inUse() (used, peak int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.peak
+}
+
+// defaultBudget is 1/16 of the machine's memory, within 256 MiB and 4 GiB:
+// room for a few dozen of the largest requests at once.
+func defaultBudget() int64 {
+	var total int64 = 4 << 30
+	if mem := physicalMemory(); mem > 0 {
+		total = min(max(mem/16, 256<<20), 4<<30)
+	}
+	return total
+}
+
+func physicalMemory() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}
