@@ -26,8 +26,17 @@ all: build
 
 -include mk/*.mk
 
+# What `s4d --version` says: the daemon's version constant (one place to
+# bump), the commit, and the build date (SOURCE_DATE_EPOCH when set, so a
+# package build is reproducible).
+VERSION    ?= $(shell sed -n 's/^const Version = "s4d \(.*\)"$$/\1/p' daemon/server.go)
+COMMIT     ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo +dirty)
+BUILD_DATE ?= $(shell date -u -d @$${SOURCE_DATE_EPOCH:-$$(date +%s)} +%Y-%m-%dT%H:%M:%SZ)
+BUILDINFO  := github.com/s4d-project/s4d/cmd/s4d/buildinfo
+LDFLAGS    := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/s4d
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/s4d
 
 # System packages: the reference decoders used by the tests.
 APT_PKGS := python3-lz4 zstd ca-certificates

@@ -8,20 +8,66 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/s4d-project/s4d/cmd/s4d/bench"
+	"github.com/s4d-project/s4d/cmd/s4d/buildinfo"
 	"github.com/s4d-project/s4d/cmd/s4d/ctl"
 	"github.com/s4d-project/s4d/cmd/s4d/daemoncmd"
+	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 )
 
-func main() {
+func newApp() *cli.App {
+	info := buildinfo.Get()
 	app := &cli.App{
 		Name:     "s4d",
 		Usage:    "keep memory pages compressed in RAM, on the GPU or the CPU",
+		Version:  info.Version,
 		Commands: []*cli.Command{daemoncmd.Command, ctl.Command, bench.Command},
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "s4d:", err)
-		os.Exit(1)
+	cli.VersionPrinter = func(*cli.Context) { fmt.Println(info) }
+	return app
+}
+
+func main() {
+	app := newApp()
+	entered := markActions(app.Commands)
+	err := app.Run(os.Args)
+	// urfave/cli reports unknown flags, missing required flags and bad
+	// values before any Action runs: whatever fails before one is entered
+	// is a usage error.
+	if err != nil && !*entered {
+		err = exitcode.UsageErr(err)
 	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "s4d:", err)
+	}
+	os.Exit(exitcode.Of(err))
+}
+
+// markActions wraps every command's Action to record that one was entered,
+// and gives commands that only group others an Action that refuses an
+// unknown subcommand (urfave/cli would print help and exit 0).
+func markActions(cmds []*cli.Command) *bool {
+	entered := new(bool)
+	var walk func([]*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Action == nil && len(c.Subcommands) > 0 {
+				c.Action = groupAction
+			}
+			if act := c.Action; act != nil {
+				c.Action = func(cx *cli.Context) error { *entered = true; return act(cx) }
+			}
+			walk(c.Subcommands)
+		}
+	}
+	walk(cmds)
+	return entered
+}
+
+func groupAction(cx *cli.Context) error {
+	if cx.Args().Present() {
+		return exitcode.UsageErr(fmt.Errorf("%s: unknown command %q (see '%s --help')", cx.Command.HelpName, cx.Args().First(), cx.Command.HelpName))
+	}
+	return cli.ShowSubcommandHelp(cx)
 }

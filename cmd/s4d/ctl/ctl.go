@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -27,7 +28,7 @@ var Command = &cli.Command{
 	Name:        "ctl",
 	Usage:       "talk to a running daemon",
 	Flags:       withSocket(),
-	Subcommands: []*cli.Command{statsCommand, putCommand, getCommand, delCommand, inspectCommand, poolsCommand, compactCommand},
+	Subcommands: []*cli.Command{statsCommand, putCommand, getCommand, delCommand, inspectCommand, poolsCommand, compactCommand, watchCommand},
 }
 
 // client builds a client from the innermost --socket that was set.
@@ -96,7 +97,7 @@ func overKeys(cx *cli.Context, do func(ctx context.Context, c *ipc.Client, h *ip
 	defer cancel()
 	keys, err := parseKeys(cx.String("keys"))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, exitcode.UsageErr(err)
 	}
 	c := client(cx)
 	defer c.Close()

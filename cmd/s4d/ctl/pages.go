@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -106,54 +107,90 @@ var delCommand = &cli.Command{
 	},
 }
 
+// pageRow is one inspected page.
+type pageRow struct {
+	ipc.PageInfo
+	pageSize uint32
+}
+
+var inspectTable = &table[pageRow]{
+	name:     "pages",
+	defaults: strings.Fields("KEY CLASS STORED RATIO BACKEND FILL"),
+	columns: []column[pageRow]{
+		{"KEY", "the page's key", count, func(p pageRow) any { return p.Key }},
+		{"CLASS", "zero, same, lz4, zstd or raw; the failure for a page not there", text, func(p pageRow) any {
+			if p.Status != ipc.OK {
+				return p.Status.String()
+			}
+			return p.Class
+		}},
+		{"STATUS", "ok, or why the page could not be inspected", text, func(p pageRow) any { return p.Status.String() }},
+		// Exact bytes even without --bytes: a page is at most 64 KiB.
+		{"STORED", "bytes stored for the page", count, func(p pageRow) any { return okOnly(p, uint64(p.Size)) }},
+		{"RATIO", "page size / STORED", float, func(p pageRow) any {
+			if p.Status != ipc.OK {
+				return nil
+			}
+			return ratioOf(uint64(p.pageSize), uint64(p.Size))
+		}},
+		{"BACKEND", "engine that compressed it", text, func(p pageRow) any { return okOnly(p, p.Backend) }},
+		{"FILL", "the repeated word of a same-filled page", text, func(p pageRow) any {
+			if p.Status != ipc.OK || p.Class != "same" {
+				return nil
+			}
+			return fmt.Sprintf("%#016x", p.Fill)
+		}},
+	},
+}
+
+func okOnly(p pageRow, v any) any {
+	if p.Status != ipc.OK {
+		return nil
+	}
+	return v
+}
+
 var inspectCommand = &cli.Command{
-	Name:      "inspect",
-	Usage:     "show how pages are stored",
-	UsageText: "s4d ctl inspect --pool P --keys K-L [--raw-out DIR]",
-	Flags: withSocket(poolFlag, keysFlag,
-		&cli.StringFlag{Name: "raw-out", Usage: "write each page's stored bytes to DIR/<key>.<codec>"}),
+	Name:        "inspect",
+	Usage:       "show how pages are stored",
+	UsageText:   "s4d ctl inspect --pool P --keys K-L [--raw-out DIR] [--output COLS] [--noheadings] [--raw] [--json]",
+	Description: "Columns:" + inspectTable.help(),
+	Flags: withSocket(append(listFlags("the pages", "Columns are listed under DESCRIPTION in --help."), poolFlag, keysFlag,
+		&cli.StringFlag{Name: "raw-out", Usage: "write each page's stored bytes to DIR/<key>.<codec>"})...),
 	Action: func(cx *cli.Context) error {
+		o := optsOf(cx)
+		if _, err := inspectTable.pick(o.output); err != nil {
+			return err
+		}
 		dir := cx.String("raw-out")
 		if dir != "" {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
 		}
-		header := false
+		var rows []pageRow
 		keys, codes, err := overKeys(cx, func(ctx context.Context, c *ipc.Client, h *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
 			infos, err := c.Inspect(ctx, cx.String("pool"), keys, dir != "")
 			if err != nil {
 				return nil, err
 			}
-			if !header {
-				fmt.Printf("%-12s %-6s %8s %7s %-8s %s\n", "KEY", "CLASS", "STORED", "RATIO", "BACKEND", "FILL")
-				header = true
-			}
 			codes := make([]ipc.Code, len(infos))
 			for i, in := range infos {
 				codes[i] = in.Status
-				if in.Status != ipc.OK {
-					fmt.Printf("%-12d %s\n", in.Key, in.Status)
-					continue
-				}
-				ratio := "-"
-				if in.Size > 0 {
-					ratio = fmt.Sprintf("%.2f", float64(h.PageSize)/float64(in.Size))
-				}
-				fill := ""
-				if in.Class == "same" {
-					fill = fmt.Sprintf("%#016x", in.Fill)
-				}
-				fmt.Printf("%-12d %-6s %8d %7s %-8s %s\n", in.Key, in.Class, in.Size, ratio, in.Backend, fill)
-				if dir != "" {
+				if in.Status == ipc.OK && dir != "" {
 					if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.%s", in.Key, in.Class)), in.Data, 0o644); err != nil {
 						return nil, err
 					}
 				}
+				in.Data = nil // written out; not kept for the listing
+				rows = append(rows, pageRow{in, h.PageSize})
 			}
 			return codes, nil
 		})
 		if err != nil {
+			return err
+		}
+		if err := inspectTable.print(os.Stdout, rows, o); err != nil {
 			return err
 		}
 		return pageFailure("inspect", keys, codes)

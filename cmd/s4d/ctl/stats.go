@@ -4,22 +4,136 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/s4d-project/s4d/ipc"
 )
 
+// storeTable is the store as a whole, one row, named as zramctl names its
+// columns where they mean the same.
+var storeTable = &table[*ipc.Stats]{
+	name:     "stats",
+	defaults: strings.Fields("ALGORITHM DATA COMPR TOTAL RATIO PAGES ZERO-PAGES SAME-PAGES HUGE-PAGES MEM-LIMIT MEM-USED-MAX COMPACTED"),
+	columns: []column[*ipc.Stats]{
+		{"ALGORITHM", "codec new pages are compressed with", text, func(s *ipc.Stats) any { return s.Codec }},
+		{"DATA", "uncompressed size of the pages stored", size, func(s *ipc.Stats) any { return s.Mem.OrigDataSize }},
+		{"COMPR", "compressed size of the pages stored", size, func(s *ipc.Stats) any { return s.Mem.ComprDataSize }},
+		{"TOTAL", "memory held for them, index included", size, func(s *ipc.Stats) any { return s.Mem.MemUsedTotal }},
+		{"RATIO", "DATA/COMPR", float, func(s *ipc.Stats) any { return ratioOf(s.Mem.OrigDataSize, s.Mem.ComprDataSize) }},
+		{"PAGES", "pages stored", count, func(s *ipc.Stats) any { return s.Mem.Pages }},
+		{"ZERO-PAGES", "pages that are all zero", count, func(s *ipc.Stats) any { return s.Mem.ZeroPages }},
+		{"SAME-PAGES", "pages of one repeated 8-byte word", count, func(s *ipc.Stats) any { return s.Mem.SamePages }},
+		{"HUGE-PAGES", "pages stored raw (incompressible)", count, func(s *ipc.Stats) any { return s.Mem.HugePages }},
+		{"MEM-LIMIT", "memory limit, - for none", size, func(s *ipc.Stats) any { return nonZero(s.Mem.MemLimit) }},
+		{"MEM-USED-MAX", "most memory ever held", size, func(s *ipc.Stats) any { return s.Mem.MemUsedMax }},
+		{"COMPACTED", "pages moved by compaction", count, func(s *ipc.Stats) any { return s.Mem.PagesCompacted }},
+		{"METADATA", "index memory", size, func(s *ipc.Stats) any { return s.Mem.MetadataBytes }},
+		{"FAILED-READS", "GETs that failed", count, func(s *ipc.Stats) any { return s.IO.FailedReads }},
+		{"FAILED-WRITES", "PUTs that failed", count, func(s *ipc.Stats) any { return s.IO.FailedWrites }},
+		{"INVALID", "malformed or refused requests", count, func(s *ipc.Stats) any { return s.IO.InvalidIO }},
+		{"NO-SPACE", "pages refused by the memory limit", count, func(s *ipc.Stats) any { return s.IO.NoSpace }},
+		{"FALLBACKS", "batches redone on another engine", count, func(s *ipc.Stats) any { return s.IO.Fallbacks }},
+		{"CHECKSUM-ERRORS", "stored pages that failed their checksum", count, func(s *ipc.Stats) any { return s.IO.ChecksumErrors }},
+		{"BACKEND", "engine in use", text, func(s *ipc.Stats) any { return inUse(s) }},
+		{"PAGE-SIZE", "page size in bytes", count, func(s *ipc.Stats) any { return uint64(s.PageSize) }},
+		{"UPTIME", "seconds since the daemon started", float, func(s *ipc.Stats) any { return s.Uptime }},
+		{"SERVER", "daemon version", text, func(s *ipc.Stats) any { return s.Server }},
+	},
+}
+
+// backendTable is one row per engine, compression and decompression summed
+// over codecs.
+var backendTable = &table[ipc.BackendStats]{
+	name:     "backends",
+	defaults: strings.Fields("BACKEND STATE IN-USE PAGES-IN DATA COMPR PAGES-OUT ERRORS DETAIL"),
+	columns: []column[ipc.BackendStats]{
+		{"BACKEND", "engine", text, func(b ipc.BackendStats) any { return b.Name }},
+		{"STATE", "ok, unavailable or failed", text, func(b ipc.BackendStats) any { return b.State }},
+		{"IN-USE", "* for the engine in use", text, func(b ipc.BackendStats) any { return map[bool]string{true: "*"}[b.InUse] }},
+		{"PAGES-IN", "pages compressed", count, func(b ipc.BackendStats) any { return sum(b, "compress", pagesOf) }},
+		{"DATA", "bytes compressed", size, func(b ipc.BackendStats) any { return sum(b, "compress", inOf) }},
+		{"COMPR", "bytes they became", size, func(b ipc.BackendStats) any { return sum(b, "compress", outOf) }},
+		{"PAGES-OUT", "pages decompressed", count, func(b ipc.BackendStats) any { return sum(b, "decompress", pagesOf) }},
+		{"BATCHES", "batches, both directions", count, func(b ipc.BackendStats) any { return sum(b, "", batchesOf) }},
+		{"ERRORS", "failed batches, both directions", count, func(b ipc.BackendStats) any { return sum(b, "", errorsOf) }},
+		{"DETAIL", "why it is unavailable, or what it is", text, func(b ipc.BackendStats) any { return detail(b) }},
+	},
+}
+
+var poolTable = &table[ipc.PoolStats]{
+	name:     "pools",
+	defaults: strings.Fields("POOL UID PAGES DATA COMPR RATIO ZERO SAME HUGE"),
+	columns: []column[ipc.PoolStats]{
+		{"POOL", "pool name", text, func(p ipc.PoolStats) any { return p.Name }},
+		{"UID", "owner's user id", count, func(p ipc.PoolStats) any { return uint64(p.UID) }},
+		{"PAGES", "pages stored", count, func(p ipc.PoolStats) any { return p.Pages }},
+		{"DATA", "uncompressed size", size, func(p ipc.PoolStats) any { return p.OrigBytes }},
+		{"COMPR", "compressed size", size, func(p ipc.PoolStats) any { return p.StoredBytes }},
+		{"RATIO", "DATA/COMPR", float, func(p ipc.PoolStats) any { return ratioOf(p.OrigBytes, p.StoredBytes) }},
+		{"ZERO", "zero pages", count, func(p ipc.PoolStats) any { return p.ZeroPages }},
+		{"SAME", "same-filled pages", count, func(p ipc.PoolStats) any { return p.SamePages }},
+		{"HUGE", "pages stored raw", count, func(p ipc.PoolStats) any { return p.HugePages }},
+	},
+}
+
+func nonZero(n uint64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+func inUse(s *ipc.Stats) string {
+	for _, b := range s.Backends {
+		if b.InUse {
+			return b.Name
+		}
+	}
+	return ""
+}
+
+func pagesOf(c ipc.CodecCounters) uint64   { return c.Pages }
+func inOf(c ipc.CodecCounters) uint64      { return c.BytesIn }
+func outOf(c ipc.CodecCounters) uint64     { return c.BytesOut }
+func batchesOf(c ipc.CodecCounters) uint64 { return c.Batches }
+func errorsOf(c ipc.CodecCounters) uint64  { return c.Errors }
+
+// sum adds one counter over codecs, for one direction or ("") both.
+func sum(b ipc.BackendStats, dir string, f func(ipc.CodecCounters) uint64) uint64 {
+	var n uint64
+	for _, c := range b.Counters {
+		if dir == "" || c.Direction == dir {
+			n += f(c)
+		}
+	}
+	return n
+}
+
+func detail(b ipc.BackendStats) string {
+	if b.Reason != "" {
+		return oneLine(b.Reason)
+	}
+	return oneLine(b.Describe)
+}
+
 var statsCommand = &cli.Command{
-	Name:      "stats",
-	Usage:     "show the store's size, ratio, backends and pools",
-	UsageText: "s4d ctl stats [--json] [--pool P]",
-	Flags: withSocket(&cli.BoolFlag{Name: "json", Usage: "print the daemon's JSON"},
-		&cli.StringFlag{Name: "pool", Usage: "only this pool"}),
+	Name:  "stats",
+	Usage: "show the store's size, ratio, backends and pools",
+	Description: "Without --output: the store, its engines, its error counters and your pools (all pools for root).\n" +
+		"With --output: the store's one row, with the columns named. --json alone prints the daemon's whole answer.\n" +
+		"Columns:" + storeTable.help(),
+	UsageText: "s4d ctl stats [--pool P] [--output COLS] [--noheadings] [--raw] [--bytes] [--json]",
+	Flags: withSocket(append(listFlags("the stats", "Columns are listed under DESCRIPTION in --help."),
+		&cli.StringFlag{Name: "pool", Usage: "only this pool"})...),
 	Action: func(cx *cli.Context) error {
+		o := optsOf(cx)
+		if _, err := storeTable.pick(o.output); err != nil {
+			return err // before asking the daemon anything
+		}
 		ctx, cancel := timeout(cx)
 		defer cancel()
 		c := client(cx)
@@ -28,93 +142,58 @@ var statsCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		if cx.Bool("json") {
+		if o.json && o.output == "" {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(st)
 		}
-		printStats(st)
-		return nil
+		if o.output != "" {
+			return storeTable.print(os.Stdout, []*ipc.Stats{st}, o)
+		}
+		return printStats(os.Stdout, st, o)
 	},
 }
 
-func ratio(orig, compr uint64) string {
-	if compr == 0 {
-		if orig == 0 {
-			return "-"
-		}
-		return "inf"
+// printStats is the full report: store, engines, error counters, pools.
+func printStats(w io.Writer, st *ipc.Stats, o listOpts) error {
+	if err := storeTable.print(w, []*ipc.Stats{st}, o); err != nil {
+		return err
 	}
-	return fmt.Sprintf("%.2f", float64(orig)/float64(compr))
-}
-
-func printStats(st *ipc.Stats) {
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	m := st.Mem
-	limit := "-"
-	if m.MemLimit > 0 {
-		limit = human(m.MemLimit)
+	fmt.Fprintln(w)
+	if err := backendTable.print(w, st.Backends, o); err != nil {
+		return err
 	}
-	fmt.Fprintln(w, "ALGORITHM\tDATA\tCOMPR\tTOTAL\tRATIO\tPAGES\tZERO-PAGES\tSAME-PAGES\tHUGE-PAGES\tMEM-LIMIT\tMEM-USED-MAX\tCOMPACTED")
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n", st.Codec, human(m.OrigDataSize),
-		human(m.ComprDataSize), human(m.MemUsedTotal), ratio(m.OrigDataSize, m.ComprDataSize), m.Pages,
-		m.ZeroPages, m.SamePages, m.HugePages, limit, human(m.MemUsedMax), m.PagesCompacted)
-	w.Flush()
-	fmt.Println()
-	fmt.Fprintln(w, "BACKEND\tSTATE\tIN-USE\tPAGES-IN\tDATA\tCOMPR\tPAGES-OUT\tERRORS\tDETAIL")
-	for _, b := range st.Backends {
-		var cpages, in, out, dpages, errs uint64
-		for _, c := range b.Counters {
-			if c.Direction == "compress" {
-				cpages, in, out = cpages+c.Pages, in+c.BytesIn, out+c.BytesOut
-			} else {
-				dpages += c.Pages
-			}
-			errs += c.Errors
-		}
-		detail := b.Describe
-		if b.Reason != "" {
-			detail = b.Reason
-		}
-		use := ""
-		if b.InUse {
-			use = "*"
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", b.Name, b.State, use, cpages, human(in), human(out), dpages, errs, oneLine(detail))
-	}
-	w.Flush()
 	io := st.IO
-	fmt.Printf("\nfailed reads %d, failed writes %d, invalid requests %d, refused for space %d, fallbacks %d, checksum errors %d\n",
+	fmt.Fprintf(w, "\nfailed reads %d, failed writes %d, invalid requests %d, refused for space %d, fallbacks %d, checksum errors %d\n",
 		io.FailedReads, io.FailedWrites, io.InvalidIO, io.NoSpace, io.Fallbacks, io.ChecksumErrors)
 	if len(st.Pools) > 0 {
-		fmt.Println()
-		printPools(w, st.Pools)
+		fmt.Fprintln(w)
+		return poolTable.print(w, st.Pools, o)
 	}
-}
-
-func printPools(w *tabwriter.Writer, pools []ipc.PoolStats) {
-	fmt.Fprintln(w, "POOL\tUID\tPAGES\tDATA\tCOMPR\tRATIO\tZERO\tSAME\tHUGE")
-	for _, p := range pools {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%d\n", p.Name, p.UID, p.Pages, human(p.OrigBytes),
-			human(p.StoredBytes), ratio(p.OrigBytes, p.StoredBytes), p.ZeroPages, p.SamePages, p.HugePages)
-	}
-	w.Flush()
+	return nil
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 var poolsCommand = &cli.Command{
-	Name:  "pools",
-	Usage: "list your pools (all pools for root)",
-	Flags: withSocket(),
-	Action: withClient(func(ctx context.Context, c *ipc.Client) error {
-		pools, err := c.Pools(ctx)
-		if err != nil {
+	Name:        "pools",
+	Usage:       "list your pools (all pools for root)",
+	UsageText:   "s4d ctl pools [--output COLS] [--noheadings] [--raw] [--bytes] [--json]",
+	Description: "Columns:" + poolTable.help(),
+	Flags:       withSocket(listFlags("the pools", "Columns are listed under DESCRIPTION in --help.")...),
+	Action: func(cx *cli.Context) error {
+		o := optsOf(cx)
+		if _, err := poolTable.pick(o.output); err != nil {
 			return err
 		}
-		printPools(tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0), pools)
-		return nil
-	}),
+		return withClient(func(ctx context.Context, c *ipc.Client) error {
+			pools, err := c.Pools(ctx)
+			if err != nil {
+				return err
+			}
+			return poolTable.print(os.Stdout, pools, o)
+		})(cx)
+	},
 }
 
 var compactCommand = &cli.Command{

@@ -1,0 +1,26 @@
+package buildinfo
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLinkerValuesWin(t *testing.T) {
+	defer func(v, c, d string) { version, commit, date = v, c, d }(version, commit, date)
+	version, commit, date = "1.2.3", "0123456789ab+dirty", "2026-11-25T00:00:00Z"
+	in := Get()
+	if in.Version != "1.2.3" || in.Commit != "0123456789ab+dirty" || in.Date != "2026-11-25T00:00:00Z" {
+		t.Fatalf("%+v", in)
+	}
+	if s := in.String(); !strings.HasPrefix(s, "s4d version 1.2.3 (commit 0123456789ab+dirty") || !strings.Contains(s, "go1.") {
+		t.Fatalf("%q", s)
+	}
+}
+
+func TestNothingRecorded(t *testing.T) {
+	// A test binary has no version or (with -buildvcs=false) commit: the
+	// line still reads well.
+	if in := Get(); in.Version == "" || in.Commit == "" || in.Date == "" {
+		t.Fatalf("empty fields: %+v", in)
+	}
+}
