@@ -53,7 +53,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"--no-such-flag"}, 2},
 		{[]string{"ctl", "no-such-command"}, 2},
-		{append(sock, "get", "--pool", "p"), 2},                      // a required flag missing
+		{append(sock, "get", "--pool", "p"), 2},                                // a required flag missing
 		{append(sock, "get", "--pool", "p", "--keys", "9-1", "--out", "-"), 2}, // a malformed value
 		{append(sock, "stats", "--output", "data,bogus"), 2},
 		{append(sock, "inspect", "--pool", "nope", "--keys", "0"), 3},
