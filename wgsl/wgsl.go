@@ -11,18 +11,18 @@ import (
 
 // Compress classifies each page (zero / same-filled, fused with its load
 // into workgroup memory) and LZ4-compresses the rest, one page per
-// workgroup, into a fixed slot per page; per page it writes class, size
-// and fill word.
+// workgroup, every phase parallel; each block is appended to one packed
+// output buffer, and per page it writes class, size and fill word or
+// packed offset.
 //
 //go:embed compress.wgsl
 var Compress string
 
-// Compact packs the compressed slots: "scan" turns per-page sizes into
-// 4-byte aligned offsets and a total, "gather" copies each LZ4 page to its
-// offset, so only meaningful bytes are read back.
+// scanSG is the subgroup prefix sum spliced into Compress when the
+// adapter has subgroups.
 //
-//go:embed compact.wgsl
-var Compact string
+//go:embed scan_sg.wgsl
+var scanSG string
 
 // Decompress expands LZ4 blocks into pages, one page per workgroup,
 // flagging blocks that do not decode to exactly one page.
@@ -32,27 +32,39 @@ var Decompress string
 
 // Params are the compile-time constants of the kernels.
 type Params struct {
-	PageWords int // page size / 4
-	HashBits  int // log2 of the hash table entries (workgroup memory)
-	Workgroup int // invocations per workgroup
+	PageWords int  // page size / 4 (the compress kernel is for 4 KiB pages)
+	HashBits  int  // log2 of the hash table entries (workgroup memory)
+	Subgroups bool // use subgroup operations (needs the subgroups feature)
 }
 
 // Source returns src with its constants set.
 func Source(src string, p Params) string {
-	r := strings.NewReplacer(
+	sg := []string{"SG_ENABLE_V", "", "SG_SCAN_V", "", "SG_PARAMS_V", "", "SG_CHECK_V", "", "SG_CALL_V", "scanWG"}
+	if p.Subgroups {
+		sg = []string{
+			"SG_ENABLE_V", "enable subgroups;",
+			"SG_SCAN_V", scanSG,
+			"SG_PARAMS_V", ", @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) ssz: u32",
+			// Subgroups must be whole, aligned runs of invocation indices.
+			"SG_CHECK_V", "sgId = sid;\n    sgSz = ssz;\n    let lane0 = subgroupBroadcast(t, 0u);\n" +
+				"    if (ssz < 4u || WG % ssz != 0u || lane0 % ssz != 0u || t != lane0 + sid) { atomicOr(&flag, 2u); }",
+			"SG_CALL_V", "scanSG",
+		}
+	}
+	r := strings.NewReplacer(append(sg,
 		"PAGE_WORDS_V", strconv.Itoa(p.PageWords)+"u",
 		"HASH_BITS_V", strconv.Itoa(p.HashBits)+"u",
-		"WG_V", strconv.Itoa(p.Workgroup)+"u",
-	)
+	)...)
 	return r.Replace(src)
 }
 
 // WorkgroupBytes is the workgroup memory the compress kernel needs.
 func WorkgroupBytes(p Params) int {
-	ps := p.PageWords * 4
-	return ps + // the page
-		4<<p.HashBits + // hash table of positions
-		ps*2 + // one u16 match offset per position
-		ps/8 + // match bitmap
-		16 // flags
+	const ps, wg, nseq = 4096, 128, 1024
+	a := max(2<<p.HashBits, 3*nseq) * 4
+	return ps + 4 + // the page
+		ps*2 + // one u16 match per position
+		a + // hash tables / segment exits / sequences and block
+		5*wg*4 + 4 + // bitmaps, entries, scan
+		16 + 32*4 // flags, subgroup sums
 }

@@ -85,13 +85,90 @@ type device struct {
 	desc    string
 	subMax  uint32
 	closed  bool
+	// subgroups: the device was opened with the subgroups feature.
+	subgroups bool
+	// Waits registered by await, completed by the loop (device thread).
+	pending []*pend
 }
 
+type pend struct {
+	w     *C.s4d_wait
+	done  chan error
+	what  string
+	start time.Time
+}
+
+// loop runs jobs; while waits are pending it also polls the library for
+// events between jobs, so callers waiting for the GPU (await) do not hold
+// the thread and other batches can be staged and submitted meanwhile.
 func (d *device) loop() {
 	runtime.LockOSThread()
-	for f := range d.jobs {
-		f()
+	idle := 0
+	for {
+		if len(d.pending) == 0 {
+			f, ok := <-d.jobs
+			if !ok {
+				return
+			}
+			f()
+			continue
+		}
+		select {
+		case f, ok := <-d.jobs:
+			if !ok {
+				d.reap(errClosed)
+				return
+			}
+			f()
+			continue
+		default:
+		}
+		C.s4d_process_events(d.p, d.inst)
+		if d.reap(nil) {
+			idle = 0
+			continue
+		}
+		if idle++; idle > 64 {
+			time.Sleep(20 * time.Microsecond)
+		}
 	}
+}
+
+// reap completes the pending waits that are done, or all of them with
+// err (or the device's loss). It reports whether any completed.
+func (d *device) reap(err error) bool {
+	if err == nil && d.st != nil && d.st.lost != 0 {
+		err = fmt.Errorf("webgpu: device lost: %s", d.faultMsg())
+	}
+	k, got := 0, false
+	for _, p := range d.pending {
+		switch {
+		case err != nil:
+			p.done <- fmt.Errorf("waiting for %s: %w", p.what, err)
+		case p.w.done != 0:
+			p.done <- nil
+		case time.Since(p.start) > waitTimeout:
+			p.done <- fmt.Errorf("webgpu: %s did not complete in %v", p.what, waitTimeout)
+		default:
+			d.pending[k] = p
+			k++
+			continue
+		}
+		got = true
+	}
+	clear(d.pending[k:])
+	d.pending = d.pending[:k]
+	return got
+}
+
+// await blocks the calling goroutine (not the device thread) until w
+// completes; the device thread goes on running other jobs meanwhile.
+func (d *device) await(w *C.s4d_wait, what string) error {
+	ch := make(chan error, 1)
+	d.jobs <- func() {
+		d.pending = append(d.pending, &pend{w: w, done: ch, what: what, start: time.Now()})
+	}
+	return <-ch
 }
 
 // do runs f on the device thread and returns its error.
@@ -220,8 +297,24 @@ func (d *device) init(allowCPU bool) error {
 		return backends.Unavailable("webgpu: adapter limits unavailable")
 	}
 	d.st = (*C.s4d_devstate)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4d_devstate{}))))
+	// The subgroups feature's value differs between webgpu.h revisions
+	// (0x11 or 0x12 next to core-features-and-limits); both are asked for
+	// where the adapter has them, and the kernel with subgroups is only
+	// used if it compiles.
+	feats := (*[4]C.uint32_t)(C.calloc(4, 4))
+	defer C.free(unsafe.Pointer(feats))
+	nf := 0
+	if os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") != "1" {
+		for _, f := range []uint32{0x11, 0x12} {
+			if C.s4d_has_feature(p, d.adapter, C.uint32_t(f)) != 0 {
+				feats[nf] = C.uint32_t(f)
+				nf++
+			}
+		}
+	}
+	d.subgroups = nf > 0
 	resetWait(w)
-	C.s4d_request_device(p, d.adapter, d.lim, w, d.st)
+	C.s4d_request_device(p, d.adapter, d.lim, w, d.st, &feats[0], C.size_t(nf))
 	if err := d.wait(w, "device"); err != nil {
 		return err
 	}
@@ -298,17 +391,15 @@ func (d *device) pipeline(src, entry string) (C.WGPUComputePipeline, error) {
 	return pl, nil
 }
 
-// Kernel shape; variables so that benchmarks can compare others.
-var (
-	maxHashBits   = 11
-	workgroupSize = 128
-)
+// maxHashBits caps the compress kernel's hash tables (two of 2^bits
+// entries); a variable so that benchmarks can compare others.
+var maxHashBits = 10
 
 // kernelParams sizes the compress kernel from the adapter's workgroup
-// memory: the biggest hash table (up to 2^maxHashBits entries) that fits.
-func kernelParams(pageSize int, wgStorage uint32) (wgsl.Params, error) {
+// memory: the biggest hash tables (up to 2^maxHashBits entries) that fit.
+func kernelParams(pageSize int, wgStorage uint32, subgroups bool) (wgsl.Params, error) {
 	for bits := maxHashBits; bits >= 8; bits-- {
-		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Workgroup: workgroupSize}
+		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Subgroups: subgroups}
 		if wgsl.WorkgroupBytes(p) <= int(wgStorage) {
 			return p, nil
 		}

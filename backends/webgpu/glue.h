@@ -163,8 +163,11 @@ static inline uint32_t s4d_adapter_limits(s4d_procs* p, WGPUAdapter a, s4d_limit
 
 static inline int s4d_has_feature(s4d_procs* p, WGPUAdapter a, uint32_t f) { return p->adapterHasFeature(a, f) != 0; }
 
-static inline void s4d_request_device(s4d_procs* p, WGPUAdapter a, s4d_limits* lim, s4d_wait* w, s4d_devstate* st) {
+static inline void s4d_request_device(s4d_procs* p, WGPUAdapter a, s4d_limits* lim, s4d_wait* w, s4d_devstate* st,
+                                      const uint32_t* feats, size_t nfeats) {
     WGPUDeviceDescriptor d = {0};
+    d.requiredFeatureCount = nfeats;
+    d.requiredFeatures = feats;
     d.requiredLimits = &lim->l;
     lim->l.nextInChain = NULL;
     d.deviceLostCallbackInfo = s4d_cb((void*)s4d_on_lost, st);

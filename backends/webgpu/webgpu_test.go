@@ -45,8 +45,8 @@ func open(t testing.TB) *Backend {
 		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_HASH_BITS")); err == nil {
 			maxHashBits = v
 		}
-		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_WORKGROUP")); err == nil {
-			workgroupSize = v
+		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_ROUND_SPLIT")); err == nil {
+			roundSplit = v
 		}
 		shared, sharedErr = New(backends.Options{}, true)
 	})
@@ -150,8 +150,8 @@ func ratio(t testing.TB, b backends.Backend, pages []byte) float64 {
 	return float64(len(pages)) / float64(max(stored, 1))
 }
 
-// The kernel's greedy parse must stay within 5% of the cpu backend's LZ4
-// ratio on the same pages.
+// The kernel's parse (the longest of several candidates, lazy by one byte)
+// must store at least as compactly as the cpu backend's LZ4.
 func TestRatio(t *testing.T) {
 	b := open(t)
 	c, err := cpu.New(backends.Options{})
@@ -163,8 +163,8 @@ func TestRatio(t *testing.T) {
 		pages := corpus.Pages(kind, 512, PageSize, 21)
 		rg, rc := ratio(t, b, pages), ratio(t, c, pages)
 		t.Logf("%-9s webgpu %.3f  cpu %.3f  (%.1f%%)", kind, rg, rc, 100*(rg/rc-1))
-		if rg < 0.95*rc {
-			t.Errorf("%s: ratio %.3f is more than 5%% below the cpu backend's %.3f", kind, rg, rc)
+		if rg < rc {
+			t.Errorf("%s: ratio %.3f is below the cpu backend's %.3f", kind, rg, rc)
 		}
 	}
 }
@@ -249,7 +249,12 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 	pages := benchPages(bm)
 	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
 	out := &backends.Compressed{}
-	if err := b.Compress(context.Background(), in, out); err != nil {
+	out.Reset(in.Len())
+	// The whole batch staged in one slot, in one round.
+	s := <-b.slots
+	defer func() { b.slots <- s }()
+	var mu sync.Mutex
+	if err := b.round(s, in, out, 0, in.Len(), &mu); err != nil {
 		bm.Fatal(err)
 	}
 	// Smaller dispatches over the first pages show how the time scales:
@@ -258,7 +263,7 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 		bm.Run(fmt.Sprintf("pages=%d", n), func(bm *testing.B) {
 			bm.SetBytes(int64(n * PageSize))
 			for bm.Loop() {
-				if err := b.d.do(func() error { return b.kernelPass(n, 1) }); err != nil {
+				if err := b.kernelPass(s, n, 1); err != nil {
 					bm.Fatal(err)
 				}
 			}
@@ -391,6 +396,38 @@ func TestDeviceLost(t *testing.T) {
 			t.Logf("call %d: %v", i, err)
 		case <-time.After(60 * time.Second):
 			t.Fatalf("call %d after the loss hangs", i)
+		}
+	}
+}
+
+// The subgroup scans and the workgroup-memory fallback must give the same
+// bytes. S4D_WEBGPU_NO_SUBGROUPS=1 forces the fallback (CI runs the whole
+// suite both ways); this test compares the two directly where the device
+// has subgroups.
+func TestSubgroupFallbackSame(t *testing.T) {
+	b := open(t)
+	if !b.Subgroups() {
+		t.Skip("the shared backend already runs the fallback")
+	}
+	t.Setenv("S4D_WEBGPU_NO_SUBGROUPS", "1")
+	f, err := New(backends.Options{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Subgroups() {
+		t.Fatal("S4D_WEBGPU_NO_SUBGROUPS=1 did not force the fallback")
+	}
+	var pages []byte
+	for _, kind := range corpus.Kinds {
+		pages = append(pages, corpus.Pages(kind, 64, PageSize, 9)...)
+	}
+	a := checkRoundTrip(t, b, pages, PageSize*3/4)
+	c := checkRoundTrip(t, f, pages, PageSize*3/4)
+	in := &backends.Batch{PageSize: PageSize, Pages: pages}
+	for i := range len(pages) / PageSize {
+		if a.Class[i] != c.Class[i] || a.Size[i] != c.Size[i] || !bytes.Equal(a.Bytes(i, in), c.Bytes(i, in)) {
+			t.Fatalf("page %d: subgroup and fallback kernels differ (%v %d / %v %d)", i, a.Class[i], a.Size[i], c.Class[i], c.Size[i])
 		}
 	}
 }

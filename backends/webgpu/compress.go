@@ -1,0 +1,376 @@
+package webgpu
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+const metaWords = 4
+
+// slot is one round's buffers on the device. A caller holds a slot for
+// its rounds; its fields are touched by that caller between device jobs
+// and by the device thread inside them, never both at once.
+type slot struct {
+	capPages                   int
+	in, packed, meta, total    C.WGPUBuffer
+	zero, params               C.WGPUBuffer
+	upload, readback           C.WGPUBuffer
+	bg                         C.WGPUBindGroup
+	uploadWait, rbWait         *C.s4d_wait
+	errWait                    *C.s4d_wait
+	uploadPending, uploadReady bool // a MapAsync(write) is outstanding / done
+	n, total32                 int
+	meta32                     []uint32
+}
+
+func (s *slot) free(p *C.s4d_procs) {
+	C.s4d_bind_group_free(p, s.bg)
+	for _, x := range []C.WGPUBuffer{s.in, s.packed, s.meta, s.total, s.zero, s.params, s.upload, s.readback} {
+		C.s4d_buffer_free(p, x)
+	}
+	s.bg, s.in, s.packed, s.meta, s.total, s.zero, s.params, s.upload, s.readback = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	s.capPages, s.uploadPending, s.uploadReady = 0, false, false
+}
+
+// rbDataOff is where the packed bytes go in the readback buffer, after
+// the metadata and the total.
+func rbDataOff(n int) int { return (n*metaWords*4 + 16 + 255) &^ 255 }
+
+// ensure grows s's buffers to hold n pages. Device thread only; the
+// staging buffer must not be waiting for a map.
+func (b *Backend) ensure(s *slot, n int) error {
+	if n <= s.capPages {
+		return nil
+	}
+	s.free(b.d.p)
+	c := 64
+	for c < n {
+		c *= 2
+	}
+	d, p := b.d, b.d.p
+	pages := uint64(c) * PageSize
+	metaSize := uint64(c * metaWords * 4)
+	st := C.WGPUFlags(C.S4D_BUFFER_STORAGE)
+	C.s4d_push_errors(p, d.dev)
+	s.in = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_DST, C.uint64_t(pages), 0)
+	s.packed = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(pages), 0)
+	s.meta = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(metaSize), 0)
+	s.total = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC|C.S4D_BUFFER_COPY_DST, 16, 0)
+	s.zero = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_COPY_SRC, 16, 0) // buffers start zeroed
+	s.params = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_UNIFORM|C.S4D_BUFFER_COPY_DST, 16, 0)
+	s.upload = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_WRITE|C.S4D_BUFFER_COPY_SRC, C.uint64_t(pages), 1)
+	s.readback = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_READ|C.S4D_BUFFER_COPY_DST, C.uint64_t(uint64(rbDataOff(c))+pages), 0)
+	s.bg = bindGroup(d, b.compress, bind{s.in, pages}, bind{s.packed, pages}, bind{s.meta, metaSize}, bind{s.params, 16}, bind{s.total, 16})
+	if err := d.popErrors(s.errWait); err != nil {
+		s.free(p)
+		return fmt.Errorf("webgpu: buffers for %d pages: %w", c, err)
+	}
+	s.capPages, s.uploadReady = c, true
+	return nil
+}
+
+// stage returns the mapped staging memory of s for n pages, growing the
+// buffers first if needed. The caller has awaited any pending map.
+func (b *Backend) stage(s *slot, n int) ([]byte, error) {
+	var ptr unsafe.Pointer
+	err := b.d.do(func() error {
+		if s.uploadPending {
+			s.uploadPending = false
+			if s.uploadWait.status != C.S4D_STATUS_SUCCESS {
+				return fmt.Errorf("webgpu: staging map failed: %s", waitMsg(s.uploadWait))
+			}
+			s.uploadReady = true
+		}
+		if err := b.ensure(s, n); err != nil {
+			return err
+		}
+		if !s.uploadReady {
+			return errors.New("webgpu: staging buffer not mapped")
+		}
+		ptr = C.s4d_mapped(b.d.p, s.upload, 0, C.size_t(n*PageSize))
+		if ptr == nil {
+			return errors.New("webgpu: staging buffer has no mapped range")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(ptr), n*PageSize), nil
+}
+
+// submit runs the kernel over the n staged pages and asks for the
+// metadata. Device thread only.
+func (b *Backend) submit(s *slot, n, threshold int) error {
+	d, p := b.d, b.d.p
+	C.s4d_unmap(p, s.upload)
+	s.uploadReady = false
+	var prm [16]byte
+	binary.LittleEndian.PutUint32(prm[0:], uint32(n))
+	binary.LittleEndian.PutUint32(prm[4:], uint32(threshold))
+	cprm := C.CBytes(prm[:])
+	defer C.free(cprm)
+	metaBytes := n * metaWords * 4
+	C.s4d_push_errors(p, d.dev)
+	C.s4d_write(p, d.queue, s.params, 0, cprm, 16)
+	enc := C.s4d_encoder(p, d.dev)
+	C.s4d_copy(p, enc, s.upload, 0, s.in, 0, C.uint64_t(n*PageSize))
+	C.s4d_copy(p, enc, s.zero, 0, s.total, 0, 16)
+	C.s4d_dispatch(p, enc, b.compress, s.bg, C.uint32_t(n), 1)
+	C.s4d_copy(p, enc, s.meta, 0, s.readback, 0, C.uint64_t(metaBytes))
+	C.s4d_copy(p, enc, s.total, 0, s.readback, C.uint64_t(metaBytes), 16)
+	C.s4d_submit(p, d.queue, enc)
+	// Map the staging buffer again for the slot's next round now: the
+	// map completes once the copy above has run.
+	resetWait(s.uploadWait)
+	C.s4d_map_async(p, s.upload, C.S4D_MAP_WRITE, 0, C.size_t(s.capPages*PageSize), s.uploadWait)
+	s.uploadPending = true
+	if err := d.popErrors(s.errWait); err != nil {
+		return err
+	}
+	resetWait(s.rbWait)
+	C.s4d_map_async(p, s.readback, C.S4D_MAP_READ, 0, C.size_t(metaBytes+16), s.rbWait)
+	s.n = n
+	return nil
+}
+
+// readMeta reads the mapped metadata and asks for the packed bytes.
+// Device thread only.
+func (b *Backend) readMeta(s *slot) error {
+	d, p := b.d, b.d.p
+	if s.rbWait.status != C.S4D_STATUS_SUCCESS {
+		return fmt.Errorf("webgpu: readback map failed: %s", waitMsg(s.rbWait))
+	}
+	metaBytes := s.n * metaWords * 4
+	src := C.s4d_const_mapped(p, s.readback, 0, C.size_t(metaBytes+16))
+	if src == nil {
+		C.s4d_unmap(p, s.readback)
+		return errors.New("webgpu: readback has no mapped range")
+	}
+	raw := unsafe.Slice((*byte)(src), metaBytes+16)
+	s.meta32 = resize(s.meta32, s.n*metaWords)
+	for i := range s.meta32 {
+		s.meta32[i] = binary.LittleEndian.Uint32(raw[4*i:])
+	}
+	total := int(binary.LittleEndian.Uint32(raw[metaBytes:]))
+	C.s4d_unmap(p, s.readback)
+	if total > s.n*PageSize || total%4 != 0 {
+		return fmt.Errorf("webgpu: packed size %d out of range", total)
+	}
+	s.total32 = total
+	if total == 0 {
+		return d.fault()
+	}
+	off := rbDataOff(s.capPages)
+	C.s4d_push_errors(p, d.dev)
+	enc := C.s4d_encoder(p, d.dev)
+	C.s4d_copy(p, enc, s.packed, 0, s.readback, C.uint64_t(off), C.uint64_t(total))
+	C.s4d_submit(p, d.queue, enc)
+	if err := d.popErrors(s.errWait); err != nil {
+		return err
+	}
+	resetWait(s.rbWait)
+	C.s4d_map_async(p, s.readback, C.S4D_MAP_READ, C.size_t(off), C.size_t(total), s.rbWait)
+	return d.fault()
+}
+
+// round compresses pages [lo, hi) of in on slot s: staging, kernel,
+// metadata, packed bytes (appended to out.Data under mu).
+func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, lo, hi int, mu *sync.Mutex) error {
+	m := hi - lo
+	if s.uploadPending {
+		if err := b.d.await(s.uploadWait, "staging map"); err != nil {
+			return err
+		}
+	}
+	if m > s.capPages {
+		// Growing frees the staging buffer: it must not be mid-map.
+		if err := b.d.do(func() error { return b.ensure(s, m) }); err != nil {
+			return err
+		}
+	}
+	buf, err := b.stage(s, m)
+	if err != nil {
+		return err
+	}
+	parallelCopy(buf, in.Pages[lo*PageSize:hi*PageSize])
+	if err := b.d.do(func() error { return b.submit(s, m, in.Threshold) }); err != nil {
+		return err
+	}
+	if err := b.d.await(s.rbWait, "metadata readback"); err != nil {
+		return err
+	}
+	if err := b.d.do(func() error { return b.readMeta(s) }); err != nil {
+		return err
+	}
+	var data []byte
+	if s.total32 > 0 {
+		if err := b.d.await(s.rbWait, "packed readback"); err != nil {
+			return err
+		}
+		off := rbDataOff(s.capPages)
+		var src unsafe.Pointer
+		if err := b.d.do(func() error {
+			if s.rbWait.status != C.S4D_STATUS_SUCCESS {
+				return fmt.Errorf("webgpu: readback map failed: %s", waitMsg(s.rbWait))
+			}
+			src = C.s4d_const_mapped(b.d.p, s.readback, C.size_t(off), C.size_t(s.total32))
+			if src == nil {
+				C.s4d_unmap(b.d.p, s.readback)
+				return errors.New("webgpu: readback has no mapped range")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		data = unsafe.Slice((*byte)(src), s.total32)
+		defer b.d.do(func() error { C.s4d_unmap(b.d.p, s.readback); return nil })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	base := len(out.Data)
+	out.Data = append(out.Data, make([]byte, len(data))...)
+	parallelCopy(out.Data[base:], data)
+	return b.fill(s, out, lo, uint32(base), len(data), uint32(min(in.Threshold, PageSize)))
+}
+
+// fill checks the round's metadata and writes it into out.
+func (b *Backend) fill(s *slot, out *backends.Compressed, lo int, base uint32, total int, limit uint32) error {
+	for k := range s.n {
+		i := lo + k
+		mt := s.meta32[k*metaWords : (k+1)*metaWords]
+		class, size := backends.Class(mt[0]), mt[1]
+		out.Class[i], out.Size[i], out.Off[i], out.Fill[i] = class, size, 0, 0
+		switch class {
+		case backends.ClassZero:
+			if size != 0 {
+				return fmt.Errorf("webgpu: page %d: zero page of size %d", i, size)
+			}
+		case backends.ClassSame:
+			out.Fill[i] = uint64(mt[2]) | uint64(mt[3])<<32
+		case backends.ClassLZ4:
+			if size == 0 || size > limit || mt[2]%4 != 0 || uint64(mt[2])+uint64(size) > uint64(total) {
+				return fmt.Errorf("webgpu: page %d: lz4 block of %d bytes at %d out of range", i, size, mt[2])
+			}
+			out.Off[i] = base + mt[2]
+		case backends.ClassRaw:
+			if size != PageSize {
+				return fmt.Errorf("webgpu: page %d: raw of size %d", i, size)
+			}
+		default:
+			return fmt.Errorf("webgpu: page %d: unknown class %d", i, mt[0])
+		}
+	}
+	return nil
+}
+
+// roundSplit: a batch of n pages goes in rounds of about n/roundSplit
+// (at least minRound), so that both slots are busy on one large batch.
+var (
+	roundSplit = 4
+	minRound   = 2048
+)
+
+// Compress classifies and LZ4-compresses the batch on the GPU. zstd
+// batches and page sizes other than PageSize go to the cpu backend. Any
+// device error fails the whole batch; the caller redoes it elsewhere.
+func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+	if in.Codec != backends.CodecLZ4 || in.PageSize != PageSize {
+		return b.cpu.Compress(ctx, in, out)
+	}
+	n := in.Len()
+	out.Reset(n)
+	if n == 0 {
+		return ctx.Err()
+	}
+	if err := b.usable(); err != nil {
+		return err
+	}
+	per := min(maxRound, max(minRound, (n+roundSplit-1)/roundSplit))
+	rounds := (n + per - 1) / per
+	var (
+		mu   sync.Mutex
+		next atomic.Int64
+		wg   sync.WaitGroup
+		errs = make([]error, numSlots)
+	)
+	work := func(g int) {
+		defer wg.Done()
+		s, ok := <-b.slots
+		if !ok {
+			errs[g] = errClosed
+			return
+		}
+		defer func() { b.slots <- s }()
+		for {
+			r := int(next.Add(1)) - 1
+			if r >= rounds {
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				errs[g] = err
+				return
+			}
+			if err := b.usable(); err != nil {
+				errs[g] = err
+				return
+			}
+			if err := b.round(s, in, out, r*per, min(r*per+per, n), &mu); err != nil {
+				errs[g] = b.fail(err)
+				next.Store(int64(rounds))
+				return
+			}
+		}
+	}
+	g := min(rounds, numSlots)
+	wg.Add(g)
+	for k := 1; k < g; k++ {
+		go work(k)
+	}
+	work(0)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// kernelPass reruns the kernel reps times on the n pages staged by the
+// last round of slot s, without transfers, and waits for them: it
+// measures what the device itself sustains. For benchmarks.
+func (b *Backend) kernelPass(s *slot, n, reps int) error {
+	d, p := b.d, b.d.p
+	err := d.do(func() error {
+		C.s4d_push_errors(p, d.dev)
+		enc := C.s4d_encoder(p, d.dev)
+		for range reps {
+			C.s4d_copy(p, enc, s.zero, 0, s.total, 0, 16)
+			C.s4d_dispatch(p, enc, b.compress, s.bg, C.uint32_t(n), 1)
+		}
+		C.s4d_copy(p, enc, s.total, 0, s.readback, 0, 16)
+		C.s4d_submit(p, d.queue, enc)
+		if err := d.popErrors(s.errWait); err != nil {
+			return err
+		}
+		resetWait(s.rbWait)
+		C.s4d_map_async(p, s.readback, C.S4D_MAP_READ, 0, 16, s.rbWait)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := d.await(s.rbWait, "kernel pass"); err != nil {
+		return err
+	}
+	return d.do(func() error { C.s4d_unmap(p, s.readback); return d.fault() })
+}

@@ -1,0 +1,209 @@
+package webgpu
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+// dslot holds the decompression buffers (one decompression at a time).
+type dslot struct {
+	cap, srcCap                         int
+	src, desc, out, status, params, rd  C.WGPUBuffer
+	bg                                  C.WGPUBindGroup
+	wait, errWait                       *C.s4d_wait
+	host                                []byte // blocks and descriptors, packed
+}
+
+func (s *dslot) free(p *C.s4d_procs) {
+	C.s4d_bind_group_free(p, s.bg)
+	for _, x := range []C.WGPUBuffer{s.src, s.desc, s.out, s.status, s.params, s.rd} {
+		C.s4d_buffer_free(p, x)
+	}
+	s.bg, s.src, s.desc, s.out, s.status, s.params, s.rd = nil, nil, nil, nil, nil, nil, nil
+	s.cap, s.srcCap = 0, 0
+}
+
+// Decompress expands the LZ4 pages of d with the decompress kernel and
+// the other classes on the CPU (a fill or a copy) while the GPU works.
+// Only LZ4 blocks go up. zstd pages and other page sizes go to the cpu
+// backend. A block that does not decode to exactly one page is flagged in
+// d.Failed.
+func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
+	if d.PageSize != PageSize {
+		return b.cpu.Decompress(ctx, d)
+	}
+	n := len(d.Src)
+	if cap(d.Failed) < n {
+		d.Failed = make([]bool, n)
+	}
+	d.Failed = d.Failed[:n]
+	clear(d.Failed)
+	var lz []int
+	for i, s := range d.Src {
+		if s.Class == backends.ClassLZ4 {
+			lz = append(lz, i)
+		}
+	}
+	other := func() {
+		for i, s := range d.Src {
+			if s.Class != backends.ClassLZ4 {
+				d.Failed[i] = !b.cpu.DecodePage(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+			}
+		}
+	}
+	if len(lz) == 0 {
+		other()
+		return ctx.Err()
+	}
+	if err := b.usable(); err != nil {
+		return err
+	}
+	b.dmu.Lock()
+	defer b.dmu.Unlock()
+	for lo := 0; lo < len(lz); lo += maxRound {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		idx := lz[lo:min(lo+maxRound, len(lz))]
+		var f func()
+		if lo == 0 {
+			f = other
+		}
+		if err := b.decompress(d, idx, f); err != nil {
+			return b.fail(err)
+		}
+	}
+	return nil
+}
+
+// decompress runs the kernel over the pages idx of d; meanwhile (the GPU
+// busy) it runs meanwhile on this goroutine.
+func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile func()) error {
+	dv, p := b.d, b.d.p
+	s := &b.ds
+	n := len(idx)
+	// desc (8 bytes a page) then the blocks, 4-byte aligned.
+	total := 0
+	for _, i := range idx {
+		total += (min(len(d.Src[i].Data), 1<<20) + 3) &^ 3
+	}
+	s.host = resize(s.host, 8*n+max(total, 4))
+	desc, src := s.host[:8*n], s.host[8*n:]
+	off := 0
+	for k, i := range idx {
+		l := min(len(d.Src[i].Data), 1<<20)
+		binary.LittleEndian.PutUint32(desc[8*k:], uint32(off))
+		binary.LittleEndian.PutUint32(desc[8*k+4:], uint32(l))
+		copy(src[off:off+l], d.Src[i].Data)
+		clear(src[off+l : off+((l+3)&^3)])
+		off += (l + 3) &^ 3
+	}
+	outBytes, statOff := n*PageSize, n*PageSize
+	err := dv.do(func() error {
+		if err := b.ensureDecomp(n, len(src)); err != nil {
+			return err
+		}
+		var prm [16]byte
+		binary.LittleEndian.PutUint32(prm[0:], uint32(n))
+		cprm := C.CBytes(prm[:])
+		defer C.free(cprm)
+		C.s4d_push_errors(p, dv.dev)
+		C.s4d_write(p, dv.queue, s.src, 0, unsafe.Pointer(&src[0]), C.size_t(len(src)))
+		C.s4d_write(p, dv.queue, s.desc, 0, unsafe.Pointer(&desc[0]), C.size_t(len(desc)))
+		C.s4d_write(p, dv.queue, s.params, 0, cprm, 16)
+		enc := C.s4d_encoder(p, dv.dev)
+		C.s4d_dispatch(p, enc, b.decomp, s.bg, C.uint32_t(n), 1)
+		C.s4d_copy(p, enc, s.out, 0, s.rd, 0, C.uint64_t(outBytes))
+		C.s4d_copy(p, enc, s.status, 0, s.rd, C.uint64_t(statOff), C.uint64_t(4*n))
+		C.s4d_submit(p, dv.queue, enc)
+		if err := dv.popErrors(s.errWait); err != nil {
+			return err
+		}
+		resetWait(s.wait)
+		C.s4d_map_async(p, s.rd, C.S4D_MAP_READ, 0, C.size_t(outBytes+4*n), s.wait)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if meanwhile != nil {
+		meanwhile()
+	}
+	if err := dv.await(s.wait, "decompress readback"); err != nil {
+		return err
+	}
+	var m unsafe.Pointer
+	if err := dv.do(func() error {
+		if s.wait.status != C.S4D_STATUS_SUCCESS {
+			return fmt.Errorf("webgpu: decompress readback failed: %s", waitMsg(s.wait))
+		}
+		if m = C.s4d_const_mapped(p, s.rd, 0, C.size_t(outBytes+4*n)); m == nil {
+			C.s4d_unmap(p, s.rd)
+			return errors.New("webgpu: decompress readback has no mapped range")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	raw := unsafe.Slice((*byte)(m), outBytes+4*n)
+	// Runs of consecutive pages come back in one copy.
+	for k := 0; k < n; {
+		e := k
+		for e < n && idx[e] == idx[k]+(e-k) && binary.LittleEndian.Uint32(raw[statOff+4*e:]) == 1 && len(d.Src[idx[e]].Data) <= 1<<20 {
+			e++
+		}
+		if e > k {
+			parallelCopy(d.Dst[idx[k]*PageSize:(idx[k]+e-k)*PageSize], raw[k*PageSize:e*PageSize])
+			k = e
+			continue
+		}
+		d.Failed[idx[k]] = true
+		k++
+	}
+	return dv.do(func() error { C.s4d_unmap(p, s.rd); return dv.fault() })
+}
+
+// ensureDecomp grows the decompression buffers. Device thread only.
+func (b *Backend) ensureDecomp(n, srcBytes int) error {
+	s := &b.ds
+	if n <= s.cap && srcBytes <= s.srcCap {
+		return nil
+	}
+	c, sc := max(s.cap, 64), max(s.srcCap, 1<<16)
+	for c < n {
+		c *= 2
+	}
+	for sc < srcBytes {
+		sc *= 2
+	}
+	s.free(b.d.p)
+	d, p := b.d, b.d.p
+	st := C.WGPUFlags(C.S4D_BUFFER_STORAGE)
+	out := uint64(c) * PageSize
+	C.s4d_push_errors(p, d.dev)
+	s.src = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_DST, C.uint64_t(sc), 0)
+	s.desc = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_DST, C.uint64_t(8*c), 0)
+	s.out = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(out), 0)
+	s.status = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(4*c), 0)
+	s.params = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_UNIFORM|C.S4D_BUFFER_COPY_DST, 16, 0)
+	s.rd = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_READ|C.S4D_BUFFER_COPY_DST, C.uint64_t(out+uint64(4*c)), 0)
+	s.bg = bindGroup(d, b.decomp, bind{s.src, uint64(sc)}, bind{s.desc, uint64(8 * c)}, bind{s.out, out},
+		bind{s.status, uint64(4 * c)}, bind{s.params, 16})
+	if err := d.popErrors(s.errWait); err != nil {
+		s.free(p)
+		return fmt.Errorf("webgpu: decompression buffers for %d pages: %w", c, err)
+	}
+	s.cap, s.srcCap = c, sc
+	return nil
+}
