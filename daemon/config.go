@@ -41,7 +41,10 @@ type Config struct {
 	PoolsPerUser int           // pools one user may create; 0 = no limit
 	UserQuota    uint64        // stored bytes one user may hold; 0 = no limit
 	LogLevel     slog.Level
-	Log          *slog.Logger
+	// Where /metrics is served: a Unix socket path or a loopback
+	// host:port (checked by the metrics package); "" = not served.
+	MetricsListen string
+	Log           *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
 	Level *slog.LevelVar
 }

@@ -41,6 +41,7 @@ type File struct {
 	UserQuota     *string `toml:"user_quota"`
 	CoalesceWait  *string `toml:"coalesce_wait"`
 	PollWait      *string `toml:"poll_wait"`
+	MetricsListen *string `toml:"metrics_listen"`
 }
 
 // LoadFile reads a configuration file. A missing file is an error only when
@@ -159,6 +160,9 @@ func (f *File) Apply(c *Config) error {
 	if f.PoolsPerUser != nil {
 		c.PoolsPerUser = *f.PoolsPerUser
 	}
+	if f.MetricsListen != nil {
+		c.MetricsListen = *f.MetricsListen
+	}
 	if f.UserQuota != nil {
 		v, err := ParseSize(*f.UserQuota)
 		set("user_quota", err)
@@ -192,5 +196,6 @@ func restartOnly(old, new Config) []string {
 	add(old.MaxBatchPages != new.MaxBatchPages, "max_batch_pages")
 	add(old.CoalesceWait != new.CoalesceWait, "coalesce_wait")
 	add(old.PollWait != new.PollWait, "poll_wait")
+	add(old.MetricsListen != new.MetricsListen, "metrics_listen")
 	return keys
 }

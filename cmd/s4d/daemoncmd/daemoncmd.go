@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -16,8 +17,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	_ "github.com/s4d-project/s4d/backends/all"
+	"github.com/s4d-project/s4d/cmd/s4d/buildinfo"
 	"github.com/s4d-project/s4d/daemon"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/metrics"
 )
 
 // Command runs the daemon in the foreground.
@@ -47,6 +50,7 @@ var Command = &cli.Command{
 		&cli.StringFlag{Name: "user-quota", Value: "0", Usage: "compressed bytes one user may store (K/M/G/T); 0 = no limit"},
 		&cli.DurationFlag{Name: "idle-timeout", Value: daemon.Defaults().IdleTimeout, Usage: "close a connection with no request for this long"},
 		&cli.DurationFlag{Name: "frame-timeout", Value: daemon.Defaults().FrameTimeout, Usage: "a request must arrive whole within this once it starts"},
+		&cli.StringFlag{Name: "metrics-listen", EnvVars: []string{"S4D_METRICS_LISTEN"}, Usage: "serve Prometheus metrics at /metrics on this Unix socket path or loopback host:port (no other address: the endpoint has no authentication); off by default"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"S4D_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		// For profiling the request path; written when the daemon stops.
 		&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile to this file"},
@@ -66,9 +70,24 @@ func run(cx *cli.Context) error {
 	}
 	level.Set(cfg.LogLevel)
 	cfg.Log, cfg.Level = log, level
+	// Opened before the backends are probed and calibrated, so a refused
+	// address fails at once.
+	var mln net.Listener
+	if cfg.MetricsListen != "" {
+		if mln, err = metrics.Listen(cfg.MetricsListen); err != nil {
+			return err
+		}
+		defer mln.Close()
+	}
 	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
+	}
+	if mln != nil {
+		mctx, stopMetrics := context.WithCancel(context.Background())
+		defer stopMetrics()
+		info := buildinfo.Get()
+		go metrics.Serve(mctx, mln, metrics.Handler(d, info.Version, info.Commit, log), log)
 	}
 	if f := cx.String("cpuprofile"); f != "" {
 		out, err := os.Create(f)
@@ -128,6 +147,7 @@ func configure(cx *cli.Context) (daemon.Config, error) {
 	str("codec", &cfg.Codec)
 	str("webgpu-lib", &cfg.WebGPULib)
 	str("nvcomp-lib", &cfg.NvcompLib)
+	str("metrics-listen", &cfg.MetricsListen)
 	if cx.IsSet("socket-mode") {
 		mode, err := strconv.ParseUint(cx.String("socket-mode"), 8, 32)
 		if err != nil || mode > 0o777 {
@@ -198,6 +218,11 @@ func configure(cx *cli.Context) (daemon.Config, error) {
 	}
 	if cx.IsSet("frame-timeout") {
 		cfg.FrameTimeout = cx.Duration("frame-timeout")
+	}
+	if cfg.MetricsListen != "" {
+		if _, _, err := metrics.CheckAddress(cfg.MetricsListen); err != nil {
+			return cfg, err
+		}
 	}
 	return cfg, cfg.Validate()
 }

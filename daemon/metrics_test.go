@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+func TestRequestLatency(t *testing.T) {
+	d1, d2 := &Daemon{}, &Daemon{}
+	now := time.Now()
+	d1.observe(ipc.OpPut, now)                   // well under a second
+	d1.observe(ipc.OpPut, now.Add(-time.Minute)) // past every bound
+	d1.observe(ipc.OpGet, now.Add(-3*time.Millisecond))
+	got := d1.RequestLatency()
+	if len(got) != 2 {
+		t.Fatalf("want PUT and GET, got %+v", got)
+	}
+	byOp := map[string]OpLatency{}
+	for _, o := range got {
+		byOp[o.Op] = o
+	}
+	put, get := byOp["put"], byOp["get"]
+	if len(put.Counts) != len(LatencyBounds)+1 || put.Counts[len(put.Counts)-1] != 1 || put.Sum < time.Minute {
+		t.Fatalf("put %+v", put)
+	}
+	// 3 ms falls in the bucket bounded by 5 ms.
+	for i, b := range LatencyBounds {
+		if want := uint64(map[bool]int{true: 1}[b == 5e-3]); get.Counts[i] != want {
+			t.Fatalf("get bucket <= %v holds %d", b, get.Counts[i])
+		}
+	}
+	if len(d2.RequestLatency()) != 0 {
+		t.Fatal("one daemon's requests counted for another")
+	}
+}
+
+func TestMetricsListenSetting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s4d.toml")
+	os.WriteFile(path, []byte("metrics_listen = \"127.0.0.1:9367\"\n"), 0o644)
+	f, err := LoadFile(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Defaults()
+	if err := f.Apply(&c); err != nil || c.MetricsListen != "127.0.0.1:9367" {
+		t.Fatalf("%v %q", err, c.MetricsListen)
+	}
+	if keys := restartOnly(Defaults(), c); len(keys) != 1 || keys[0] != "metrics_listen" {
+		t.Fatalf("a reload should say metrics_listen needs a restart: %v", keys)
+	}
+}

@@ -1,0 +1,178 @@
+// Package metrics serves s4d's figures to Prometheus: the store, its pools,
+// each engine's counters, request latency and the start-up calibration.
+//
+// It reads the daemon through Source and nothing else, at scrape time, so a
+// scrape costs one STATS and nothing is counted twice; the daemon does not
+// import Prometheus.
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/s4d-project/s4d/daemon"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// Source is what the collector reads; *daemon.Daemon is one.
+type Source interface {
+	// Stats is the STATS answer as uid sees it (0: every pool).
+	Stats(uid uint32) *ipc.Stats
+	RequestLatency() []daemon.OpLatency
+	CalibratedRates() []daemon.CalibratedRate
+}
+
+const ns = "s4d"
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
+}
+
+// The series, named by Prometheus's conventions: base units (bytes,
+// seconds), _total for counters, no unit in a gauge of things counted.
+var (
+	storedPages     = desc("stored_pages", "Pages stored.")
+	dataBytes       = desc("stored_data_bytes", "Uncompressed size of the pages stored.")
+	comprBytes      = desc("compressed_bytes", "Compressed size of the pages stored.")
+	memUsed         = desc("memory_used_bytes", "Memory held for compressed pages, index included.")
+	memLimit        = desc("memory_limit_bytes", "The memory limit; absent when there is none.")
+	memUsedMax      = desc("memory_used_max_bytes", "Most memory ever held for compressed pages.")
+	metadataBytes   = desc("metadata_bytes", "Memory held by the index.")
+	pagesByClass    = desc("stored_pages_by_class", "Pages stored that took no compressed bytes (zero, same) or were stored raw (huge).", "class")
+	compacted       = desc("compacted_pages_total", "Pages moved by compaction.")
+	failedReads     = desc("failed_reads_total", "GETs that failed.")
+	failedWrites    = desc("failed_writes_total", "PUTs that failed.")
+	invalidRequests = desc("invalid_requests_total", "Malformed or refused requests.")
+	noSpace         = desc("no_space_pages_total", "Pages refused by the memory limit.")
+	fallbacks       = desc("fallbacks_total", "Batches redone on another engine after one failed.")
+	checksumErrors  = desc("checksum_errors_total", "Stored pages whose checksum did not match; never returned as data.")
+	uptime          = desc("uptime_seconds", "Seconds since the daemon started.")
+	info            = desc("build_info", "Always 1; the labels say which s4d this is.", "version", "commit", "codec", "page_size")
+
+	poolPages = desc("pool_stored_pages", "Pages stored in a pool.", "pool", "uid")
+	poolData  = desc("pool_stored_data_bytes", "Uncompressed size of a pool's pages.", "pool", "uid")
+	poolCompr = desc("pool_compressed_bytes", "Compressed size of a pool's pages.", "pool", "uid")
+	poolClass = desc("pool_stored_pages_by_class", "A pool's zero, same-filled and raw (huge) pages.", "pool", "uid", "class")
+
+	engineState   = desc("engine_state", "1 for the engine's state: ok, unavailable or failed.", "engine", "state")
+	engineInUse   = desc("engine_in_use", "1 for the engine new batches go to first.", "engine")
+	engineBatches = desc("engine_batches_total", "Batches an engine took.", "engine", "codec", "direction")
+	enginePages   = desc("engine_pages_total", "Pages an engine compressed or decompressed.", "engine", "codec", "direction")
+	engineIn      = desc("engine_input_bytes_total", "Bytes an engine read: pages to compress, or stored bytes to decode.", "engine", "codec", "direction")
+	engineOut     = desc("engine_output_bytes_total", "Bytes an engine wrote: compressed bytes, or decoded pages.", "engine", "codec", "direction")
+	engineErrors  = desc("engine_errors_total", "Batches that failed on an engine (each then went to the next one).", "engine", "codec", "direction")
+
+	requestSeconds = desc("request_duration_seconds", "Time from a request's arrival to its answer, by operation.", "op")
+	calibration    = desc("calibration_rate_bytes_per_second", "Throughput measured at start-up per engine, direction and batch size; it routes batches.", "engine", "direction", "batch_pages")
+)
+
+var all = []*prometheus.Desc{storedPages, dataBytes, comprBytes, memUsed, memLimit, memUsedMax, metadataBytes,
+	pagesByClass, compacted, failedReads, failedWrites, invalidRequests, noSpace, fallbacks, checksumErrors, uptime,
+	info, poolPages, poolData, poolCompr, poolClass, engineState, engineInUse, engineBatches, enginePages, engineIn,
+	engineOut, engineErrors, requestSeconds, calibration}
+
+// Collector is a prometheus.Collector over a Source.
+type Collector struct {
+	src     Source
+	version string
+	commit  string
+}
+
+// NewCollector reads src; version and commit label s4d_build_info.
+func NewCollector(src Source, version, commit string) *Collector {
+	return &Collector{src: src, version: version, commit: commit}
+}
+
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range all {
+		ch <- d
+	}
+}
+
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.Stats(0)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	m := st.Mem
+	gauge(info, 1, c.version, c.commit, st.Codec, strconv.Itoa(st.PageSize))
+	gauge(uptime, st.Uptime)
+	gauge(storedPages, float64(m.Pages))
+	gauge(dataBytes, float64(m.OrigDataSize))
+	gauge(comprBytes, float64(m.ComprDataSize))
+	gauge(memUsed, float64(m.MemUsedTotal))
+	if m.MemLimit > 0 {
+		gauge(memLimit, float64(m.MemLimit))
+	}
+	gauge(memUsedMax, float64(m.MemUsedMax))
+	gauge(metadataBytes, float64(m.MetadataBytes))
+	gauge(pagesByClass, float64(m.ZeroPages), "zero")
+	gauge(pagesByClass, float64(m.SamePages), "same")
+	gauge(pagesByClass, float64(m.HugePages), "huge")
+	counter(compacted, m.PagesCompacted)
+	io := st.IO
+	counter(failedReads, io.FailedReads)
+	counter(failedWrites, io.FailedWrites)
+	counter(invalidRequests, io.InvalidIO)
+	counter(noSpace, io.NoSpace)
+	counter(fallbacks, io.Fallbacks)
+	counter(checksumErrors, io.ChecksumErrors)
+
+	for _, p := range st.Pools {
+		uid := strconv.FormatUint(uint64(p.UID), 10)
+		gauge(poolPages, float64(p.Pages), p.Name, uid)
+		gauge(poolData, float64(p.OrigBytes), p.Name, uid)
+		gauge(poolCompr, float64(p.StoredBytes), p.Name, uid)
+		gauge(poolClass, float64(p.ZeroPages), p.Name, uid, "zero")
+		gauge(poolClass, float64(p.SamePages), p.Name, uid, "same")
+		gauge(poolClass, float64(p.HugePages), p.Name, uid, "huge")
+	}
+
+	for _, b := range st.Backends {
+		// Every state is written, 0 or 1, so a change is a change of value
+		// and not a series that vanishes.
+		for _, s := range []string{"ok", "unavailable", "failed"} {
+			gauge(engineState, b2f(b.State == s), b.Name, s)
+		}
+		gauge(engineInUse, b2f(b.InUse), b.Name)
+		for _, k := range b.Counters {
+			l := []string{b.Name, k.Codec, k.Direction}
+			counter(engineBatches, k.Batches, l...)
+			counter(enginePages, k.Pages, l...)
+			counter(engineIn, k.BytesIn, l...)
+			counter(engineOut, k.BytesOut, l...)
+			counter(engineErrors, k.Errors, l...)
+		}
+	}
+
+	for _, op := range c.src.RequestLatency() {
+		buckets := make(map[float64]uint64, len(daemon.LatencyBounds))
+		var n uint64
+		for i, b := range daemon.LatencyBounds {
+			n += op.Counts[i]
+			buckets[b] = n
+		}
+		n += op.Counts[len(op.Counts)-1]
+		ch <- prometheus.MustNewConstHistogram(requestSeconds, n, op.Sum.Seconds(), buckets, op.Op)
+	}
+
+	for _, r := range c.src.CalibratedRates() {
+		gauge(calibration, r.BytesPerS, r.Backend, r.Direction, strconv.Itoa(r.Pages))
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// scrapeTimeout bounds one scrape: STATS walks every pool under the
+// store's locks and must not hold a scraper forever.
+const scrapeTimeout = 10 * time.Second

@@ -1,0 +1,106 @@
+package metrics
+
+import (
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/s4d-project/s4d/daemon"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+type fake struct{ st ipc.Stats }
+
+func (f *fake) Stats(uint32) *ipc.Stats { s := f.st; return &s }
+func (f *fake) RequestLatency() []daemon.OpLatency {
+	counts := make([]uint64, len(daemon.LatencyBounds)+1)
+	counts[0], counts[len(counts)-1] = 3, 1 // three quick PUTs, one past every bound
+	return []daemon.OpLatency{{Op: "put", Counts: counts, Sum: 20 * time.Second}}
+}
+func (f *fake) CalibratedRates() []daemon.CalibratedRate {
+	return []daemon.CalibratedRate{{Backend: "cpu", Direction: "compress", Pages: 16, BytesPerS: 1.5e9}}
+}
+
+func sample() *fake {
+	return &fake{ipc.Stats{Codec: "lz4", PageSize: 4096, Uptime: 5,
+		Mem: ipc.MemStats{Pages: 10, OrigDataSize: 40960, ComprDataSize: 8000, MemUsedTotal: 12288, MemLimit: 1 << 30, ZeroPages: 2},
+		IO:  ipc.IOStats{ChecksumErrors: 1, Fallbacks: 2},
+		Backends: []ipc.BackendStats{{Name: "cpu", State: "ok", InUse: true, Counters: []ipc.CodecCounters{
+			{Codec: "lz4", Direction: "compress", Batches: 2, Pages: 10, BytesIn: 40960, BytesOut: 8000}}},
+			{Name: "cuda", State: "failed"}},
+		Pools: []ipc.PoolStats{{Name: "demo", UID: 1000, Pages: 10, OrigBytes: 40960, StoredBytes: 8000}}}}
+}
+
+func TestCollectorFollowsConventions(t *testing.T) {
+	problems, err := testutil.CollectAndLint(NewCollector(sample(), "0.1.0", "abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestCollectorSeries(t *testing.T) {
+	want := `
+# HELP s4d_checksum_errors_total Stored pages whose checksum did not match; never returned as data.
+# TYPE s4d_checksum_errors_total counter
+s4d_checksum_errors_total 1
+# HELP s4d_engine_state 1 for the engine's state: ok, unavailable or failed.
+# TYPE s4d_engine_state gauge
+s4d_engine_state{engine="cpu",state="failed"} 0
+s4d_engine_state{engine="cpu",state="ok"} 1
+s4d_engine_state{engine="cpu",state="unavailable"} 0
+s4d_engine_state{engine="cuda",state="failed"} 1
+s4d_engine_state{engine="cuda",state="ok"} 0
+s4d_engine_state{engine="cuda",state="unavailable"} 0
+# HELP s4d_memory_limit_bytes The memory limit; absent when there is none.
+# TYPE s4d_memory_limit_bytes gauge
+s4d_memory_limit_bytes 1.073741824e+09
+# HELP s4d_pool_compressed_bytes Compressed size of a pool's pages.
+# TYPE s4d_pool_compressed_bytes gauge
+s4d_pool_compressed_bytes{pool="demo",uid="1000"} 8000
+# HELP s4d_engine_input_bytes_total Bytes an engine read: pages to compress, or stored bytes to decode.
+# TYPE s4d_engine_input_bytes_total counter
+s4d_engine_input_bytes_total{codec="lz4",direction="compress",engine="cpu"} 40960
+`
+	if err := testutil.CollectAndCompare(NewCollector(sample(), "0.1.0", "abc"), strings.NewReader(want),
+		"s4d_checksum_errors_total", "s4d_engine_state", "s4d_memory_limit_bytes", "s4d_pool_compressed_bytes",
+		"s4d_engine_input_bytes_total"); err != nil {
+		t.Fatal(err)
+	}
+	// No limit, no series: an alert on used/limit stays silent.
+	f := sample()
+	f.st.Mem.MemLimit = 0
+	if n := testutil.CollectAndCount(NewCollector(f, "", ""), "s4d_memory_limit_bytes"); n != 0 {
+		t.Fatalf("%d limit series without a limit", n)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	srv := httptest.NewServer(Handler(sample(), "0.1.0", "abc", slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`s4d_request_duration_seconds_bucket{op="put",le="1e-05"} 3`,
+		`s4d_request_duration_seconds_bucket{op="put",le="+Inf"} 4`,
+		`s4d_request_duration_seconds_sum{op="put"} 20`,
+		`s4d_calibration_rate_bytes_per_second{batch_pages="16",direction="compress",engine="cpu"} 1.5e+09`,
+		`s4d_build_info{codec="lz4",commit="abc",page_size="4096",version="0.1.0"} 1`,
+		"go_goroutines ", "process_resident_memory_bytes ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
