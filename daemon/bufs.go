@@ -4,7 +4,10 @@ import (
 	"math/bits"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends"
 )
@@ -34,22 +37,25 @@ func (s *spares[T]) get() (v T, ok bool) {
 	return v, false
 }
 
-func (s *spares[T]) put(v T) {
+// put keeps v unless enough are kept already (false).
+func (s *spares[T]) put(v T) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.new)+len(s.old) < s.max {
 		s.new = append(s.new, v)
+		return true
 	}
+	return false
 }
 
 // sweep drops what was not used since the last sweep and returns the
-// bytes it held, by size.
-func (s *spares[T]) sweep(size func(T) int) int {
+// bytes it held, as drop (which frees a value) counts them.
+func (s *spares[T]) sweep(drop func(T) int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, v := range s.old {
-		n += size(v)
+		n += drop(v)
 	}
 	clear(s.old)
 	s.old, s.new = append(s.old[:0], s.new...), s.new[:0]
@@ -76,10 +82,16 @@ func bufClass(n int) (int, int) {
 }
 
 // bufPool hands out large byte buffers (request bodies, responses,
-// scratch) and the compression outputs, kept between requests.
+// scratch) and the compression outputs, kept between requests. The byte
+// buffers are anonymous mappings of their own, off the Go heap: only the
+// pages written become resident, so a body buffer costs what has arrived
+// of the body, not the length its header claims, and a dropped buffer goes
+// back to the kernel at once instead of waiting for a collection.
 type bufPool struct {
-	bytes [bufClasses + 1]spares[[]byte]
-	outs  spares[*backends.Compressed]
+	bytes   [bufClasses + 1]spares[[]byte]
+	outs    spares[*backends.Compressed]
+	kept    atomic.Int64 // bytes of mapped buffers kept as spares
+	keepMax int64
 }
 
 // Up to this many of each are kept: as many as busy connections use at
@@ -89,8 +101,8 @@ type bufPool struct {
 // by the peak in use, and goes within two sweeps once idle.
 const sparesKept = 16
 
-func newBufPool() *bufPool {
-	p := &bufPool{}
+func newBufPool(keepMax int64) *bufPool {
+	p := &bufPool{keepMax: keepMax}
 	for i := range p.bytes {
 		p.bytes[i].max = sparesKept
 	}
@@ -105,16 +117,34 @@ func (p *bufPool) get(n int) []byte {
 		return make([]byte, n)
 	}
 	if b, ok := p.bytes[c].get(); ok {
+		p.kept.Add(-int64(cap(b)))
 		return b[:n]
 	}
-	return make([]byte, n, size)
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return make([]byte, n, size) // put tells the two apart: unmapping it fails
+	}
+	return b[:n]
 }
 
-// put gives back a buffer from get.
+// put gives back a buffer from get; nothing may use it afterwards.
 func (p *bufPool) put(b []byte) {
-	if c, size := bufClass(cap(b)); c < len(p.bytes) && size == cap(b) {
-		p.bytes[c].put(b[:0])
+	c, size := bufClass(cap(b))
+	if c < len(p.bytes) && size == cap(b) && p.kept.Add(int64(size)) <= p.keepMax {
+		if p.bytes[c].put(b[:0]) {
+			return
+		}
 	}
+	if c < len(p.bytes) && size == cap(b) {
+		p.kept.Add(-int64(size))
+	}
+	unmap(b)
+}
+
+// unmap frees a buffer from get (one of the heap goes to the collector).
+func unmap(b []byte) int {
+	unix.Munmap(b[:cap(b)])
+	return cap(b)
 }
 
 func (p *bufPool) getOut() *backends.Compressed {
@@ -127,13 +157,12 @@ func (p *bufPool) getOut() *backends.Compressed {
 func (p *bufPool) putOut(c *backends.Compressed) { p.outs.put(c) }
 
 // sweep drops what was not used since the last sweep and returns about
-// how many bytes that let go.
+// how many bytes of the Go heap that let go.
 func (p *bufPool) sweep() int {
-	n := 0
 	for i := range p.bytes {
-		n += p.bytes[i].sweep(func(b []byte) int { return cap(b) })
+		p.kept.Add(-int64(p.bytes[i].sweep(unmap)))
 	}
-	return n + p.outs.sweep(func(c *backends.Compressed) int { return cap(c.Data) })
+	return p.outs.sweep(func(c *backends.Compressed) int { return cap(c.Data) })
 }
 
 // returnAt is how much dropped buffer memory makes the sweeper hand it

@@ -167,6 +167,16 @@ func (c *conn) readFrame() (ipc.Header, []byte, []int, error) {
 		body = c.rbuf[c.rpos+frameHead : c.rpos+total : c.rpos+total]
 		c.rpos += total
 	} else {
+		// A body larger than the read buffer takes its size from the
+		// request budget before any of it is read: the client's sends wait
+		// meanwhile. The buffer is a mapping of its own, so only the bytes
+		// that arrive become resident.
+		if c.frameDeadline.IsZero() {
+			c.frameDeadline = time.Now().Add(c.d.cfg.FrameTimeout)
+		}
+		if err := c.reserve(int64(total-frameHead), c.frameDeadline); err != nil {
+			return h, nil, c.claim(c.recvd), err
+		}
 		body = c.d.bufs.get(total - frameHead)
 		c.body = body
 		got := copy(body, c.rbuf[c.rpos+frameHead:c.rend])
@@ -203,7 +213,8 @@ func (c *conn) claim(end int64) []int {
 
 // send writes a whole frame. Most responses fit in the socket buffer and
 // go out in one non-blocking call; the rest wait for the client to read,
-// within the frame timeout.
+// within the frame timeout (the write deadline), even while the daemon
+// stops.
 func (c *conn) send(frame []byte) error {
 	n, err := c.sock.Send(frame)
 	if err == nil && n == len(frame) {
@@ -279,7 +290,17 @@ func (c *conn) initIO(nc *net.UnixConn) error {
 		return err
 	}
 	c.sock = sock
+	sock.KeepWritesOnInterrupt()
 	c.rbuf = make([]byte, rbufSize)
 	c.oob = make([]byte, unix.CmsgSpace(maxFDs*4))
 	return nil
+}
+
+// frameBuffered tells whether a whole frame has been received and not
+// yet read.
+func (c *conn) frameBuffered() bool {
+	if c.rend-c.rpos < frameHead {
+		return false
+	}
+	return c.rend-c.rpos >= 4+int(binary.LittleEndian.Uint32(c.rbuf[c.rpos:]))
 }

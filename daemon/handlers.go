@@ -23,8 +23,6 @@ func (c *conn) handle(op ipc.Op, body []byte) ([]byte, ipc.Code, string) {
 		return c.hello(body)
 	case ipc.OpPut:
 		return c.put(body)
-	case ipc.OpGet:
-		return c.get(body)
 	case ipc.OpDel:
 		return c.del(body)
 	case ipc.OpInspect:
@@ -189,6 +187,12 @@ func (c *conn) putFD(body []byte, fd int) ([]byte, ipc.Code, string) {
 // its results over piece by piece from its own buffers, each stored as it
 // comes, so the compressed bytes are copied once, into the store.
 func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, ipc.Code, string) {
+	// The compressed output can take up to the pages' size.
+	if len(pages) > rbufSize {
+		if err := c.reserve(int64(len(pages)), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
+			return nil, budgetCode(err), err.Error()
+		}
+	}
 	out := c.d.bufs.getOut()
 	defer c.d.bufs.putOut(out)
 	batch := &c.batch
@@ -246,15 +250,30 @@ func (c *conn) keys(op ipc.Op, body []byte) (*ipc.KeysRequest, ipc.Code, string)
 	return req, code, msg
 }
 
-func (c *conn) get(body []byte) ([]byte, ipc.Code, string) {
+// get answers a GET; false means the connection must close. A reply over
+// pieceBytes is streamed (getstream.go); a smaller one is decoded whole.
+func (c *conn) get(h ipc.Header, body []byte) bool {
 	req, code, msg := c.keys(ipc.OpGet, body)
 	if code != ipc.OK {
-		return nil, code, msg
+		return c.finish(h, nil, code, msg)
 	}
+	if len(req.Keys)*c.d.cfg.PageSize > pieceBytes {
+		return c.streamGet(h, req)
+	}
+	resp, code, msg := c.getWhole(req)
+	return c.finish(h, resp, code, msg)
+}
+
+func (c *conn) getWhole(req *ipc.KeysRequest) ([]byte, ipc.Code, string) {
 	n, ps := len(req.Keys), c.d.cfg.PageSize
+	if need := frameHead + 8 + n + n*ps; need > outKeep {
+		if err := c.reserve(int64(need), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
+			return nil, budgetCode(err), err.Error()
+		}
+	}
 	resp := c.startResponse(8 + n + n*ps)
 	resp = resp[:frameHead+8+n+n*ps]
-	body = resp[frameHead:]
+	body := resp[frameHead:]
 	binary.LittleEndian.PutUint32(body, uint32(ps))
 	binary.LittleEndian.PutUint32(body[4:], uint32(n))
 	// The found pages are decompressed straight into the response body.
@@ -429,6 +448,13 @@ func (c *conn) inspect(body []byte) ([]byte, ipc.Code, string) {
 	req, code, msg := c.keys(ipc.OpInspect, body)
 	if code != ipc.OK {
 		return nil, code, msg
+	}
+	if req.WithData {
+		// The pages' stored bytes, the body built from them and its copy
+		// in the response.
+		if err := c.reserve(3*int64(len(req.Keys)*c.d.cfg.PageSize), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
+			return nil, budgetCode(err), err.Error()
+		}
 	}
 	infos, err := c.d.store.Inspect(c.uid, req.Pool, req.Keys, req.WithData)
 	if err != nil {

@@ -34,8 +34,10 @@ type Daemon struct {
 	codec backends.Codec
 	start time.Time
 	bufs  *bufPool
+	mem   *budget   // memory for requests and replies in flight
 	maps  *mapShare // client memfds mapped now, shared by connections
 	wake  int       // eventfd that interrupts every connection's waits (shutdown)
+	quit  chan struct{}
 
 	ln       net.Listener
 	closing  atomic.Bool
@@ -43,6 +45,8 @@ type Daemon struct {
 	active   atomic.Int64
 	mu       sync.Mutex
 	live     map[*conn]struct{}
+	perUser  map[uint32]int // live connections by user
+	refused  atomic.Uint64  // connections refused at a limit
 	invalid  atomic.Uint64
 	failedRd atomic.Uint64
 	failedWr atomic.Uint64
@@ -77,8 +81,10 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("backend %s is %s: %s", cfg.Backend, st.State, st.Reason)
 		}
 	}
+	total, perUser := cfg.ioBudgets()
 	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
-		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, bufs: newBufPool()}
+		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, perUser: map[uint32]int{},
+		bufs: newBufPool(total / 2), mem: newBudget(total, perUser), quit: make(chan struct{})}
 	d.maps = newMapShare(d.pinners, d.log)
 	if d.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		set.Close()
@@ -170,6 +176,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		"codec", d.cfg.Codec, "page_size", d.cfg.PageSize, "mem_limit", d.cfg.MemLimit)
 	stop := context.AfterFunc(ctx, func() {
 		d.closing.Store(true)
+		close(d.quit)
 		d.ln.Close()
 	})
 	defer stop()
@@ -200,6 +207,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	return err
 }
 
+// accept admits a connection, or tells it why not and closes it at once.
 func (d *Daemon) accept(nc *net.UnixConn) {
 	cred, err := peerCred(nc)
 	if err != nil {
@@ -207,25 +215,60 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 		nc.Close()
 		return
 	}
+	if msg := d.admit(cred.Uid); msg != "" {
+		d.refuse(nc, msg)
+		return
+	}
 	c := &conn{d: d, uid: cred.Uid, pid: cred.Pid}
 	if err := c.initIO(nc); err != nil {
 		d.log.Warn("connection", "err", err)
 		nc.Close()
+		d.leave(c.uid)
 		return
 	}
 	c.maps = mapCache{share: d.maps}
-	if d.active.Add(1) > int64(d.cfg.MaxConns) {
-		d.active.Add(-1)
-		d.invalid.Add(1)
-		c.writeError(ipc.Header{}, ipc.CodeLimit, fmt.Sprintf("too many connections (limit %d)", d.cfg.MaxConns))
-		nc.Close()
-		return
-	}
 	d.mu.Lock()
 	d.live[c] = struct{}{}
 	d.mu.Unlock()
 	d.conns.Add(1)
 	go c.loop()
+}
+
+// admit counts a new connection of uid, or says which limit refuses it.
+func (d *Daemon) admit(uid uint32) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.active.Load() >= int64(d.cfg.MaxConns) {
+		return fmt.Sprintf("too many connections (limit %d)", d.cfg.MaxConns)
+	}
+	if per := d.cfg.connsPerUser(); d.perUser[uid] >= per {
+		return fmt.Sprintf("too many connections of user %d (limit %d per user)", uid, per)
+	}
+	d.active.Add(1)
+	d.perUser[uid]++
+	return ""
+}
+
+// leave undoes admit.
+func (d *Daemon) leave(uid uint32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.active.Add(-1)
+	if d.perUser[uid]--; d.perUser[uid] <= 0 {
+		delete(d.perUser, uid)
+	}
+}
+
+// refuse answers a connection that is not admitted with LIMIT and closes
+// it. The frame is small and the socket's buffer empty, so it goes out
+// at once; a peer that cannot take it is not waited for.
+func (d *Daemon) refuse(nc *net.UnixConn, msg string) {
+	d.refused.Add(1)
+	d.log.Debug("connection refused", "reason", msg)
+	body := binary.LittleEndian.AppendUint16(nil, uint16(len(msg)))
+	nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	nc.Write(ipc.Frame(ipc.Header{Version: ipc.Version, Status: ipc.CodeLimit, Flags: ipc.FlagResponse}, append(body, msg...)))
+	nc.Close()
 }
 
 func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
@@ -244,7 +287,8 @@ func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
 }
 
 // shutdown stops reading from every connection and waits for the requests
-// already read to be answered.
+// already read to be answered. A reply being written is finished: its
+// client has the write deadline (the frame timeout) to read it.
 func (d *Daemon) shutdown() {
 	d.mu.Lock()
 	for c := range d.live {
@@ -253,11 +297,12 @@ func (d *Daemon) shutdown() {
 	d.mu.Unlock()
 	done := make(chan struct{})
 	go func() { d.conns.Wait(); close(done) }()
+	grace := d.cfg.FrameTimeout + 5*time.Second
 	select {
 	case <-done:
 		unix.Close(d.wake)
-	case <-time.After(30 * time.Second):
-		d.log.Warn("requests still running after 30s; exiting anyway")
+	case <-time.After(grace):
+		d.log.Warn("requests still running; exiting anyway", "after", grace)
 	}
 	d.set.Close()
 	d.log.Info("stopped")
@@ -288,6 +333,8 @@ type conn struct {
 	out    []byte // the connection's response buffer
 	bigOut []byte // a larger one from d.bufs, given back once sent
 
+	held int64 // bytes of d.mem this request holds
+
 	// Request handling (handlers.go): decoded requests and per-page
 	// scratch reused from one request to the next.
 	maps    mapCache
@@ -299,6 +346,8 @@ type conn struct {
 	stored  []backends.Stored
 	view    viewing
 	viewFn  func([]backends.Stored) error
+	snap    snapshot
+	snapFn  func([]backends.Stored) error
 	putting putting
 	putFn   Deliver
 	dec     backends.Decompression
@@ -318,13 +367,15 @@ func (c *conn) loop() {
 		for _, t := range c.tags {
 			closeAll(t.fds)
 		}
-		c.d.active.Add(-1)
+		c.done()
 		c.d.mu.Lock()
 		delete(c.d.live, c)
 		c.d.mu.Unlock()
+		c.d.leave(c.uid)
 		c.d.conns.Done()
 	}()
-	for !c.d.closing.Load() {
+	// Once the daemon is stopping, requests received whole are still answered.
+	for !c.d.closing.Load() || c.frameBuffered() {
 		h, body, fds, err := c.readFrame()
 		if err != nil {
 			closeAll(fds)
@@ -335,14 +386,39 @@ func (c *conn) loop() {
 		ok := c.serve(request{h, body, fds})
 		c.spin.served = time.Since(t0)
 		closeAll(fds)
-		if c.body != nil {
-			c.d.bufs.put(c.body) // nothing holds on to a request once it is answered
-			c.body = nil
-		}
+		c.done()
 		if !ok {
 			return // a broken stream: the rest of it cannot be trusted
 		}
 	}
+}
+
+// done hands back what the request held: nothing holds on to a request
+// once it is answered.
+func (c *conn) done() {
+	if c.body != nil {
+		c.d.bufs.put(c.body)
+		c.body = nil
+	}
+	c.d.mem.release(c.uid, c.held)
+	c.held = 0
+}
+
+// reserve takes n more bytes of the request budget for this request,
+// waiting for them until deadline.
+func (c *conn) reserve(n int64, deadline time.Time) error {
+	if err := c.d.mem.reserve(c.uid, n, deadline, c.d.quit); err != nil {
+		return err
+	}
+	c.held += n
+	return nil
+}
+
+// unreserve gives back n of the bytes reserve took.
+func (c *conn) unreserve(n int64) {
+	n = min(n, c.held)
+	c.d.mem.release(c.uid, n)
+	c.held -= n
 }
 
 // readFailed answers what can be answered about a bad frame; the
@@ -361,6 +437,9 @@ func (c *conn) readFailed(h ipc.Header, err error) {
 	case errors.Is(err, ipc.ErrShortFrame):
 		c.d.invalid.Add(1)
 		c.writeError(h, ipc.CodeMalformed, err.Error())
+	case errors.As(err, new(*budgetError)):
+		c.d.invalid.Add(1)
+		c.writeError(h, budgetCode(err), err.Error())
 	default:
 		c.d.log.Debug("read", "uid", c.uid, "err", err)
 	}
@@ -383,6 +462,8 @@ func (c *conn) serve(req request) bool {
 	var code ipc.Code
 	var msg string
 	switch {
+	case h.Op == ipc.OpGet && len(req.fds) == 0:
+		return c.get(h, req.body)
 	case h.Op == ipc.OpPutFD && len(req.fds) == 1:
 		resp, code, msg = c.putFD(req.body, req.fds[0])
 	case h.Op == ipc.OpGetFD && len(req.fds) == 1:
@@ -394,6 +475,12 @@ func (c *conn) serve(req request) bool {
 	default:
 		resp, code, msg = c.handle(h.Op, req.body)
 	}
+	return c.finish(h, resp, code, msg)
+}
+
+// finish sends a handler's response, or its error; false means the
+// connection must close.
+func (c *conn) finish(h ipc.Header, resp []byte, code ipc.Code, msg string) bool {
 	if code != ipc.OK {
 		c.d.invalid.Add(1)
 		c.writeError(h, code, msg)
@@ -421,6 +508,15 @@ func (c *conn) startResponse(bodyLen int) []byte {
 	}
 	c.bigOut = c.d.bufs.get(need)
 	return c.bigOut[:frameHead]
+}
+
+// budgetCode is the status a refused reservation answers with.
+func budgetCode(err error) ipc.Code {
+	var be *budgetError
+	if errors.As(err, &be) && be.never {
+		return ipc.CodeTooLarge
+	}
+	return ipc.CodeBusy
 }
 
 // respond fills in the frame header of resp (from startResponse) and sends it.

@@ -26,6 +26,7 @@ const (
 	CodeFailed       Code = 14 // the page could not be compressed or decoded
 	CodeCorrupt      Code = 15 // stored data failed its integrity check
 	CodeLimit        Code = 16 // a configured limit (pools, connections, quota)
+	CodeBusy         Code = 17 // the daemon's memory for requests in flight is taken; retry later
 )
 
 var codeNames = map[Code]string{
@@ -35,7 +36,7 @@ var codeNames = map[Code]string{
 	CodeNotFound: "not found", CodePermission: "permission denied", CodeNoSpace: "no space",
 	CodeTooLarge: "too large", CodeBadPool: "bad pool name", CodeInternal: "internal error",
 	CodeShuttingDown: "shutting down", CodeFailed: "failed", CodeCorrupt: "corrupt",
-	CodeLimit: "limit reached",
+	CodeLimit: "limit reached", CodeBusy: "busy",
 }
 
 func (c Code) String() string {
@@ -72,6 +73,8 @@ var (
 	ErrPageSize     = &Error{Code: CodePageSize}
 	ErrTooLarge     = &Error{Code: CodeTooLarge}
 	ErrShuttingDown = &Error{Code: CodeShuttingDown}
+	ErrLimit        = &Error{Code: CodeLimit}
+	ErrBusy         = &Error{Code: CodeBusy}
 )
 
 // CodeOf returns the daemon's code carried by err, or CodeInternal.

@@ -29,9 +29,11 @@ type Socket struct {
 	own  bool // wake is ours to close
 	hot  time.Duration
 
-	mu     sync.Mutex
-	parked net.Conn // the runtime's poller's view of fd during a long wait
-	intr   atomic.Bool
+	mu          sync.Mutex
+	parked      net.Conn // the runtime's poller's view of fd during a long wait
+	parkedWrite bool
+	intr        atomic.Bool
+	keepWrites  bool // Interrupt ends waits to read only
 }
 
 // ErrInterrupted is returned by a wait that Interrupt ended.
@@ -75,6 +77,11 @@ func NewSocket(c *net.UnixConn, wake int) (*Socket, error) {
 	return s, nil
 }
 
+// KeepWritesOnInterrupt makes Interrupt end only waits to read: a frame
+// being written is finished (within its deadline). The daemon uses it so
+// that shutdown completes every reply it started. Call it before any wait.
+func (s *Socket) KeepWritesOnInterrupt() { s.keepWrites = true }
+
 // Fd is the socket's descriptor.
 func (s *Socket) Fd() int { return s.fd }
 
@@ -97,7 +104,7 @@ func (s *Socket) Interrupt() {
 	one := uint64(1)
 	unix.Write(s.wake, (*[8]byte)(unsafe.Pointer(&one))[:])
 	s.mu.Lock()
-	if s.parked != nil {
+	if s.parked != nil && !(s.parkedWrite && s.keepWrites) {
 		s.parked.SetDeadline(time.Unix(1, 0))
 	}
 	s.mu.Unlock()
@@ -205,9 +212,10 @@ func (s *Socket) Wait(write bool, deadline time.Time) error {
 	if write {
 		ev = unix.POLLOUT
 	}
+	interruptible := !write || !s.keepWrites
 	start := time.Now()
 	for {
-		if s.intr.Load() {
+		if interruptible && s.intr.Load() {
 			return ErrInterrupted
 		}
 		now := time.Now()
@@ -222,6 +230,9 @@ func (s *Socket) Wait(write bool, deadline time.Time) error {
 			break
 		}
 		fds := [2]unix.PollFd{{Fd: int32(s.fd), Events: ev}, {Fd: int32(s.wake), Events: unix.POLLIN}}
+		if !interruptible {
+			fds[1].Fd = -1 // poll(2) skips it
+		}
 		ts := unix.NsecToTimespec(int64(left))
 		n, err := unix.Ppoll(fds[:], &ts, nil)
 		if err == unix.EINTR {
@@ -259,15 +270,16 @@ func (s *Socket) waitParked(ev int16, deadline time.Time) error {
 		return err
 	}
 	c.SetDeadline(deadline)
+	interruptible := ev != unix.POLLOUT || !s.keepWrites
 	s.mu.Lock()
-	s.parked = c
+	s.parked, s.parkedWrite = c, ev == unix.POLLOUT
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.parked = nil
 		s.mu.Unlock()
 	}()
-	if s.intr.Load() { // before parked was set: Interrupt could not reach it
+	if interruptible && s.intr.Load() { // before parked was set: Interrupt could not reach it
 		return ErrInterrupted
 	}
 	// Ready now, or wait: the poller forgets a readiness it saw before
@@ -282,7 +294,7 @@ func (s *Socket) waitParked(ev int16, deadline time.Time) error {
 	} else {
 		err = raw.Read(ready)
 	}
-	if s.intr.Load() {
+	if interruptible && s.intr.Load() {
 		return ErrInterrupted
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -1,0 +1,147 @@
+package daemon
+
+import (
+	"context"
+	"encoding/binary"
+	"time"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/pagecache"
+)
+
+// pieceBytes is how much of a large GET reply is decoded and sent at a
+// time. A reply over it is streamed: the daemon holds a snapshot of the
+// compressed pages (usually a fraction of the reply; nothing for zero
+// pages) and one piece, never the whole reply, so a client that does not
+// read costs little until its write deadline closes it.
+const pieceBytes = 1 << 20
+
+// snapshot is a streamed GET's copy of the stored pages it returns.
+type snapshot struct {
+	data  []byte            // compressed bytes, from d.bufs
+	used  int               // bytes of data taken
+	pages []backends.Stored // the found pages in key order, Data in data
+	res   []pagecache.Result
+}
+
+// streamGet answers a GET whose reply is over pieceBytes; false means the
+// connection must close (the reply was cut short).
+func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
+	n, ps := len(req.Keys), c.d.cfg.PageSize
+	deadline := time.Now().Add(c.d.cfg.FrameTimeout)
+	res := c.results(n)
+	sn := &c.snap
+	sn.data, sn.used, sn.pages = c.d.bufs.get(n*ps), 0, sn.pages[:0]
+	defer func() {
+		c.d.bufs.put(sn.data)
+		clear(sn.pages)
+		if cap(sn.pages) > fetchChunk {
+			sn.pages = nil // a connection keeps no large scratch between requests
+		}
+		sn.data, sn.res = nil, nil
+	}()
+	if c.snapFn == nil {
+		c.snapFn = c.snapshotViewed
+	}
+	// Copied chunk by chunk under the store's read lock. Each chunk
+	// reserves its worst case first, then gives back what it did not use.
+	for lo := 0; lo < n; lo += fetchChunk {
+		hi := min(lo+fetchChunk, n)
+		worst := int64((hi - lo) * ps)
+		if err := c.reserve(worst, deadline); err != nil {
+			return c.finish(h, nil, budgetCode(err), err.Error())
+		}
+		before := sn.used
+		sn.res = res[lo:hi]
+		stored, err := c.d.store.View(c.uid, req.Pool, req.Keys[lo:hi], c.stored[:0], sn.res, c.snapFn)
+		c.stored = stored
+		if err != nil {
+			code, msg := storeErr(err, req.Pool)
+			return c.finish(h, nil, code, msg)
+		}
+		c.unreserve(worst - int64(sn.used-before))
+	}
+	found := len(sn.pages)
+	for _, r := range res {
+		if r == pagecache.Corrupt {
+			c.d.corrupt.Add(1)
+			c.d.failedRd.Add(1)
+		}
+	}
+
+	// The head: frame header, page size, count and every page's status.
+	head := c.startResponse(8 + n)
+	head = ipc.AppendHeader(head[:0], ipc.Header{Version: ipc.Version, Op: h.Op, Flags: ipc.FlagResponse, ID: h.ID}, 8+n+found*ps)
+	head = binary.LittleEndian.AppendUint32(head, uint32(ps))
+	head = binary.LittleEndian.AppendUint32(head, uint32(n))
+	for _, r := range res {
+		head = append(head, uint8(codeOf(r)))
+	}
+	err := c.send(head)
+	if c.bigOut != nil {
+		c.d.bufs.put(c.bigOut)
+		c.bigOut = nil
+	}
+	if err != nil {
+		return false
+	}
+
+	// The pages, a piece at a time. Every page passed its checksum when it
+	// was copied; one that still fails to decode cannot be reported any
+	// more (its status is sent), so the connection is closed rather than
+	// let the client take anything for it.
+	per := max(1, pieceBytes/ps)
+	if err := c.reserve(int64(per*ps), deadline); err != nil {
+		c.d.log.Warn("GET reply cut short", "uid", c.uid, "err", err)
+		return false
+	}
+	piece := c.d.bufs.get(per * ps)
+	defer c.d.bufs.put(piece)
+	dd := &c.dec
+	defer func() { dd.Src, dd.Dst = nil, nil }()
+	for j := 0; j < found; j += per {
+		k := min(per, found-j)
+		dd.PageSize, dd.Src, dd.Dst = ps, sn.pages[j:j+k], piece[:k*ps]
+		err := c.d.disp.Decompress(context.Background(), dd)
+		if err == nil {
+			for _, f := range dd.Failed[:k] {
+				if f {
+					err = errUndecodable
+				}
+			}
+		}
+		if err != nil {
+			c.d.failedRd.Add(uint64(found - j))
+			c.d.log.Error("GET reply cut short: a page that passed its checksum did not decode", "uid", c.uid, "err", err)
+			return false
+		}
+		if c.send(piece[:k*ps]) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// snapshotViewed copies the found pages of a chunk out of the store while
+// it holds them (see pagecache.Store.View).
+func (c *conn) snapshotViewed(stored []backends.Stored) error {
+	sn := &c.snap
+	for i := range stored {
+		if sn.res[i] != pagecache.OK {
+			continue
+		}
+		st := stored[i]
+		k := copy(sn.data[sn.used:], st.Data)
+		st.Data = sn.data[sn.used : sn.used+k : sn.used+k]
+		sn.used += k
+		sn.pages = append(sn.pages, st)
+	}
+	return nil
+}
+
+type decodeError string
+
+func (e decodeError) Error() string { return string(e) }
+
+const errUndecodable = decodeError("page did not decode")
