@@ -11,6 +11,7 @@ import (
 	"github.com/s4d-project/s4d/cmd/s4d/buildinfo"
 	"github.com/s4d-project/s4d/cmd/s4d/ctl"
 	"github.com/s4d-project/s4d/cmd/s4d/daemoncmd"
+	"github.com/s4d-project/s4d/cmd/s4d/docs"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 )
 
@@ -30,6 +31,7 @@ func newApp() *cli.App {
 
 func main() {
 	app := newApp()
+	app.Commands = append(app.Commands, genDocsCommand)
 	entered := markActions(app.Commands)
 	err := app.Run(os.Args)
 	// urfave/cli reports unknown flags, missing required flags and bad
@@ -70,4 +72,14 @@ func groupAction(cx *cli.Context) error {
 		return exitcode.UsageErr(fmt.Errorf("%s: unknown command %q (see '%s --help')", cx.Command.HelpName, cx.Args().First(), cx.Command.HelpName))
 	}
 	return cli.ShowSubcommandHelp(cx)
+}
+
+// genDocsCommand writes the man pages and completion scripts (`make docs`);
+// hidden, as it is for packaging, not for users.
+var genDocsCommand = &cli.Command{
+	Name:   "gen-docs",
+	Hidden: true,
+	Usage:  "write man pages and shell completion from the CLI's definitions",
+	Flags:  []cli.Flag{&cli.StringFlag{Name: "out", Required: true, Usage: "directory: man1/, bash/, zsh/, fish/ are made in it"}},
+	Action: func(cx *cli.Context) error { return docs.Write(newApp(), cx.String("out")) },
 }

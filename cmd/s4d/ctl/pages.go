@@ -155,7 +155,7 @@ var inspectCommand = &cli.Command{
 	Usage:       "show how pages are stored",
 	UsageText:   "s4d ctl inspect --pool P --keys K-L [--raw-out DIR] [--output COLS] [--noheadings] [--raw] [--json]",
 	Description: "Columns:" + inspectTable.help(),
-	Flags: withSocket(append(listFlags("the pages", "Columns are listed under DESCRIPTION in --help."), poolFlag, keysFlag,
+	Flags: withSocket(append(listFlags("the pages", "Columns are listed under DESCRIPTION."), poolFlag, keysFlag,
 		&cli.StringFlag{Name: "raw-out", Usage: "write each page's stored bytes to DIR/<key>.<codec>"})...),
 	Action: func(cx *cli.Context) error {
 		o := optsOf(cx)

@@ -127,7 +127,7 @@ var statsCommand = &cli.Command{
 		"With --output: the store's one row, with the columns named. --json alone prints the daemon's whole answer.\n" +
 		"Columns:" + storeTable.help(),
 	UsageText: "s4d ctl stats [--pool P] [--output COLS] [--noheadings] [--raw] [--bytes] [--json]",
-	Flags: withSocket(append(listFlags("the stats", "Columns are listed under DESCRIPTION in --help."),
+	Flags: withSocket(append(listFlags("the stats", "Columns are listed under DESCRIPTION."),
 		&cli.StringFlag{Name: "pool", Usage: "only this pool"})...),
 	Action: func(cx *cli.Context) error {
 		o := optsOf(cx)
@@ -180,7 +180,7 @@ var poolsCommand = &cli.Command{
 	Usage:       "list your pools (all pools for root)",
 	UsageText:   "s4d ctl pools [--output COLS] [--noheadings] [--raw] [--bytes] [--json]",
 	Description: "Columns:" + poolTable.help(),
-	Flags:       withSocket(listFlags("the pools", "Columns are listed under DESCRIPTION in --help.")...),
+	Flags:       withSocket(listFlags("the pools", "Columns are listed under DESCRIPTION.")...),
 	Action: func(cx *cli.Context) error {
 		o := optsOf(cx)
 		if _, err := poolTable.pick(o.output); err != nil {

@@ -105,7 +105,7 @@ var watchCommand = &cli.Command{
 		"on its own line; otherwise one line per interval is printed (like vmstat), for logs and scripts.\n" +
 		"Columns:" + watchTable.help(),
 	UsageText: "s4d ctl watch [--interval 1s] [--count N] [--output COLS] [--noheadings] [--raw] [--bytes] [--json]",
-	Flags: withSocket(append(listFlags("one object per interval", "Columns are listed under DESCRIPTION in --help."),
+	Flags: withSocket(append(listFlags("one object per interval", "Columns are listed under DESCRIPTION."),
 		&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: time.Second, Usage: "time between samples"},
 		&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Usage: "stop after this many updates; 0 = until interrupted"})...),
 	Action: func(cx *cli.Context) error {

@@ -1,0 +1,129 @@
+package docs
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cpuguy83/go-md2man/v2/md2man"
+)
+
+// exitStatus is the table of exitcode's package comment, for every page.
+const exitStatus = `**0**
+:   success
+
+**1**
+:   any other failure: a page failed, the memory limit, a fault in the daemon
+
+**2**
+:   usage: an unknown command, flag or column, or a malformed value
+
+**3**
+:   not found: no such pool or key
+
+**4**
+:   permission denied: another user's pool, or the socket's permissions (join group s4d)
+
+**5**
+:   the daemon is not reachable, or the connection to it was lost
+`
+
+// files and environment the daemon and ctl pages name.
+const files = `*/etc/s4d/s4d.toml*
+:   the daemon's configuration (an example is in *share/doc/s4d* under the installation prefix)
+
+*/run/s4d/s4d.sock*
+:   the socket clients connect to, made by *s4d.socket* under systemd
+`
+
+// esc keeps text literal in markdown: flags' usage strings hold * and _.
+func esc(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`", "<", `\<`, "[", `\[`).Replace(s)
+}
+
+func flagLine(f flagDoc) string {
+	var names []string
+	for _, n := range f.names {
+		dash := "--"
+		if len(n) == 1 {
+			dash = "-"
+		}
+		names = append(names, "**"+dash+esc(n)+"**")
+	}
+	s := strings.Join(names, ", ")
+	if f.value {
+		s += " *value*"
+	}
+	return s
+}
+
+// manPage renders n's page: markdown built here, roff by go-md2man.
+func manPage(root, n *node) []byte {
+	var b strings.Builder
+	// go-md2man makes the first level-1 heading the .TH line.
+	fmt.Fprintf(&b, "# %s 1 \"\" \"s4d\" \"s4d manual\"\n\n", strings.ToUpper(n.page()))
+	fmt.Fprintf(&b, "# NAME\n\n%s - %s\n\n", n.page(), esc(n.usage))
+	b.WriteString("# SYNOPSIS\n\n")
+	switch {
+	case n.text != "":
+		fmt.Fprintf(&b, "%s\n\n", esc(n.text))
+	case len(n.subs) > 0:
+		fmt.Fprintf(&b, "**%s** [*options*] *command* [*command options*]\n\n", n.name())
+	default:
+		fmt.Fprintf(&b, "**%s** [*options*]\n\n", n.name())
+	}
+	if n.desc != "" {
+		b.WriteString("# DESCRIPTION\n\n")
+		// Lines of a description that start with spaces are lists of
+		// columns: keep them as they are.
+		b.WriteString(descMarkdown(n.desc))
+	}
+	if len(n.subs) > 0 {
+		b.WriteString("# COMMANDS\n\n")
+		for _, s := range n.subs {
+			fmt.Fprintf(&b, "**%s**\n:   %s; see **%s**(1)\n\n", s.path[len(s.path)-1], esc(s.usage), s.page())
+		}
+	}
+	if len(n.flags) > 0 {
+		b.WriteString("# OPTIONS\n\n")
+		for _, f := range n.flags {
+			fmt.Fprintf(&b, "%s\n:   %s", flagLine(f), esc(f.usage))
+			if f.def != "" {
+				fmt.Fprintf(&b, " (default: %s)", esc(f.def))
+			}
+			if len(f.env) > 0 {
+				fmt.Fprintf(&b, " [environment: %s]", esc(strings.Join(f.env, ", ")))
+			}
+			b.WriteString("\n\n")
+		}
+	}
+	if len(n.path) > 1 && (n.path[1] == "daemon" || n.path[1] == "ctl") || len(n.path) == 1 {
+		b.WriteString("# FILES\n\n" + files + "\n")
+	}
+	b.WriteString("# EXIT STATUS\n\n" + exitStatus + "\n")
+	b.WriteString("# SEE ALSO\n\n")
+	var see []string
+	if len(n.path) > 1 {
+		see = append(see, "**"+strings.Join(n.path[:len(n.path)-1], "-")+"**(1)")
+	}
+	for _, s := range n.subs {
+		see = append(see, "**"+s.page()+"**(1)")
+	}
+	see = append(see, "**zramctl**(8)", "**systemctl**(1)")
+	b.WriteString(strings.Join(see, ", ") + "\n\nThe README and PROTOCOL.md in *share/doc/s4d* under the installation prefix (*/usr* or */usr/local*).\n")
+	return md2man.Render([]byte(b.String()))
+}
+
+// descMarkdown turns a command's Description into paragraphs, with its
+// indented lines (columns and their meaning) as a definition list.
+func descMarkdown(desc string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(desc, "\n") {
+		if t := strings.TrimLeft(line, " "); t != line && t != "" {
+			name, what, _ := strings.Cut(t, " ")
+			fmt.Fprintf(&b, "\n**%s**\n:   %s\n", esc(name), esc(strings.TrimSpace(what)))
+			continue
+		}
+		b.WriteString(esc(line) + "\n")
+	}
+	return b.String() + "\n"
+}

@@ -1,0 +1,111 @@
+// Package docs writes s4d's man pages and its bash, zsh and fish
+// completion from the CLI's own definitions, so they cannot drift from
+// the flags the binary takes.
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// node is one command of the tree, the root included.
+type node struct {
+	path  []string // "s4d", "ctl", "stats"
+	usage string
+	text  string // UsageText
+	desc  string // Description
+	flags []flagDoc
+	subs  []*node
+}
+
+// flagDoc is what the man pages and completions say about a flag.
+type flagDoc struct {
+	names []string // long name first, then aliases
+	value bool     // takes a value
+	usage string
+	def   string
+	env   []string
+}
+
+func (n *node) name() string { return strings.Join(n.path, " ") }
+
+// page is the man page's name: s4d-ctl-stats.
+func (n *node) page() string { return strings.Join(n.path, "-") }
+
+func flagsOf(fs []cli.Flag) []flagDoc {
+	var out []flagDoc
+	for _, f := range fs {
+		if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+			continue
+		}
+		d := flagDoc{names: f.Names()}
+		if g, ok := f.(cli.DocGenerationFlag); ok {
+			d.value, d.usage, d.env = g.TakesValue(), g.GetUsage(), g.GetEnvVars()
+			d.def = g.GetDefaultText()
+			if d.def == "" && d.value {
+				d.def = g.GetValue()
+			}
+			if d.def == `""` || !d.value && d.def == "false" {
+				d.def = ""
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// tree walks app's visible commands; --help and --version are added as
+// the binary adds them.
+func tree(app *cli.App) *node {
+	help := flagDoc{names: []string{"help", "h"}, usage: "show help"}
+	root := &node{path: []string{app.Name}, usage: app.Usage, text: app.UsageText, desc: app.Description,
+		flags: append(flagsOf(app.VisibleFlags()), help, flagDoc{names: []string{"version", "v"}, usage: "print the version, commit and build date"})}
+	var walk func(parent *node, cmds []*cli.Command)
+	walk = func(parent *node, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Hidden {
+				continue
+			}
+			n := &node{path: append(append([]string{}, parent.path...), c.Name), usage: c.Usage, text: c.UsageText,
+				desc: c.Description, flags: append(flagsOf(c.Flags), help)}
+			parent.subs = append(parent.subs, n)
+			walk(n, c.Subcommands)
+		}
+	}
+	walk(root, app.Commands)
+	return root
+}
+
+// all lists the tree's nodes, parents before children.
+func (n *node) all() []*node {
+	out := []*node{n}
+	for _, s := range n.subs {
+		out = append(out, s.all()...)
+	}
+	return out
+}
+
+// Write puts the man pages in dir/man1 and the completion scripts in
+// dir/bash, dir/zsh and dir/fish.
+func Write(app *cli.App, dir string) error {
+	root := tree(app)
+	for _, sub := range []string{"man1", "bash", "zsh", "fish"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, n := range root.all() {
+		if err := os.WriteFile(filepath.Join(dir, "man1", n.page()+".1"), manPage(root, n), 0o644); err != nil {
+			return err
+		}
+	}
+	for file, body := range map[string]string{"bash/s4d": bash(root), "zsh/_s4d": zsh(root), "fish/s4d.fish": fish(root)} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

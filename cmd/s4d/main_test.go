@@ -1,0 +1,87 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/s4d-project/s4d/cmd/s4d/docs"
+)
+
+// Every visible command gets a man page naming each of its flags, and the
+// completion scripts parse and complete from the same definitions.
+func TestDocsFromDefinitions(t *testing.T) {
+	dir := t.TempDir()
+	app := newApp()
+	if err := docs.Write(app, dir); err != nil {
+		t.Fatal(err)
+	}
+	var check func(prefix string, cmds []*cli.Command)
+	check = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			page := prefix + "-" + c.Name
+			b, err := os.ReadFile(filepath.Join(dir, "man1", page+".1"))
+			if err != nil {
+				t.Errorf("no man page for %s: %v", page, err)
+				continue
+			}
+			for _, f := range c.VisibleFlags() {
+				name := f.Names()[0]
+				if len(name) > 1 && !strings.Contains(string(b), `\fB--`+name+`\fP`) {
+					t.Errorf("%s.1 does not document --%s", page, f.Names()[0])
+				}
+			}
+			check(page, c.Subcommands)
+		}
+	}
+	check("s4d", app.Commands)
+	if _, err := os.Stat(filepath.Join(dir, "man1", "s4d.1")); err != nil {
+		t.Fatal(err)
+	}
+	if groff, err := exec.LookPath("groff"); err == nil {
+		pages, _ := filepath.Glob(filepath.Join(dir, "man1", "*.1"))
+		for _, p := range pages {
+			// -ww: every warning; a page must render cleanly.
+			if out, err := exec.Command(groff, append([]string{"-man", "-Tutf8", "-ww", "-z"}, p)...).CombinedOutput(); err != nil || len(out) > 0 {
+				t.Errorf("groff %s: %v %s", filepath.Base(p), err, out)
+			}
+		}
+	}
+
+	complete := func(words ...string) string {
+		script := `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _s4d; echo "${COMPREPLY[*]}"`
+		out, err := exec.Command("bash", append([]string{"-c", script, "_", filepath.Join(dir, "bash", "s4d")}, words...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash completion: %v %s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for _, c := range []struct{ words, want []string }{
+		{[]string{"s4d", ""}, []string{"daemon ctl bench --help -h --version -v"}},
+		{[]string{"s4d", "ctl", "wa"}, []string{"watch"}},
+		{[]string{"s4d", "ctl", "--socket", "/x", "stats", "--no"}, []string{"--noheadings"}},
+		{[]string{"s4d", "daemon", "--metrics"}, []string{"--metrics-listen"}},
+		{[]string{"s4d", "ctl", "put", "--file", ""}, []string{""}}, // files, by bash itself
+	} {
+		if got := complete(c.words...); got != c.want[0] {
+			t.Errorf("complete %q = %q, want %q", c.words, got, c.want[0])
+		}
+	}
+	for shell, file := range map[string]string{"zsh": "zsh/_s4d", "fish": "fish/s4d.fish"} {
+		if _, err := exec.LookPath(shell); err != nil {
+			continue
+		}
+		if out, err := exec.Command(shell, "-n", filepath.Join(dir, file)).CombinedOutput(); err != nil {
+			t.Errorf("%s -n: %v %s", shell, err, out)
+		}
+	}
+	if hidden := filepath.Join(dir, "man1", "s4d-gen-docs.1"); fileExists(hidden) {
+		t.Error("the hidden gen-docs command got a man page")
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
