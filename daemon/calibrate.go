@@ -25,52 +25,74 @@ type Calibration struct {
 	Rate     map[string][]float64 // compression GB/s per size
 	DecOrder [][]string           // decompression, per size, fastest first
 	DecRate  map[string][]float64 // decompression GB/s per size
+	// Measured: how many sizes (from the smallest) were timed per
+	// backend; the rest repeat the last timed rate.
+	Measured map[string]int
 }
+
+// CalibrationBudget bounds the time spent timing one backend, so that the
+// daemon answers its socket within seconds even on a slow engine (a GPU
+// emulated on the CPU by lavapipe took 50 s for all sizes). Sizes that do
+// not fit in it take the rate of the largest size measured: for a GPU that
+// understates large batches, so routing errs towards the CPU.
+var CalibrationBudget = 1500 * time.Millisecond
 
 // Calibrate times every backend on heap-like pages (pointers and small
 // integers: every page costs about the same, so sizes compare) at each
-// size; each timing is the best of a few runs lasting 20 ms or more.
-// Compression and decompression are ranked separately.
+// size; each timing is the best of a few runs lasting 20 ms or more,
+// within CalibrationBudget per backend. Compression and decompression are
+// ranked separately.
 func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, codec backends.Codec, sizes []int) (*Calibration, error) {
 	maxN := sizes[len(sizes)-1]
 	pages := corpus.Pages(corpus.Pointers, maxN, pageSize, 42)
-	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}}
+	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}, Measured: map[string]int{}}
 	var out backends.Compressed
 	for _, be := range usable {
 		b := &backends.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4}
 		rates := make([]float64, len(sizes))
 		drates := make([]float64, len(sizes))
+		deadline := time.Now().Add(CalibrationBudget)
+		measured := 0
 		for i, n := range sizes {
+			bytes := float64(n * pageSize)
+			// Four runs of each direction at least, at the last rates.
+			if i > 0 && time.Now().Add(time.Duration(4*(bytes/rates[i-1]+bytes/drates[i-1]))).After(deadline) {
+				rates[i], drates[i] = rates[i-1], drates[i-1]
+				continue
+			}
 			b.Pages = pages[:n*pageSize]
-			t, err := fastest(func() error { return be.Compress(ctx, b, &out) })
+			t, err := fastest(func() error { return be.Compress(ctx, b, &out) }, deadline)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", be.Name(), err)
 			}
-			rates[i] = float64(n*pageSize) / t.Seconds() / 1e9
+			rates[i] = bytes / t.Seconds() / 1e9
 			d := &backends.Decompression{PageSize: pageSize, Dst: make([]byte, n*pageSize)}
 			for j := range n {
 				d.Src = append(d.Src, backends.Stored{Class: out.Class[j], Fill: out.Fill[j], Data: out.Bytes(j, b)})
 			}
-			if t, err = fastest(func() error { return be.Decompress(ctx, d) }); err != nil {
+			if t, err = fastest(func() error { return be.Decompress(ctx, d) }, deadline); err != nil {
 				return nil, fmt.Errorf("%s: %w", be.Name(), err)
 			}
-			drates[i] = float64(n*pageSize) / t.Seconds() / 1e9
+			drates[i] = bytes / t.Seconds() / 1e9
+			measured = i + 1
 		}
 		c.Rate[be.Name()], c.DecRate[be.Name()] = rates, drates
+		c.Measured[be.Name()] = measured
 	}
 	c.Order, c.DecOrder = rankBy(usable, c.Rate, len(sizes)), rankBy(usable, c.DecRate, len(sizes))
 	return c, nil
 }
 
-// fastest runs fn once to warm up, then at least 3 times and for at least
-// 20 ms, and returns the best time.
-func fastest(fn func() error) (time.Duration, error) {
+// fastest runs fn once to warm up, then at least once more and, until
+// the deadline, at least 3 times and for at least 20 ms; it returns the
+// best time.
+func fastest(fn func() error, deadline time.Time) (time.Duration, error) {
 	if err := fn(); err != nil {
 		return 0, err
 	}
 	best := time.Duration(1 << 62)
 	var spent time.Duration
-	for run := 0; run < 3 || (spent < 20*time.Millisecond && run < 50); run++ {
+	for run := 0; run == 0 || ((run < 3 || (spent < 20*time.Millisecond && run < 50)) && time.Now().Before(deadline)); run++ {
 		t0 := time.Now()
 		if err := fn(); err != nil {
 			return 0, err
@@ -129,6 +151,10 @@ func (c *Calibration) String() string {
 	for name, r := range c.Rate {
 		fmt.Fprintf(&b, "%s:", name)
 		for i, s := range c.Sizes {
+			if m, ok := c.Measured[name]; ok && i >= m {
+				fmt.Fprintf(&b, " %d=~", s) // not timed: the budget ran out
+				continue
+			}
 			fmt.Fprintf(&b, " %d=%.2f/%.2fGB/s", s, r[i], c.DecRate[name][i])
 		}
 		b.WriteString("; ")

@@ -1,6 +1,10 @@
-// LZ4 block decompression, one page per workgroup. One invocation decodes
-// into workgroup memory with every read and write bounds-checked (a damaged
-// block sets status 0, never faults); then the workgroup copies the page out.
+// LZ4 block decompression, one page per workgroup of 64 invocations.
+// One invocation parses the sequence headers only (every read and length
+// bounds-checked: a damaged block sets status 0, never faults) and groups
+// the matches into waves whose sources are already final; then the whole
+// workgroup copies all literals at once, and each wave's matches at once
+// (overlapping matches read only bytes before their start: byte j of a
+// match at op with offset d is byte op-d+(j mod d)).
 // desc[2*i] is the block's byte offset in src (4-byte aligned), desc[2*i+1]
 // its length; status[i] is 1 when the block decoded to exactly one page.
 
@@ -20,8 +24,16 @@ struct Params {
 const PAGE_WORDS: u32 = PAGE_WORDS_V;
 const PS: u32 = PAGE_WORDS * 4u;
 const WG: u32 = 64u;
+// Sequences of a block that decodes to one page: each but the last has a
+// match of at least 4 bytes.
+const MAXSEQ: u32 = PS / 4u + 1u;
 
-var<workgroup> page: array<u32, PAGE_WORDS>;
+var<workgroup> page: array<atomic<u32>, PAGE_WORDS>;
+var<workgroup> litSrc: array<u32, MAXSEQ>;  // byte offset in src
+var<workgroup> litAt: array<u32, MAXSEQ>;   // output position | length << 16
+var<workgroup> mAt: array<u32, MAXSEQ>;     // offset | length << 16 (0: none)
+var<workgroup> waves: array<u32, MAXSEQ + 1u>; // first sequence of each wave
+var<workgroup> res: vec3<u32>;               // ok, sequences, waves
 
 var<private> srcBase: u32;
 
@@ -31,47 +43,53 @@ fn inByte(i: u32) -> u32 {
 }
 
 fn outByte(i: u32) -> u32 {
-    return (page[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+    return (atomicLoad(&page[(i >> 2u) & (PAGE_WORDS - 1u)]) >> ((i & 3u) * 8u)) & 0xffu;
 }
 
-fn setByte(i: u32, v: u32) {
-    let s = (i & 3u) * 8u;
-    page[i >> 2u] = (page[i >> 2u] & ~(0xffu << s)) | (v << s);
+fn putOut(i: u32, v: u32) {
+    atomicOr(&page[(i >> 2u) & (PAGE_WORDS - 1u)], v << ((i & 3u) * 8u));
 }
 
-// decode returns true when the block expands to exactly PS bytes.
-fn decode(len: u32) -> bool {
+// parse records the sequences and waves of a block of len bytes; the
+// result is (1 if it expands to exactly PS bytes, sequences, waves).
+fn parse(len: u32) -> vec3<u32> {
     var ip = 0u;
     var op = 0u;
+    var ns = 0u;
+    var nw = 0u;
+    var waveOut = PS; // first match output of the current wave
     loop {
-        if (ip >= len) { return false; }
+        if (ip >= len || ns >= MAXSEQ) { return vec3<u32>(0u, 0u, 0u); }
         let token = inByte(ip);
         ip = ip + 1u;
         var lit = token >> 4u;
         if (lit == 15u) {
             loop {
-                if (ip >= len) { return false; }
+                if (ip >= len) { return vec3<u32>(0u, 0u, 0u); }
                 let b = inByte(ip);
                 ip = ip + 1u;
                 lit = lit + b;
                 if (b != 255u || lit > PS) { break; }
             }
         }
-        if (lit > len - ip || lit > PS - op) { return false; }
-        for (var k = 0u; k < lit; k = k + 1u) {
-            setByte(op + k, inByte(ip + k));
-        }
+        if (lit > len - ip || lit > PS - op) { return vec3<u32>(0u, 0u, 0u); }
+        litSrc[ns] = srcBase + ip;
+        litAt[ns] = op | (lit << 16u);
+        mAt[ns] = 0u;
         ip = ip + lit;
         op = op + lit;
-        if (ip == len) { break; }
-        if (len - ip < 2u) { return false; }
+        if (ip == len) {
+            ns = ns + 1u;
+            break;
+        }
+        if (len - ip < 2u) { return vec3<u32>(0u, 0u, 0u); }
         let off = inByte(ip) | (inByte(ip + 1u) << 8u);
         ip = ip + 2u;
-        if (off == 0u || off > op) { return false; }
+        if (off == 0u || off > op) { return vec3<u32>(0u, 0u, 0u); }
         var ml = token & 15u;
         if (ml == 15u) {
             loop {
-                if (ip >= len) { return false; }
+                if (ip >= len) { return vec3<u32>(0u, 0u, 0u); }
                 let b = inByte(ip);
                 ip = ip + 1u;
                 ml = ml + b;
@@ -79,13 +97,21 @@ fn decode(len: u32) -> bool {
             }
         }
         ml = ml + 4u;
-        if (ml > PS - op) { return false; }
-        for (var k = 0u; k < ml; k = k + 1u) {
-            setByte(op + k, outByte(op - off + k));
+        if (ml > PS - op) { return vec3<u32>(0u, 0u, 0u); }
+        // A match reading bytes an earlier match of this wave writes
+        // starts a new wave (literals are all final before any match).
+        if (nw == 0u || op - off + min(off, ml) > waveOut) {
+            waves[nw] = ns;
+            nw = nw + 1u;
+            waveOut = op;
         }
+        mAt[ns] = off | (ml << 16u);
         op = op + ml;
+        ns = ns + 1u;
     }
-    return op == PS;
+    if (op != PS) { return vec3<u32>(0u, 0u, 0u); }
+    waves[nw] = ns;
+    return vec3<u32>(1u, ns, nw);
 }
 
 @compute @workgroup_size(WG)
@@ -98,12 +124,48 @@ fn decompress(@builtin(workgroup_id) wid: vec3<u32>,
     }
     if (t == 0u) {
         srcBase = desc[2u * i];
-        var ok = 0u;
-        if (decode(desc[2u * i + 1u])) { ok = 1u; }
-        status[i] = ok;
+        res = parse(desc[2u * i + 1u]);
+        status[i] = res.x;
+    }
+    let r = workgroupUniformLoad(&res);
+    if (r.x == 0u) {
+        return;
+    }
+    // All literals: every invocation walks the sequences, sharing each.
+    for (var s = 0u; s < r.y; s = s + 1u) {
+        let at = litAt[s];
+        let o = at & 0xffffu;
+        let n = at >> 16u;
+        let sb = litSrc[s];
+        for (var j = t; j < n; j = j + WG) {
+            let b = sb + j;
+            putOut(o + j, (src[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu);
+        }
     }
     workgroupBarrier();
+    // Matches, one wave at a time.
+    for (var w = 0u; w < r.z; w = w + 1u) {
+        for (var s = waves[w]; s < waves[w + 1u]; s = s + 1u) {
+            let m = mAt[s];
+            if (m == 0u) { continue; }
+            let off = m & 0xffffu;
+            let n = m >> 16u;
+            let at = litAt[s];
+            let o = (at & 0xffffu) + (at >> 16u);
+            let sb = o - off;
+            if (off >= n) {
+                for (var j = t; j < n; j = j + WG) {
+                    putOut(o + j, outByte(sb + j));
+                }
+            } else {
+                for (var j = t; j < n; j = j + WG) {
+                    putOut(o + j, outByte(sb + j % off));
+                }
+            }
+        }
+        workgroupBarrier();
+    }
     for (var w = t; w < PAGE_WORDS; w = w + WG) {
-        dst[i * PAGE_WORDS + w] = page[w];
+        dst[i * PAGE_WORDS + w] = atomicLoad(&page[w]);
     }
 }

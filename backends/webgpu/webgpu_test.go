@@ -242,6 +242,51 @@ func BenchmarkCompress64MiB(bm *testing.B) {
 	}
 }
 
+// BenchmarkCompressParallel64MiB has four callers compress 64 MiB batches
+// at once (as the daemon's clients do), with this backend and the cpu
+// backend in the same run: rounds of different callers overlap on the
+// device's two slots.
+func BenchmarkCompressParallel64MiB(bm *testing.B) {
+	pages := benchPages(bm)
+	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
+	c, err := cpu.New(backends.Options{})
+	if err != nil {
+		bm.Fatal(err)
+	}
+	defer c.Close()
+	const callers = 4
+	for _, be := range []struct {
+		name string
+		b    func() backends.Backend
+	}{{"webgpu", func() backends.Backend { return open(bm) }}, {"cpu", func() backends.Backend { return c }}} {
+		bm.Run(be.name, func(bm *testing.B) {
+			b := be.b()
+			bm.SetBytes(int64(callers * len(pages)))
+			cpu0 := cpuSeconds()
+			for bm.Loop() {
+				var wg sync.WaitGroup
+				errs := make([]error, callers)
+				for g := range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						errs[g] = b.Compress(context.Background(), in, &backends.Compressed{})
+					}()
+				}
+				wg.Wait()
+				for _, err := range errs {
+					if err != nil {
+						bm.Fatal(err)
+					}
+				}
+			}
+			bm.StopTimer()
+			gb := float64(callers*len(pages)) * float64(bm.N) / 1e9
+			bm.ReportMetric((cpuSeconds()-cpu0)/gb, "core-s/GB")
+		})
+	}
+}
+
 // BenchmarkKernel64MiB times the classify + LZ4 + compaction kernels alone
 // on 64 MiB already on the device (no transfers).
 func BenchmarkKernel64MiB(bm *testing.B) {
@@ -272,8 +317,9 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 }
 
 // FuzzDecompress feeds arbitrary bytes as LZ4 blocks to the decompress
-// kernel: it must never accept a block that pierrec/lz4 does not decode to
-// the same page, and must accept every block that decodes to one.
+// kernel: it must never accept a block that pierrec/lz4 (or, where that
+// refuses it, C liblz4) does not decode to the same page, and must accept
+// every block that pierrec/lz4 decodes to one.
 func FuzzDecompress(f *testing.F) {
 	page := corpus.Pages(corpus.Text, 1, PageSize, 3)
 	blk := make([]byte, lz4.CompressBlockBound(PageSize))
@@ -296,7 +342,12 @@ func FuzzDecompress(f *testing.F) {
 		case d.Failed[0] && refOK:
 			t.Fatalf("kernel rejects a block pierrec/lz4 decodes")
 		case !d.Failed[0] && !refOK:
-			t.Fatalf("kernel accepts a block pierrec/lz4 rejects (%v, %d bytes)", err, m)
+			// pierrec/lz4 refuses some blocks C liblz4 decodes (seen: a
+			// 1956-byte one in testdata/fuzz); C liblz4 decides, and fails
+			// the test itself when it refuses the block too.
+			if c := backendtest.ExternalLZ4(t, [][]byte{data}, PageSize); !bytes.Equal(c, d.Dst) {
+				t.Fatalf("kernel and C liblz4 decode differently (pierrec/lz4: %v, %d bytes)", err, m)
+			}
 		case !d.Failed[0] && !bytes.Equal(d.Dst, want):
 			t.Fatalf("kernel and pierrec/lz4 decode differently")
 		}

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Runs the webgpu suite and benchmarks on a GPU machine (NVIDIA, Vulkan
-# loader carried as debs); logs go to $OUT.
+# Runs the webgpu suite (subgroup kernel and the forced fallback) and the
+# benchmarks on a GPU machine (NVIDIA, Vulkan loader carried as debs);
+# logs go to $OUT.
 cd "$(dirname "$0")/../.." || exit 1
 C=.carry/webgpu  # filled by `make webgpu-carry`
 OUT=${OUT:-/tmp/s4d-webgpu}; mkdir -p "$OUT"
@@ -16,11 +17,14 @@ export PYTHONPATH=/tmp/site
 /usr/bin/python3 -c 'import lz4.block; print("lz4", lz4.library_version_string())'
 nvidia-smi -L; nproc; command -v zstd || echo "no zstd CLI"
 export S4D_WEBGPU_LIB=$PWD/$C/libwebgpu_wrapper.so S4D_REQUIRE_WEBGPU=1
-(PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -3
+[ -s /tmp/pages.bin ] || (PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -3
 T=$PWD/$C/webgpu.test
-(cd backends/webgpu && $T -test.v -test.count=1 -test.run 'TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|FuzzCompress|FuzzDecompress') > $OUT/test.log 2>&1
-grep -E '^(--- |ok|FAIL|PASS)|webgpu_test' $OUT/test.log | grep -v '^    --- PASS' | head -40
+TESTS='TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestDeviceLost|FuzzCompress|FuzzDecompress'
+(cd backends/webgpu && $T -test.v -test.count=1 -test.run "$TESTS") > $OUT/test.log 2>&1
+(cd backends/webgpu && S4D_WEBGPU_NO_SUBGROUPS=1 $T -test.v -test.count=1 -test.run "$TESTS") > $OUT/test-nosg.log 2>&1
+for l in test test-nosg; do echo "== $l"; grep -E '^(--- |ok|FAIL|PASS)|webgpu_test' $OUT/$l.log | grep -v '^    --- PASS' | head -20; done
+B=${S4D_BENCH:-.}
 if [ -s /tmp/pages.bin ]; then
-  (cd backends/webgpu && S4D_BENCH_PAGES=/tmp/pages.bin $T -test.run XXX -test.bench . -test.benchtime 20x) 2>&1 | tee $OUT/bench-live.log | grep -E 'Benchmark|ok|FAIL'
+  (cd backends/webgpu && S4D_BENCH_PAGES=/tmp/pages.bin $T -test.run XXX -test.bench "$B" -test.benchtime ${BT:-20x}) 2>&1 | tee $OUT/bench-live.log | grep -E 'Benchmark|ok|FAIL'
 fi
-(cd backends/webgpu && $T -test.run XXX -test.bench . -test.benchtime 20x) 2>&1 | tee $OUT/bench-mixed.log | grep -E 'Benchmark|ok|FAIL'
+(cd backends/webgpu && $T -test.run XXX -test.bench "$B" -test.benchtime ${BT:-20x}) 2>&1 | tee $OUT/bench-mixed.log | grep -E 'Benchmark|ok|FAIL'
