@@ -18,11 +18,11 @@ import (
 
 // dslot holds the decompression buffers (one decompression at a time).
 type dslot struct {
-	cap, srcCap                         int
-	src, desc, out, status, params, rd  C.WGPUBuffer
-	bg                                  C.WGPUBindGroup
-	wait, errWait                       *C.s4d_wait
-	host                                []byte // blocks and descriptors, packed
+	cap, srcCap                        int
+	src, desc, out, status, params, rd C.WGPUBuffer
+	bg                                 C.WGPUBindGroup
+	wait, errWait                      *C.s4d_wait
+	host                               []byte // blocks and descriptors, packed
 }
 
 func (s *dslot) free(p *C.s4d_procs) {
