@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"encoding/binary"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/s4d-project/s4d/backends"
@@ -10,12 +12,15 @@ import (
 	"github.com/s4d-project/s4d/pagecache"
 )
 
-// pieceBytes is how much of a large GET reply is decoded and sent at a
-// time. A reply over it is streamed: the daemon holds a snapshot of the
-// compressed pages (usually a fraction of the reply; nothing for zero
-// pages) and one piece, never the whole reply, so a client that does not
-// read costs little until its write deadline closes it.
-const pieceBytes = 1 << 20
+// A GET reply over streamAbove is streamed: the daemon holds a snapshot of
+// the compressed pages (usually a fraction of the reply; nothing for zero
+// pages) and two pieces of pieceBytes (one decoding while the other is
+// written), never the whole reply, so a client that does not read costs
+// little until its write deadline closes it.
+const (
+	streamAbove = 1 << 20
+	pieceBytes  = 512 << 10
+)
 
 // snapshot is a streamed GET's copy of the stored pages it returns.
 type snapshot struct {
@@ -25,7 +30,7 @@ type snapshot struct {
 	res   []pagecache.Result
 }
 
-// streamGet answers a GET whose reply is over pieceBytes; false means the
+// streamGet answers a GET whose reply is over streamAbove; false means the
 // connection must close (the reply was cut short).
 func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 	n, ps := len(req.Keys), c.d.cfg.PageSize
@@ -92,35 +97,59 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 	// more (its status is sent), so the connection is closed rather than
 	// let the client take anything for it.
 	per := max(1, pieceBytes/ps)
-	if err := c.reserve(int64(per*ps), deadline); err != nil {
+	if err := c.reserve(int64(2*per*ps), deadline); err != nil {
 		c.d.log.Warn("GET reply cut short", "uid", c.uid, "err", err)
 		return false
 	}
-	piece := c.d.bufs.get(per * ps)
-	defer c.d.bufs.put(piece)
-	dd := &c.dec
-	defer func() { dd.Src, dd.Dst = nil, nil }()
-	for j := 0; j < found; j += per {
-		k := min(per, found-j)
-		dd.PageSize, dd.Src, dd.Dst = ps, sn.pages[j:j+k], piece[:k*ps]
-		err := c.d.disp.Decompress(context.Background(), dd)
-		if err == nil {
-			for _, f := range dd.Failed[:k] {
-				if f {
-					err = errUndecodable
+	return c.sendPieces(sn.pages, per)
+}
+
+// sendPieces decodes pages per at a time and sends them, one piece
+// decoding while the last is written: two buffers go round between this
+// goroutine and a writer.
+func (c *conn) sendPieces(pages []backends.Stored, per int) bool {
+	ps := c.d.cfg.PageSize
+	free, full := make(chan []byte, 2), make(chan []byte, 2)
+	for range 2 {
+		free <- c.d.bufs.get(per * ps)
+	}
+	var sendErr atomic.Pointer[error]
+	go func() {
+		for b := range full {
+			if sendErr.Load() == nil {
+				if err := c.send(b); err != nil {
+					sendErr.Store(&err)
 				}
 			}
+			free <- b
+		}
+		close(free)
+	}()
+	ok := true
+	dd := &c.dec
+	for j := 0; j < len(pages) && ok && sendErr.Load() == nil; j += per {
+		k := min(per, len(pages)-j)
+		b := <-free
+		dd.PageSize, dd.Src, dd.Dst = ps, pages[j:j+k], b[:k*ps]
+		err := c.d.disp.Decompress(context.Background(), dd)
+		if err == nil && slices.Contains(dd.Failed[:k], true) {
+			err = errUndecodable
 		}
 		if err != nil {
-			c.d.failedRd.Add(uint64(found - j))
+			c.d.failedRd.Add(uint64(len(pages) - j))
 			c.d.log.Error("GET reply cut short: a page that passed its checksum did not decode", "uid", c.uid, "err", err)
-			return false
+			free <- b
+			ok = false
+			break
 		}
-		if c.send(piece[:k*ps]) != nil {
-			return false
-		}
+		full <- b[:k*ps]
 	}
-	return true
+	dd.Src, dd.Dst = nil, nil
+	close(full)
+	for b := range free {
+		c.d.bufs.put(b[:0])
+	}
+	return ok && sendErr.Load() == nil
 }
 
 // snapshotViewed copies the found pages of a chunk out of the store while

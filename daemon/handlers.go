@@ -251,13 +251,13 @@ func (c *conn) keys(op ipc.Op, body []byte) (*ipc.KeysRequest, ipc.Code, string)
 }
 
 // get answers a GET; false means the connection must close. A reply over
-// pieceBytes is streamed (getstream.go); a smaller one is decoded whole.
+// streamAbove is streamed (getstream.go); a smaller one is decoded whole.
 func (c *conn) get(h ipc.Header, body []byte) bool {
 	req, code, msg := c.keys(ipc.OpGet, body)
 	if code != ipc.OK {
 		return c.finish(h, nil, code, msg)
 	}
-	if len(req.Keys)*c.d.cfg.PageSize > pieceBytes {
+	if len(req.Keys)*c.d.cfg.PageSize > streamAbove {
 		return c.streamGet(h, req)
 	}
 	resp, code, msg := c.getWhole(req)
