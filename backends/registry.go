@@ -227,3 +227,12 @@ func (s *Set) Close() {
 		delete(s.backends, n)
 	}
 }
+
+// LastResort reports whether name is the least preferred backend of the
+// set: the one every chain ends with (the CPU), never taken out of
+// service, since its errors belong to the request and not to a device.
+func (s *Set) LastResort(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.order) > 0 && s.order[len(s.order)-1] == name
+}

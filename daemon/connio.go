@@ -255,7 +255,7 @@ func (s *spinner) begin(d *Daemon) bool {
 		s.idle++
 		return false
 	}
-	if d.disp.inFlight.Load() > 0 {
+	if d.disp.Busy() {
 		return false
 	}
 	if spinning.Add(1) > int32(max(1, runtime.GOMAXPROCS(0)/2)) {

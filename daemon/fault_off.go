@@ -4,5 +4,3 @@ package daemon
 
 // Fault injection is compiled in only for tests (build tag s4dfault).
 func faultSelfCheck() error { return nil }
-
-func faultBackend(string) error { return nil }

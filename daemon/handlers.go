@@ -13,6 +13,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/routing"
 )
 
 // handle runs one request and returns the response (from startResponse),
@@ -203,7 +204,7 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, ipc.Code
 	if c.putFn == nil {
 		c.putFn = c.storePart
 	}
-	_, err := c.d.disp.CompressTo(context.Background(), batch, out, c.putFn)
+	_, err := c.d.disp.Compress(context.Background(), batch, out, c.putFn)
 	if c.putting.err != nil {
 		code, msg := storeErr(c.putting.err, pool)
 		return nil, code, msg
@@ -318,7 +319,7 @@ func (c *conn) getFD(body []byte, fd int) ([]byte, ipc.Code, string) {
 
 // fetchChunk bounds the keys decoded under one hold of the store's read
 // lock, so that a large GET does not keep writers waiting for long.
-const fetchChunk = 1024
+const fetchChunk = routing.DecodeChunk
 
 // fetch decodes the stored pages of keys straight from the store into dst:
 // the found ones back to back in key order, or, in place, page i at i
@@ -542,7 +543,7 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			Pages: s.Pages, ZeroPages: s.ZeroPages, SamePages: s.SamePages, HugePages: s.HugePages,
 			PagesCompacted: s.PagesCompacted, MetadataBytes: s.MetadataBytes},
 		IO: ipc.IOStats{FailedReads: d.failedRd.Load(), FailedWrites: d.failedWr.Load(),
-			InvalidIO: d.invalid.Load(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.fallbacks.Load(),
+			InvalidIO: d.invalid.Load(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.Fallbacks(),
 			ChecksumErrors: d.corrupt.Load()},
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),

@@ -97,7 +97,7 @@ type CalibratedRate struct {
 // CalibratedRates returns what calibration measured, or nothing when
 // there was no choice to make (one usable backend) or it failed.
 func (d *Daemon) CalibratedRates() []CalibratedRate {
-	cal := d.disp.cal.Load()
+	cal := d.disp.Calibration()
 	if cal == nil {
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/routing"
 )
 
 // Version is reported in HELLO and STATS.
@@ -30,7 +31,7 @@ type Daemon struct {
 	log   *slog.Logger
 	store *pagecache.Store
 	set   *backends.Set
-	disp  *Dispatcher
+	disp  *routing.Router
 	codec backends.Codec
 	start time.Time
 	bufs  *bufPool
@@ -91,15 +92,15 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
-	d.disp = NewDispatcher(set, cfg.Backend, codec, cfg.PageSize, cfg.Log)
+	d.disp = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
 	if usable := set.Usable(); len(usable) > 1 {
 		// Only a choice needs measuring: with one backend there is none.
-		cal, err := Calibrate(context.Background(), usable, cfg.PageSize, codec, CalibrationSizes)
+		cal, err := routing.Calibrate(context.Background(), usable, cfg.PageSize, codec, routing.CalibrationSizes)
 		if err != nil {
 			cfg.Log.Warn("calibration failed; using backends in preference order", "err", err)
 		} else {
 			d.disp.SetCalibration(cal, cfg.CoalesceWait)
-			cfg.Log.Info("calibrated", "rates", cal.String(), "merge_below_pages", cal.coalesceBelow())
+			cfg.Log.Info("calibrated", "rates", cal.String(), "merge_below_pages", cal.CoalesceBelow())
 		}
 	}
 	return d, nil
@@ -126,8 +127,8 @@ func statusOf(set *backends.Set, name string) backends.Status {
 // Store exposes the page store (for tests and the bench).
 func (d *Daemon) Store() *pagecache.Store { return d.store }
 
-// Dispatcher exposes the dispatcher.
-func (d *Daemon) Dispatcher() *Dispatcher { return d.disp }
+// Router exposes the router.
+func (d *Daemon) Router() *routing.Router { return d.disp }
 
 // Listen opens the configured socket: the parent directory is created, a
 // stale socket file is replaced, and a live daemon there is an error.
@@ -349,7 +350,7 @@ type conn struct {
 	snap    snapshot
 	snapFn  func([]backends.Stored) error
 	putting putting
-	putFn   Deliver
+	putFn   routing.Deliver
 	dec     backends.Decompression
 	sorted  []uint64
 }

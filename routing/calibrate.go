@@ -1,4 +1,4 @@
-package daemon
+package routing
 
 import (
 	"context"
@@ -11,10 +11,13 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 )
 
+// DecodeChunk is how many pages a large GET decodes at a time.
+const DecodeChunk = 1024
+
 // CalibrationSizes are the batch sizes, in pages, timed at start-up; the
 // largest (64 MiB of 4 KiB pages) is where GPUs reach their stride, and a
-// large GET is decoded fetchChunk pages at a time.
-var CalibrationSizes = []int{1, 16, 256, fetchChunk, 4096, 16384}
+// large GET is decoded DecodeChunk pages at a time.
+var CalibrationSizes = []int{1, 16, 256, DecodeChunk, 4096, 16384}
 
 // Calibration ranks the usable backends for each batch size: small batches
 // often belong to the CPU, where a GPU would pay a PCIe round trip, and
@@ -43,8 +46,9 @@ var CalibrationBudget = 1500 * time.Millisecond
 // within CalibrationBudget per backend. Compression and decompression are
 // ranked separately.
 func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, codec backends.Codec, sizes []int) (*Calibration, error) {
-	maxN := sizes[len(sizes)-1]
-	pages := corpus.Pages(corpus.Pointers, maxN, pageSize, 42)
+	// The pages are made as the sizes need them: making 64 MiB that a slow
+	// engine never gets to would cost more than its budget.
+	var pages []byte
 	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}, Measured: map[string]int{}}
 	var out backends.Compressed
 	for _, be := range usable {
@@ -59,6 +63,9 @@ func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, cod
 			if i > 0 && time.Now().Add(time.Duration(4*(bytes/rates[i-1]+bytes/drates[i-1]))).After(deadline) {
 				rates[i], drates[i] = rates[i-1], drates[i-1]
 				continue
+			}
+			if have := len(pages) / pageSize; have < n {
+				pages = append(pages, corpus.Pages(corpus.Pointers, n-have, pageSize, uint64(42+have))...)
 			}
 			b.Pages = pages[:n*pageSize]
 			t, err := fastest(func() error { return be.Compress(ctx, b, &out) }, deadline)
@@ -132,7 +139,7 @@ func (c *Calibration) bucket(n int) int {
 // coalesceBelow is the batch size under which requests should be merged:
 // the smallest size at which the large-batch winner already wins. It is 0
 // when one backend wins everywhere, and merging would only add latency.
-func (c *Calibration) coalesceBelow() int {
+func (c *Calibration) CoalesceBelow() int {
 	last := len(c.Sizes) - 1
 	winner := c.Order[last][0]
 	if c.Order[0][0] == winner {

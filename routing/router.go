@@ -1,10 +1,17 @@
-package daemon
+// Package routing sends each batch of pages to the engine that is fastest
+// for its size: the start-up calibration ranks the usable backends per
+// batch size and direction, small concurrent batches are merged for an
+// engine that wins on large ones, and a batch an engine fails is redone on
+// the next, so no batch is lost to a GPU fault. It knows engines only
+// through backends.Set: no engine is named here.
+package routing
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,12 +20,8 @@ import (
 	"github.com/s4d-project/s4d/ipc"
 )
 
-// Dispatcher sends each batch to the backend that is fastest for its size
-// (or the one asked for), merges small concurrent batches when a backend
-// that wins on large ones is present, and when a backend fails, takes it
-// out of service and redoes the batch on the next one, ending with the
-// CPU, so no batch is lost to a GPU fault.
-type Dispatcher struct {
+// Router routes batches: Compress and Decompress are its two entries.
+type Router struct {
 	set       *backends.Set
 	log       *slog.Logger
 	codec     backends.Codec
@@ -30,7 +33,7 @@ type Dispatcher struct {
 	queue     chan *waiter
 	small     meter // pages per second arriving in batches that could merge
 	fallbacks atomic.Uint64
-	inFlight  atomic.Int64
+	inFlight  atomic.Int64 // batches being compressed or decompressed now
 	progress  atomic.Int64 // unix nanoseconds of the last finished or first started batch
 
 	mu     sync.Mutex
@@ -48,18 +51,26 @@ type counters struct {
 	batches, pages, in, out, errors atomic.Uint64
 }
 
-// NewDispatcher prefers the named backend ("auto": the best one usable).
-func NewDispatcher(set *backends.Set, prefer string, codec backends.Codec, pageSize int, log *slog.Logger) *Dispatcher {
-	return &Dispatcher{set: set, log: log, codec: codec, pageSize: pageSize, threshold: pageSize * 3 / 4,
-		prefer: prefer, ctr: map[ctrKey]*counters{}}
+// Options configure a Router.
+type Options struct {
+	Prefer   string // "auto" (the best usable backend) or a backend's name
+	Codec    backends.Codec
+	PageSize int
+	Log      *slog.Logger
+}
+
+// New routes batches over the backends of set.
+func New(set *backends.Set, o Options) *Router {
+	return &Router{set: set, log: o.Log, codec: o.Codec, pageSize: o.PageSize, threshold: o.PageSize * 3 / 4,
+		prefer: o.Prefer, ctr: map[ctrKey]*counters{}}
 }
 
 // SetCalibration makes batch routing follow c and, if a large-batch
 // backend beats the small-batch one, merges concurrent small batches,
 // waiting at most wait for company (0: never merge).
-func (d *Dispatcher) SetCalibration(c *Calibration, wait time.Duration) {
+func (d *Router) SetCalibration(c *Calibration, wait time.Duration) {
 	d.cal.Store(c)
-	below := c.coalesceBelow()
+	below := c.CoalesceBelow()
 	if wait <= 0 {
 		below = 0
 	}
@@ -74,23 +85,23 @@ func (d *Dispatcher) SetCalibration(c *Calibration, wait time.Duration) {
 }
 
 // SetPreference changes the preferred backend for later batches.
-func (d *Dispatcher) SetPreference(name string) {
+func (d *Router) SetPreference(name string) {
 	d.mu.Lock()
 	d.prefer = name
 	d.mu.Unlock()
 }
 
 // Preference is the backend asked for ("auto" or a name).
-func (d *Dispatcher) Preference() string {
+func (d *Router) Preference() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.prefer
 }
 
 // chain lists the backends to try for compressing a batch of n pages, best first.
-func (d *Dispatcher) chain(n int) []backends.Backend { return d.chainFor(n, false) }
+func (d *Router) chain(n int) []backends.Backend { return d.chainFor(n, false) }
 
-func (d *Dispatcher) chainFor(n int, decompress bool) []backends.Backend {
+func (d *Router) chainFor(n int, decompress bool) []backends.Backend {
 	usable := d.set.Usable()
 	if len(usable) <= 1 {
 		return usable // nothing to order
@@ -131,7 +142,7 @@ func rank(usable []backends.Backend, names []string) []backends.Backend {
 		}
 	}
 	for _, b := range usable {
-		if !contains(names, b.Name()) {
+		if !slices.Contains(names, b.Name()) {
 			out = append(out, b)
 		}
 	}
@@ -139,14 +150,14 @@ func rank(usable []backends.Backend, names []string) []backends.Backend {
 }
 
 // InUse is the backend the next large batch goes to.
-func (d *Dispatcher) InUse() string {
+func (d *Router) InUse() string {
 	if c := d.chain(1 << 30); len(c) > 0 {
 		return c[0].Name()
 	}
 	return ""
 }
 
-func (d *Dispatcher) counters(backend string, codec backends.Codec, dir string) *counters {
+func (d *Router) counters(backend string, codec backends.Codec, dir string) *counters {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := ctrKey{backend, codec, dir}
@@ -161,19 +172,28 @@ func (d *Dispatcher) counters(backend string, codec backends.Codec, dir string) 
 var errNoBackend = errors.New("no usable backend")
 
 // begin and end bracket a batch so Progress can tell a wedged backend.
-func (d *Dispatcher) begin() {
+func (d *Router) begin() {
 	if d.inFlight.Add(1) == 1 {
 		d.progress.Store(time.Now().UnixNano())
 	}
 }
 
-func (d *Dispatcher) end() {
+func (d *Router) end() {
 	d.progress.Store(time.Now().UnixNano())
 	d.inFlight.Add(-1)
 }
 
+// Busy tells whether batches are being compressed or decompressed now.
+func (d *Router) Busy() bool { return d.inFlight.Load() > 0 }
+
+// Fallbacks counts batches moved to the next backend after a failure.
+func (d *Router) Fallbacks() uint64 { return d.fallbacks.Load() }
+
+// Calibration is what SetCalibration was given, or nil.
+func (d *Router) Calibration() *Calibration { return d.cal.Load() }
+
 // Progress fails when batches are in flight and none has finished for longer than limit.
-func (d *Dispatcher) Progress(limit time.Duration) error {
+func (d *Router) Progress(limit time.Duration) error {
 	if d.inFlight.Load() == 0 {
 		return nil
 	}
@@ -183,33 +203,20 @@ func (d *Dispatcher) Progress(limit time.Duration) error {
 	return nil
 }
 
-// Compress compresses a batch and says which backend did it.
-func (d *Dispatcher) Compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
-	// Merge only when small batches arrive fast enough to fill a batch for
-	// the large-batch backend within the wait; a lone client goes direct.
-	if n, below := len(pages)/pageSize, int(d.below.Load()); n < below && d.Preference() == "auto" &&
-		d.small.add(n)*d.wait.Seconds() >= float64(below) {
-		return d.merge(ctx, pages, out)
-	}
-	return d.compress(ctx, pageSize, pages, out)
-}
-
-// CompressBatch is Compress for a Batch the caller holds and reuses
-// (PageSize and Pages set; the rest is filled in).
-func (d *Dispatcher) CompressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed) (string, error) {
-	return d.CompressTo(ctx, b, out, nil)
-}
-
 // Deliver takes the results of pages [lo, lo+len(part.Class)) of a batch
 // from the backend named, valid only during the call.
 type Deliver func(backend string, lo int, part *backends.Compressed) error
 
-// CompressTo is CompressBatch handing the results to deliver: part by part
-// from a backend's own buffers where it finishes batches in parts (a GPU),
-// else whole from out. If the batch moves to another backend after a
-// failure, that one delivers every page again. An error from deliver ends
-// the batch and is returned as it is: the backend did not fail.
-func (d *Dispatcher) CompressTo(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
+// Compress compresses b (PageSize and Pages set; the rest is filled in)
+// and hands the results to deliver: part by part from a backend's own
+// buffers where it finishes batches in parts (a GPU), else whole from out.
+// With deliver nil the results are left whole in out.
+// If the batch moves to another backend after a failure, that one delivers
+// every page again. An error from deliver ends the batch and is returned
+// as it is: the backend did not fail. It returns the backend that did it.
+func (d *Router) Compress(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
+	// Merge only when small batches arrive fast enough to fill a batch for
+	// the large-batch backend within the wait; a lone client goes direct.
 	if n, below := b.Len(), int(d.below.Load()); n < below && d.Preference() == "auto" &&
 		d.small.add(n)*d.wait.Seconds() >= float64(below) {
 		name, err := d.merge(ctx, b.Pages, out)
@@ -221,14 +228,8 @@ func (d *Dispatcher) CompressTo(ctx context.Context, b *backends.Batch, out *bac
 	return d.compressBatch(ctx, b, out, deliver)
 }
 
-func (d *Dispatcher) compress(ctx context.Context, pageSize int, pages []byte, out *backends.Compressed) (string, error) {
-	b := &backends.Batch{PageSize: pageSize, Pages: pages}
-	return d.compressBatch(ctx, b, out, nil)
-}
-
-// compressBatch is compress for a Batch the caller holds (PageSize and
-// Pages set): a connection passes its own, so a request allocates none.
-func (d *Dispatcher) compressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
+// compressBatch runs a batch down the chain of backends.
+func (d *Router) compressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
 	d.begin()
 	defer d.end()
 	b.Codec, b.Threshold, b.Sums = d.codec, d.threshold, true
@@ -260,7 +261,7 @@ func (d *Dispatcher) compressBatch(ctx context.Context, b *backends.Batch, out *
 
 // run compresses b on be and delivers the results; it returns the bytes
 // stored, deliver's error, and the backend's.
-func (d *Dispatcher) run(ctx context.Context, be backends.Backend, b *backends.Batch, out *backends.Compressed, deliver Deliver) (stored uint64, derr, err error) {
+func (d *Router) run(ctx context.Context, be backends.Backend, b *backends.Batch, out *backends.Compressed, deliver Deliver) (stored uint64, derr, err error) {
 	size := func(c *backends.Compressed) {
 		for _, s := range c.Size {
 			stored += uint64(s)
@@ -294,7 +295,7 @@ func (d *Dispatcher) run(ctx context.Context, be backends.Backend, b *backends.B
 }
 
 // Decompress expands a batch of stored pages.
-func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression) error {
+func (d *Router) Decompress(ctx context.Context, dd *backends.Decompression) error {
 	d.begin()
 	defer d.end()
 	for i, be := range d.chainFor(len(dd.Src), true) {
@@ -324,17 +325,17 @@ func (d *Dispatcher) Decompress(ctx context.Context, dd *backends.Decompression)
 	return errNoBackend
 }
 
-// fail takes a faulty backend out of service. The CPU backend is never
-// taken out: it is the last resort, and its errors are per request.
-func (d *Dispatcher) fail(be backends.Backend, err error) {
+// fail takes a faulty backend out of service. The last resort (the CPU)
+// is never taken out: its errors are per request.
+func (d *Router) fail(be backends.Backend, err error) {
 	d.log.Error("backend failed; batch goes to the next one", "backend", be.Name(), "err", err)
-	if be.Name() != "cpu" {
+	if !d.set.LastResort(be.Name()) {
 		d.set.MarkFailed(be.Name(), fmt.Errorf("runtime fault: %w", err))
 	}
 }
 
 // Stats reports every backend with its counters.
-func (d *Dispatcher) Stats() []ipc.BackendStats {
+func (d *Router) Stats() []ipc.BackendStats {
 	inUse := d.InUse()
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -1,4 +1,4 @@
-package daemon
+package routing
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package daemon
+package routing
 
 import (
 	"context"
@@ -43,13 +43,13 @@ type merged struct {
 
 // merge hands a small batch to the coalescer and waits for its share of
 // the merged result.
-func (d *Dispatcher) merge(ctx context.Context, pages []byte, out *backends.Compressed) (string, error) {
+func (d *Router) merge(ctx context.Context, pages []byte, out *backends.Compressed) (string, error) {
 	w := &waiter{pages: pages, out: out, done: make(chan merged, 1)}
 	select {
 	case d.queue <- w:
 	default:
 		// The coalescer is saturated: go alone rather than queue up.
-		return d.compress(ctx, d.pageSize, pages, out)
+		return d.compressBatch(ctx, &backends.Batch{PageSize: d.pageSize, Pages: pages}, out, nil)
 	}
 	r := <-w.done
 	return r.backend, r.err
@@ -57,7 +57,7 @@ func (d *Dispatcher) merge(ctx context.Context, pages []byte, out *backends.Comp
 
 // coalesce gathers waiting batches until maxPages are together or the
 // first has waited d.wait, then compresses them as one batch.
-func (d *Dispatcher) coalesce(maxPages int) {
+func (d *Router) coalesce(maxPages int) {
 	for first := range d.queue {
 		group := []*waiter{first}
 		n := len(first.pages) / d.pageSize
@@ -80,13 +80,13 @@ func (d *Dispatcher) coalesce(maxPages int) {
 // runGroup compresses a group and gives each waiter its pages' results,
 // its compressed bytes copied into its own Data so that nothing is shared
 // once the waiters go their ways.
-func (d *Dispatcher) runGroup(group []*waiter, n int) {
+func (d *Router) runGroup(group []*waiter, n int) {
 	pages := make([]byte, 0, n*d.pageSize)
 	for _, w := range group {
 		pages = append(pages, w.pages...)
 	}
 	var all backends.Compressed
-	name, err := d.compress(context.Background(), d.pageSize, pages, &all)
+	name, err := d.compressBatch(context.Background(), &backends.Batch{PageSize: d.pageSize, Pages: pages}, &all, nil)
 	at := 0
 	for _, w := range group {
 		k := len(w.pages) / d.pageSize

@@ -1,4 +1,4 @@
-package daemon
+package routing
 
 import (
 	"bytes"
@@ -38,13 +38,13 @@ func init() {
 func TestFallbackToCPU(t *testing.T) {
 	set := backends.Open(backends.Options{PageSize: 4096}, "faulty", "absent", "cpu")
 	defer set.Close()
-	d := NewDispatcher(set, "auto", backends.CodecLZ4, 4096, slog.New(slog.DiscardHandler))
+	d := New(set, Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	if d.InUse() != "faulty" {
 		t.Fatalf("in use: %s", d.InUse())
 	}
 	pages := corpus.Pages(corpus.Mixed, 100, 4096, 1)
 	var out backends.Compressed
-	name, err := d.Compress(context.Background(), 4096, pages, &out)
+	name, err := d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages}, &out, nil)
 	if err != nil || name != "cpu" {
 		t.Fatalf("compress went to %q: %v", name, err)
 	}
@@ -78,37 +78,6 @@ func TestFallbackToCPU(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"0": 0, "4096": 4096, "4K": 4096, "1M": 1 << 20, "2G": 2 << 30, "1GiB": 1 << 30, "3t": 3 << 40} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "M", "-1", "1X", "99999999999T"} {
-		if _, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) accepted", bad)
-		}
-	}
-}
-
-func TestValidate(t *testing.T) {
-	c := Defaults()
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for _, ps := range []int{0, 2048, 5000, 131072} {
-		c := Defaults()
-		c.PageSize = ps
-		if c.Validate() == nil {
-			t.Errorf("page size %d accepted", ps)
-		}
-	}
-	c.Codec = "gzip"
-	if c.Validate() == nil {
-		t.Error("codec gzip accepted")
-	}
-}
-
 // bulky is fast only on large batches, as a GPU behind PCIe is: every
 // batch costs a fixed round trip. It compresses with the CPU backend.
 type bulky struct {
@@ -134,11 +103,11 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 	backends.Register("bulky", 50, func(backends.Options) (backends.Backend, error) { return bk, nil })
 	set := backends.Open(backends.Options{PageSize: 4096}, "bulky", "cpu")
 	defer set.Close()
-	d := NewDispatcher(set, "auto", backends.CodecLZ4, 4096, slog.New(slog.DiscardHandler))
+	d := New(set, Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	// A synthetic calibration: cpu wins small batches, bulky large ones.
 	cal := &Calibration{Sizes: []int{1, 16, 256}, Order: [][]string{{"cpu", "bulky"}, {"cpu", "bulky"}, {"bulky", "cpu"}}}
 	d.SetCalibration(cal, 20*time.Millisecond)
-	if got := cal.coalesceBelow(); got != 256 {
+	if got := cal.CoalesceBelow(); got != 256 {
 		t.Fatalf("coalesce below %d", got)
 	}
 	if c := d.chain(1); c[0].Name() != "cpu" {
@@ -149,7 +118,7 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 	}
 	// A lone small batch goes straight to the cpu: too little traffic to fill
 	// a bulky batch within the wait.
-	if name, _ := d.Compress(context.Background(), 4096, corpus.Pages(corpus.Text, 1, 4096, 9), &backends.Compressed{}); name != "cpu" || bk.batches.Load() != 0 {
+	if name, _ := d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Text, 1, 4096, 9)}, &backends.Compressed{}, nil); name != "cpu" || bk.batches.Load() != 0 {
 		t.Fatalf("a lone page went to %s", name)
 	}
 	// Under heavy small-batch traffic, 64 concurrent 4-page batches travel
@@ -166,7 +135,7 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var err error
-			names[g], err = d.Compress(context.Background(), 4096, pages[g*4*4096:(g+1)*4*4096], &outs[g])
+			names[g], err = d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages[g*4*4096 : (g+1)*4*4096]}, &outs[g], nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -192,7 +161,7 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 	// Forcing a backend bypasses merging.
 	d.SetPreference("cpu")
 	before := bk.batches.Load()
-	if name, _ := d.Compress(context.Background(), 4096, pages[:4096], &outs[0]); name != "cpu" || bk.batches.Load() != before {
+	if name, _ := d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages[:4096]}, &outs[0], nil); name != "cpu" || bk.batches.Load() != before {
 		t.Fatalf("forced cpu went to %s", name)
 	}
 }
@@ -204,7 +173,7 @@ func TestCalibrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := cal.Rate["cpu"]; len(r) != 2 || r[0] <= 0 || r[1] <= 0 || cal.Order[1][0] != "cpu" || cal.coalesceBelow() != 0 {
+	if r := cal.Rate["cpu"]; len(r) != 2 || r[0] <= 0 || r[1] <= 0 || cal.Order[1][0] != "cpu" || cal.CoalesceBelow() != 0 {
 		t.Fatalf("calibration %+v", cal)
 	}
 }
