@@ -69,4 +69,3 @@ func RegisterParted() {
 		backends.Register("parted", 80, func(backends.Options) (backends.Backend, error) { return TheParted, nil })
 	})
 }
-
