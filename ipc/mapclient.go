@@ -1,0 +1,286 @@
+package ipc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// RegionMemory is memory set up to become a region: a memfd mapped shared,
+// and a userfaultfd registered over the mapping for missing and
+// write-protect faults. NewRegionMemory makes one; Client.Map hands it to
+// the daemon.
+type RegionMemory struct {
+	Memfd, Uffd int
+	Mem         []byte
+}
+
+// userfaultfd ABI numbers (include/uapi/linux/userfaultfd.h; golang.org/x/sys
+// has none of them).
+const (
+	uffdIocNew        = 0xAA00              // USERFAULTFD_IOC_NEW on /dev/userfaultfd
+	uffdioAPI         = 0xc018aa3f          // _IOWR(0xAA, 0x3F, struct uffdio_api)
+	uffdioRegister    = 0xc020aa00          // _IOWR(0xAA, 0x00, struct uffdio_register)
+	uffdFeatures      = 1<<0 | 1<<5 | 1<<12 // PAGEFAULT_FLAG_WP, MISSING_SHMEM, WP_HUGETLBFS_SHMEM
+	uffdModeMissingWP = 1<<0 | 1<<1
+)
+
+// NewRegionMemory makes size bytes (a multiple of the page size) of shared
+// memory registered with a new userfaultfd. The mapping is kept out of
+// fork children (MADV_DONTFORK): a child would see the daemon's evicted
+// pages as holes, so it gets no mapping at all rather than zeros.
+func NewRegionMemory(size int) (*RegionMemory, error) {
+	if size <= 0 || size%os.Getpagesize() != 0 {
+		return nil, fmt.Errorf("region size %d: want a positive multiple of %d", size, os.Getpagesize())
+	}
+	fd, err := unix.MemfdCreate("s4d-region", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	rm := &RegionMemory{Memfd: fd, Uffd: -1}
+	fail := func(what string, err error) (*RegionMemory, error) {
+		rm.Close()
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("memfd size", err)
+	}
+	// A memfd cut short under the daemon's reads would only short them,
+	// but under the client's own mapping it would raise SIGBUS.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		return fail("memfd seals", err)
+	}
+	if rm.Mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return fail("mmap", err)
+	}
+	// Huge pages would be split by every 4 KiB eviction.
+	unix.Madvise(rm.Mem, unix.MADV_NOHUGEPAGE)
+	if err := unix.Madvise(rm.Mem, unix.MADV_DONTFORK); err != nil {
+		return fail("madvise(MADV_DONTFORK)", err)
+	}
+	if rm.Uffd, err = newUffd(); err != nil {
+		return fail("userfaultfd", err)
+	}
+	api := [3]uint64{0xAA, uffdFeatures, 0}
+	if err := uffdIoctl(rm.Uffd, uffdioAPI, unsafe.Pointer(&api)); err != nil {
+		return fail("UFFDIO_API (this kernel must offer write-protection of shared memory)", err)
+	}
+	reg := [4]uint64{uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))), uint64(size), uffdModeMissingWP, 0}
+	if err := uffdIoctl(rm.Uffd, uffdioRegister, unsafe.Pointer(&reg)); err != nil {
+		return fail("UFFDIO_REGISTER", err)
+	}
+	return rm, nil
+}
+
+// newUffd opens a userfaultfd that also serves faults taken inside the
+// kernel (a read(2) into the memory): through /dev/userfaultfd, whose
+// permissions decide who may, else the system call (root, or
+// vm.unprivileged_userfaultfd=1).
+func newUffd() (int, error) {
+	flags := uintptr(unix.O_CLOEXEC | unix.O_NONBLOCK)
+	if dev, err := unix.Open("/dev/userfaultfd", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+		fd, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(dev), uffdIocNew, flags)
+		unix.Close(dev)
+		if e == 0 {
+			return int(fd), nil
+		}
+	}
+	fd, _, e := unix.Syscall(unix.SYS_USERFAULTFD, flags, 0, 0)
+	if e != 0 {
+		return -1, fmt.Errorf("%v (open /dev/userfaultfd to this user, or set vm.unprivileged_userfaultfd=1)", e)
+	}
+	return int(fd), nil
+}
+
+func uffdIoctl(fd int, req uintptr, arg unsafe.Pointer) error {
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(arg)); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// Close unmaps the memory and closes both descriptors.
+func (rm *RegionMemory) Close() error {
+	if rm.Mem != nil {
+		unix.Munmap(rm.Mem)
+		rm.Mem = nil
+	}
+	if rm.Uffd >= 0 {
+		unix.Close(rm.Uffd)
+		rm.Uffd = -1
+	}
+	if rm.Memfd >= 0 {
+		unix.Close(rm.Memfd)
+		rm.Memfd = -1
+	}
+	return nil
+}
+
+// Mapping is memory backed by a region of the daemon: plain loads and
+// stores, whose cold pages the daemon keeps compressed.
+type Mapping struct {
+	c    *Client
+	rm   *RegionMemory
+	id   uint64
+	life *net.UnixConn // the registering connection, held as a lifeline
+
+	onLost func(addr uintptr, size int)
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// MapOptions tunes MapWith.
+type MapOptions struct {
+	// OnLost is called when the daemon holding the region goes away while
+	// it is mapped. Threads touching an evicted page wait meanwhile (they
+	// are never handed zeros). nil prints a message and exits the program
+	// with ExitRegionLost.
+	OnLost func(addr uintptr, size int)
+}
+
+// ExitRegionLost is the status a program exits with when the daemon that
+// held its evicted pages goes away (unless MapOptions.OnLost says
+// otherwise).
+const ExitRegionLost = 70
+
+// Map returns size bytes of memory (rounded up to pages) of which at most
+// budget stay resident: the daemon compresses the rest into the caller's
+// pools and brings pages back when touched. Writes are never lost, and if
+// the daemon dies the program is stopped (see MapOptions) rather than
+// handed zeros. The memory must not be used after Close.
+func (c *Client) Map(ctx context.Context, size, budget int) (*Mapping, error) {
+	return c.MapWith(ctx, size, budget, MapOptions{})
+}
+
+// MapWith is Map with options.
+func (c *Client) MapWith(ctx context.Context, size, budget int, opt MapOptions) (*Mapping, error) {
+	ps := os.Getpagesize()
+	size = (size + ps - 1) / ps * ps
+	rm, err := NewRegionMemory(size)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", c.socket())
+	if err != nil {
+		rm.Close()
+		return nil, &DialError{Socket: c.socket(), Err: unwrapOp(err)}
+	}
+	life := nc.(*net.UnixConn)
+	req := RegisterRequest{Addr: uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))), Length: uint64(size), Budget: uint64(max(budget, 0))}
+	body, err := exchange(ctx, life, OpRegister, req.Encode(), []int{rm.Memfd, rm.Uffd})
+	if err != nil {
+		life.Close()
+		rm.Close()
+		return nil, err
+	}
+	id, _, err := DecodeRegionID(body, 0)
+	if err != nil {
+		life.Close()
+		rm.Close()
+		return nil, err
+	}
+	m := &Mapping{c: c, rm: rm, id: id, life: life, onLost: opt.OnLost}
+	go m.watch()
+	return m, nil
+}
+
+// exchange sends one request on a connection of its own (descriptors on
+// its first byte) and reads the answer.
+func exchange(ctx context.Context, nc *net.UnixConn, op Op, body []byte, fds []int) ([]byte, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+		defer nc.SetDeadline(time.Time{})
+	}
+	frame := Frame(Header{Version: Version, Op: op, ID: 1}, body)
+	if _, _, err := nc.WriteMsgUnix(frame, unix.UnixRights(fds...), nil); err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
+	var lw [4 + HeaderSize]byte
+	if _, err := io.ReadFull(nc, lw[:]); err != nil {
+		return nil, fmt.Errorf("%v: %w: %v", op, ErrConnLost, err)
+	}
+	n := int(binary.LittleEndian.Uint32(lw[:]))
+	if n < HeaderSize || n > 1<<20 {
+		return nil, fmt.Errorf("%v: response frame of %d bytes", op, n)
+	}
+	h := DecodeHeader(lw[4:])
+	resp := make([]byte, n-HeaderSize)
+	if _, err := io.ReadFull(nc, resp); err != nil {
+		return nil, fmt.Errorf("%v: %w: %v", op, ErrConnLost, err)
+	}
+	if h.Status != OK {
+		msg, _ := DecodeString(resp)
+		return nil, &Error{Code: h.Status, Msg: msg}
+	}
+	return resp, nil
+}
+
+// watch waits on the lifeline: the daemon never writes to it again, so it
+// ends only when the daemon goes away or Close closes it.
+func (m *Mapping) watch() {
+	var b [64]byte
+	for {
+		if _, err := m.life.Read(b[:]); err != nil {
+			break
+		}
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return
+	}
+	addr, size := uintptr(unsafe.Pointer(&m.rm.Mem[0])), len(m.rm.Mem)
+	if f := m.onLost; f != nil {
+		f(addr, size)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "s4d: the daemon holding the evicted pages of %d bytes of this program's memory at %#x went away; the pages are lost, stopping\n", size, addr)
+	os.Exit(ExitRegionLost)
+}
+
+// Bytes is the memory.
+func (m *Mapping) Bytes() []byte { return m.rm.Mem }
+
+// ID is the region's id in the daemon.
+func (m *Mapping) ID() uint64 { return m.id }
+
+// SetBudget changes how many bytes may stay resident.
+func (m *Mapping) SetBudget(ctx context.Context, budget int) error {
+	_, err := m.c.call(ctx, OpSetBudget, EncodeSetBudget(m.id, uint64(max(budget, 0))))
+	return err
+}
+
+// Close unmaps the memory and has the daemon free everything the region
+// holds. The memory must not be touched afterwards.
+func (m *Mapping) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	// Unmapped first: no thread can fault on it while the daemon lets go.
+	unix.Munmap(m.rm.Mem)
+	_, err := m.c.call(context.Background(), OpUnregister, EncodeUnregister(m.id, 0))
+	m.life.Close()
+	m.rm.Mem = m.rm.Mem[:0]
+	unix.Close(m.rm.Uffd)
+	unix.Close(m.rm.Memfd)
+	if errors.Is(err, ErrNotFound) {
+		err = nil // already gone with the lifeline
+	}
+	return err
+}
