@@ -36,7 +36,7 @@ BUILDINFO  := github.com/s4d-project/s4d/cmd/s4d/buildinfo
 LDFLAGS    := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/s4d
+	$(GO) build $(EXTRA_BUILDFLAGS) -ldflags '$(LDFLAGS) $(EXTRA_LDFLAGS)' -o $(BIN) ./cmd/s4d
 
 # System packages: the reference decoders used by the tests.
 APT_PKGS := python3-lz4 zstd ca-certificates

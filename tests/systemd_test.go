@@ -60,7 +60,27 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func bootGuest(t *testing.T) *guest {
+// bootGuest boots a guest with s4d installed by `make install` under
+// /usr/local, as a user installs from a checkout.
+func bootGuest(t *testing.T) *guest { return bootGuestWith(t, installFromCheckout) }
+
+func installFromCheckout(t *testing.T, inject string) {
+	// Install exactly as a user would, into the overlay.
+	if out, err := exec.Command("make", "-C", "..", "install", "DESTDIR="+inject, "PREFIX=/usr/local").CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	// The test build can fail its self-check on demand.
+	if out, err := exec.Command("go", "build", "-tags", "s4dfault", "-o", filepath.Join(inject, "usr/local/bin/s4d"), "../cmd/s4d").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dropin := filepath.Join(inject, "etc/systemd/system/s4d.service.d")
+	os.MkdirAll(dropin, 0o755)
+	os.WriteFile(filepath.Join(dropin, "test.conf"), []byte("[Service]\nEnvironment=S4D_FAULT_DIR=/run/s4d-fault\nWatchdogSec=3s\n"), 0o644)
+}
+
+// bootGuestWith boots a guest after prepare has put what it needs under
+// inject, which is copied over the guest's root.
+func bootGuestWith(t *testing.T, prepare func(t *testing.T, inject string)) *guest {
 	if os.Getuid() != 0 {
 		t.Skip("booting systemd in a namespace needs root")
 	}
@@ -78,17 +98,7 @@ func bootGuest(t *testing.T) *guest {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	inject := filepath.Join(dir, "inject")
-	// Install exactly as a user would, into the overlay.
-	if out, err := exec.Command("make", "-C", "..", "install", "DESTDIR="+inject, "PREFIX=/usr/local").CombinedOutput(); err != nil {
-		t.Fatalf("make install: %v\n%s", err, out)
-	}
-	// The test build can fail its self-check on demand.
-	if out, err := exec.Command("go", "build", "-tags", "s4dfault", "-o", filepath.Join(inject, "usr/local/bin/s4d"), "../cmd/s4d").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	dropin := filepath.Join(inject, "etc/systemd/system/s4d.service.d")
-	os.MkdirAll(dropin, 0o755)
-	os.WriteFile(filepath.Join(dropin, "test.conf"), []byte("[Service]\nEnvironment=S4D_FAULT_DIR=/run/s4d-fault\nWatchdogSec=3s\n"), 0o644)
+	prepare(t, inject)
 
 	log := &syncBuffer{}
 	boot := exec.Command("systemd/boot.sh", dir)
