@@ -547,5 +547,6 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			ChecksumErrors: d.corrupt.Load()},
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),
+		Regions:  d.regionStats(uid),
 	}
 }

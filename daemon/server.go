@@ -471,6 +471,8 @@ func (c *conn) serve(req request) bool {
 		resp, code, msg = c.getFD(req.body, req.fds[0])
 	case h.Op == ipc.OpPutFD || h.Op == ipc.OpGetFD:
 		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v needs exactly one descriptor with the frame, got %d", h.Op, len(req.fds))
+	case ipc.IsRegionOp(h.Op): // daemon/region.go
+		resp, code, msg = c.region(h.Op, req.body, req.fds)
 	case len(req.fds) > 0:
 		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v takes no descriptors", h.Op)
 	default:

@@ -37,7 +37,9 @@ const (
 // NewRegionMemory makes size bytes (a multiple of the page size) of shared
 // memory registered with a new userfaultfd. The mapping is kept out of
 // fork children (MADV_DONTFORK): a child would see the daemon's evicted
-// pages as holes, so it gets no mapping at all rather than zeros.
+// pages as holes, so it gets no mapping at all rather than zeros. The
+// memory must not be touched before the daemon serves it: a fault would
+// wait for ever.
 func NewRegionMemory(size int) (*RegionMemory, error) {
 	if size <= 0 || size%os.Getpagesize() != 0 {
 		return nil, fmt.Errorf("region size %d: want a positive multiple of %d", size, os.Getpagesize())

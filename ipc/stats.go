@@ -10,7 +10,8 @@ type Stats struct {
 	Mem      MemStats       `json:"mm_stat"`
 	IO       IOStats        `json:"io_stat"`
 	Backends []BackendStats `json:"backends"`
-	Pools    []PoolStats    `json:"pools"` // only the caller's pools (all for root)
+	Pools    []PoolStats    `json:"pools"`             // only the caller's pools (all for root)
+	Regions  []RegionStats  `json:"regions,omitempty"` // the caller's regions (all for root)
 }
 
 // MemStats describes the compressed store as a whole.
