@@ -23,10 +23,10 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 # Debian's zsh reads vendor-completions for packages, site-functions under /usr/local.
 ZSHCOMPDIR  ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/share/zsh/vendor-completions,$(PREFIX)/share/zsh/site-functions)
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
-INSTALL_TARGETS += install-docs
-UNINSTALL_TARGETS += uninstall-docs
+INSTALL_TARGETS += install-docs install-metrics-socket
+UNINSTALL_TARGETS += uninstall-docs uninstall-metrics-socket
 
-.PHONY: docs install-docs uninstall-docs
+.PHONY: docs install-docs uninstall-docs install-metrics-socket uninstall-metrics-socket
 docs: build
 	rm -rf $(DOCS_DIR)
 	$(BIN) gen-docs --out $(DOCS_DIR)
@@ -40,6 +40,16 @@ install-docs: docs
 	install -d $(DESTDIR)$(DOCDIR)/examples
 	install -m 0644 contrib/grafana/s4d-dashboard.json contrib/prometheus/s4d-alerts.yml \
 		contrib/systemd/metrics.conf $(DESTDIR)$(DOCDIR)/examples/
+
+# s4d-metrics.socket: /metrics on 127.0.0.1:9367 for the sandboxed
+# service, which has no network of its own; not enabled by install.
+install-metrics-socket:
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -e 's|/usr/local/share/doc/s4d|$(DOCDIR)|' systemd/s4d-metrics.socket > $(DESTDIR)$(UNITDIR)/s4d-metrics.socket
+	chmod 0644 $(DESTDIR)$(UNITDIR)/s4d-metrics.socket
+
+uninstall-metrics-socket:
+	rm -f $(DESTDIR)$(UNITDIR)/s4d-metrics.socket
 
 uninstall-docs:
 	rm -f $(DESTDIR)$(MANDIR)/man1/s4d.1 $(DESTDIR)$(MANDIR)/man1/s4d-*.1 $(DESTDIR)$(BASHCOMPDIR)/s4d \
@@ -61,7 +71,7 @@ DEB_COMPRESS ?= xz
 deb:
 	rm -rf $(DEB_ROOT)
 	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr UNITDIR=/lib/systemd/system \
-		INSTALL_TARGETS=install-docs EXTRA_BUILDFLAGS='$(DEB_BUILDFLAGS)' EXTRA_LDFLAGS='-s -w' >/dev/null
+		INSTALL_TARGETS='install-docs install-metrics-socket' EXTRA_BUILDFLAGS='$(DEB_BUILDFLAGS)' EXTRA_LDFLAGS='-s -w' >/dev/null
 	gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1
 	install -m 0644 packaging/deb/copyright $(DEB_DOC)/copyright
 	printf 's4d (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \

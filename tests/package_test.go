@@ -89,9 +89,37 @@ func TestDebianPackage(t *testing.T) {
 	socketUp("after install")
 	step("systemctl", "show", "s4d", "-p", "FragmentPath", "-p", "User")
 	step("getent", "passwd", "s4d")
+	step("systemd-analyze", "verify", "/lib/systemd/system/s4d-metrics.socket")
 	// The first connection starts the service.
 	step("/usr/bin/s4d", "ctl", "stats", "--output", "algorithm,pages,data,mem-limit", "--bytes")
+
+	// /metrics through s4d-metrics.socket: the sandboxed service has no
+	// network, systemd passes it the port. The guest shares the host's
+	// network, so the test moves it off the default port.
+	port := freePort(t)
+	g.must("sh", "-c", fmt.Sprintf("mkdir -p /etc/systemd/system/s4d-metrics.socket.d && "+
+		"printf '[Socket]\\nListenStream=\\nListenStream=127.0.0.1:%d\\n' > /etc/systemd/system/s4d-metrics.socket.d/port.conf", port))
+	step("systemctl", "daemon-reload")
+	// systemd starts no socket whose service runs already.
+	step("systemctl", "stop", "s4d.service")
+	step("systemctl", "enable", "--now", "s4d-metrics.socket")
+	scrape := func() string {
+		t.Helper()
+		out, err := g.run("python3", "-c", fmt.Sprintf("import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:%d/metrics', timeout=10).read().decode())", port))
+		if err != nil {
+			t.Fatalf("scraping s4d-metrics.socket: %v\n%s", err, out)
+		}
+		return out
+	}
+	if out := scrape(); !strings.Contains(out, "\ns4d_stored_pages 0\n") {
+		t.Fatalf("/metrics before any page:\n%s", out)
+	}
 	step("sh", "-c", "head -c 65536 /usr/bin/s4d > /tmp/pages && /usr/bin/s4d ctl put --pool pkg --file /tmp/pages")
+	if out := scrape(); !strings.Contains(out, "\ns4d_stored_pages 16\n") || !strings.Contains(out, `s4d_pool_stored_pages{pool="pkg",uid="0"} 16`) {
+		t.Fatalf("/metrics after 16 pages:\n%s", out)
+	} else {
+		t.Logf("/metrics through s4d-metrics.socket, excerpt:\n%s", grepLines(out, "s4d_stored_pages ", "s4d_pool_stored_pages", "s4d_engine_pages_total"))
+	}
 	step("test", "-f", "/usr/share/man/man1/s4d-ctl-stats.1.gz")
 	step("test", "-f", "/usr/share/bash-completion/completions/s4d")
 
@@ -117,6 +145,7 @@ func TestDebianPackage(t *testing.T) {
 	}
 
 	files := strings.Fields(g.must("sh", "-c", `dpkg -L s4d | while read -r f; do [ -f "$f" ] && echo "$f"; done`))
+	g.must("rm", "-r", "/etc/systemd/system/s4d-metrics.socket.d") // the test's own drop-in
 	step("dpkg", "--purge", "s4d")
 	var left []string
 	for _, f := range files {
@@ -131,8 +160,22 @@ func TestDebianPackage(t *testing.T) {
 	if len(left) > 0 {
 		t.Fatalf("the purge left behind: %v", left)
 	}
-	if out, _ := g.run("systemctl", "is-active", "s4d.socket", "s4d.service"); strings.Contains(out, "active\n") && !strings.Contains(out, "inactive") {
+	if out, _ := g.run("systemctl", "is-active", "s4d.socket", "s4d.service", "s4d-metrics.socket"); strings.Count(out, "inactive") != 3 {
 		t.Fatalf("units still active after the purge: %s", out)
 	}
 	t.Logf("purged: none of the package's %d files, no unit links, no process and no socket remain", len(files))
+}
+
+// grepLines keeps the lines of text that start with one of prefixes.
+func grepLines(text string, prefixes ...string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

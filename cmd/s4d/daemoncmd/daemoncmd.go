@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -71,12 +70,17 @@ func run(cx *cli.Context) error {
 	level.Set(cfg.LogLevel)
 	cfg.Log, cfg.Level = log, level
 	// Opened before the backends are probed and calibrated, so a refused
-	// address fails at once.
-	var mln net.Listener
-	if cfg.MetricsListen != "" {
+	// address fails at once. A socket passed by systemd wins.
+	mln, err := metricsFromSystemd()
+	if err != nil {
+		return err
+	}
+	if mln == nil && cfg.MetricsListen != "" {
 		if mln, err = metrics.Listen(cfg.MetricsListen); err != nil {
 			return err
 		}
+	}
+	if mln != nil {
 		defer mln.Close()
 	}
 	d, err := daemon.New(cfg)
