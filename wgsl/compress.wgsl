@@ -1,8 +1,9 @@
 // Page classification and LZ4 block compression, one 4 KiB page per
 // workgroup of 128 invocations, every phase parallel:
 //  1. load + zero / same-filled test;
-//  2. a match for every position (hash table of the two latest earlier
-//     positions + the 16 positions before it; the longest, capped at CAP);
+//  2. a match for every position (the latest earlier positions with the
+//     same hash of 4 and of 6 bytes, and the nearest of the 16 positions
+//     before it; the longest, capped at CAP);
 //  3. the greedy parse (lazy by one byte) without a serial walk: each
 //     invocation owns a 32-position segment, computes where the parse
 //     leaves it from every entry point, the entries are chained, then every
@@ -33,7 +34,8 @@ struct Params {
 
 const PAGE_WORDS: u32 = 1024u;
 const PS: u32 = 4096u;
-const WG: u32 = 128u;              // one invocation per 32-position segment
+const WG: u32 = 256u;              // invocations: positions per round
+const NSEGS: u32 = 128u;           // 32-position segments, one per invocation t < NSEGS
 const HASH_BITS: u32 = HASH_BITS_V;
 const HSIZE: u32 = 1u << HASH_BITS;
 const MFLIMIT: u32 = PS - 12u;     // last position a match may start at
@@ -42,18 +44,20 @@ const BACKSCAN: u32 = 16u;         // in-round positions compared directly
 const CAP: u32 = 19u;              // match lengths compared up to this
 const ROUNDS: u32 = (MFLIMIT + WG) / WG;
 const NSEQ: u32 = 1024u;           // sequences of a 4 KiB block, at most
+const STOP: u32 = STOP_V;          // benchmarks only: stop after this phase
+const TUNE: u32 = TUNE_V;          // benchmarks only: leave out parts
 // Scratch: hash tables, then segment exits (u16), then sequences + block.
-const A_WORDS: u32 = max(2u * HSIZE, 3u * NSEQ);
+const A_WORDS: u32 = max(3u * HSIZE, 3u * NSEQ);
 const SEQ_B: u32 = NSEQ;           // per sequence: literal output - anchor
 const OUT: u32 = 2u * NSEQ;        // the block being built
 
 var<workgroup> page: array<u32, PAGE_WORDS + 1u>;   // + a zero word
 var<workgroup> mt: array<atomic<u32>, PS / 2u>;     // u16: (len-4)<<12 | off
 var<workgroup> A: array<atomic<u32>, A_WORDS>;
-var<workgroup> selw: array<u32, WG>;   // positions where a match is taken
-var<workgroup> pmw: array<u32, WG>;    // path positions that start a match
-var<workgroup> endw: array<u32, WG>;   // path literals + sequence starts
-var<workgroup> entry: array<u32, WG + 1u>;
+var<workgroup> selw: array<u32, NSEGS>;   // positions where a match is taken
+var<workgroup> pmw: array<u32, NSEGS>;    // path positions that start a match
+var<workgroup> endw: array<u32, NSEGS>;   // path literals + sequence starts
+var<workgroup> entry: array<u32, NSEGS + 1u>;
 var<workgroup> scanBuf: array<u32, WG>;
 var<workgroup> bcast: u32;
 var<workgroup> flag: atomic<u32>;
@@ -88,9 +92,48 @@ fn lenAt(p: u32) -> u32 {
     return (e >> 12u) + 4u;
 }
 
-// Match length of candidate c for position p (key already equal), capped.
-fn extend(p: u32, c: u32, lim: u32) -> u32 {
-    var l = 4u;
+// Hash of 6 bytes: k and the 2 bytes after (k6).
+fn hash6(k: u32, k6: u32) -> u32 {
+    return ((k * 2654435761u) ^ (k6 * 2246822519u)) >> (32u - HASH_BITS);
+}
+
+// Page word i; 0 outside the page (windows at its edges).
+fn pageWord(i: i32) -> u32 {
+    if (i < 0 || i > i32(PAGE_WORDS)) { return 0u; }
+    return page[i];
+}
+
+// The 4 bytes starting s/8 bytes into a (s a multiple of 8 below 32).
+fn fsh(a: u32, b: u32, s: u32) -> u32 {
+    return select((a >> s) | (b << ((32u - s) & 31u)), a, s == 0u);
+}
+
+// Length of the match of candidate c against p's key and the 16 bytes
+// after it (v), capped at lim (<= CAP); 0 when the keys differ.
+fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
+    let cw = i32(c >> 2u);
+    let cs = (c & 3u) * 8u;
+    let u0 = pageWord(cw);
+    let u1 = pageWord(cw + 1);
+    let u2 = pageWord(cw + 2);
+    let u3 = pageWord(cw + 3);
+    let u4 = pageWord(cw + 4);
+    let u5 = pageWord(cw + 5);
+    if (fsh(u0, u1, cs) != key) { return 0u; }
+    if ((TUNE & 4u) != 0u) { return 4u; }
+    let x = v ^ vec4<u32>(fsh(u1, u2, cs), fsh(u2, u3, cs), fsh(u3, u4, cs), fsh(u4, u5, cs));
+    let z = countTrailingZeros(x) >> vec4<u32>(3u);
+    var l = 20u;
+    l = select(l, 16u + z.w, x.w != 0u);
+    l = select(l, 12u + z.z, x.z != 0u);
+    l = select(l, 8u + z.y, x.y != 0u);
+    l = select(l, 4u + z.x, x.x != 0u);
+    return min(l, lim);
+}
+
+// Length of the match of p against c (c < p), capped at lim.
+fn matchLen(p: u32, c: u32, lim: u32) -> u32 {
+    var l = 0u;
     loop {
         if (l >= lim) { break; }
         let x = load32(p + l) ^ load32(c + l);
@@ -101,6 +144,17 @@ fn extend(p: u32, c: u32, lim: u32) -> u32 {
         l = l + 4u;
     }
     return min(l, lim);
+}
+
+// The last of the 4 positions rel0..rel0+3 of word a (b after it) in
+// [lo, hi) whose 4 bytes equal key, else brel.
+fn bscan(brel: u32, a: u32, b: u32, rel0: u32, key: u32, lo: u32, hi: u32) -> u32 {
+    var r = brel;
+    r = select(r, rel0, rel0 >= lo && rel0 < hi && a == key);
+    r = select(r, rel0 + 1u, rel0 + 1u >= lo && rel0 + 1u < hi && ((a >> 8u) | (b << 24u)) == key);
+    r = select(r, rel0 + 2u, rel0 + 2u >= lo && rel0 + 2u < hi && ((a >> 16u) | (b << 16u)) == key);
+    r = select(r, rel0 + 3u, rel0 + 3u >= lo && rel0 + 3u < hi && ((a >> 24u) | (b << 8u)) == key);
+    return r;
 }
 
 fn extra(n: u32) -> u32 {
@@ -194,59 +248,166 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         return;
     }
     let useSG = (fl & 2u) == 0u;
+    if (STOP == 1u) {
+        if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
+        return;
+    }
 
-    // 2. Matches. In round r invocation t takes position r*WG+t; the
-    // tables hold the latest two positions per hash of earlier rounds.
+    // 2. Matches. In round r invocation t takes position r*WG+t; two
+    // tables hold the latest position of earlier rounds per hash of 4 and
+    // of 6 bytes (the second finds long matches among short repeats).
+    // The words around p are read once into registers: the key, the
+    // bytes a match is compared on, and the 16 positions before p.
     for (var r = 0u; r < ROUNDS; r = r + 1u) {
         let p = r * WG + t;
-        var h = 0u;
-        var old1 = 0u;
+        let rs = r * WG;
+        var h = HSIZE;  // where p goes in the 4-byte table (HSIZE: nowhere)
+        var h6 = HSIZE; // and in the 6-byte one
+        var prev1 = 0u;
         if (p <= MFLIMIT) {
-            let key = load32(p);
-            h = hashOf(key);
+            let a = p & 3u;
+            let sh = a * 8u;
+            let b0 = i32(p >> 2u) - 4;
+            // Words b0-4..b0+9 in registers (no arrays: constant names).
+            let q0 = pageWord(b0 - 4);
+            let q1 = pageWord(b0 - 3);
+            let q2 = pageWord(b0 - 2);
+            let q3 = pageWord(b0 - 1);
+            let w0 = pageWord(b0);
+            let w1 = pageWord(b0 + 1);
+            let w2 = pageWord(b0 + 2);
+            let w3 = pageWord(b0 + 3);
+            let w4 = pageWord(b0 + 4);
+            let w5 = pageWord(b0 + 5);
+            let w6 = pageWord(b0 + 6);
+            let w7 = pageWord(b0 + 7);
+            let w8 = pageWord(b0 + 8);
+            let w9 = pageWord(b0 + 9);
+            let key = fsh(w4, w5, sh);
+            // The 4 bytes at p+4, p+8, p+12, p+16.
+            let v = vec4<u32>(fsh(w5, w6, sh), fsh(w6, w7, sh), fsh(w7, w8, sh), fsh(w8, w9, sh));
             let lim = min(CAP, MATCH_END - p);
             var best = 0u;
             var boff = 0u;
-            let lo = max(r * WG, max(p, BACKSCAN) - BACKSCAN);
-            for (var j = p; j > lo; j = j - 1u) {
-                if (load32(j - 1u) == key) {
-                    best = extend(p, j - 1u, lim);
-                    boff = p - (j - 1u);
-                    break;
-                }
+            // Nearest of the 32 positions before p (this round) with the
+            // same key: byte rel of the window starts at (p & ~3) - 32 + rel.
+            var brel = 99u;
+            if ((TUNE & 1u) == 0u) {
+                let pa = p & ~3u;
+                let lo = max(a, select(0u, rs + 32u - pa, rs + 32u > pa));
+                let hi = 32u + a;
+                brel = bscan(brel, q0, q1, 0u, key, lo, hi);
+                brel = bscan(brel, q1, q2, 4u, key, lo, hi);
+                brel = bscan(brel, q2, q3, 8u, key, lo, hi);
+                brel = bscan(brel, q3, w0, 12u, key, lo, hi);
+                brel = bscan(brel, w0, w1, 16u, key, lo, hi);
+                brel = bscan(brel, w1, w2, 20u, key, lo, hi);
+                brel = bscan(brel, w2, w3, 24u, key, lo, hi);
+                brel = bscan(brel, w3, w4, 28u, key, lo, hi);
+                brel = bscan(brel, w4, w5, 32u, key, lo, hi);
             }
-            old1 = atomicLoad(&A[h]);
-            let old2 = atomicLoad(&A[HSIZE + h]);
-            if (best < lim && old1 != 0u && load32(old1 - 1u) == key) {
-                let l = extend(p, old1 - 1u, lim);
+            if (brel != 99u) {
+                let c = (p & ~3u) + brel - 32u;
+                best = candLen(c, key, v, lim);
+                boff = p - c;
+            }
+            let key6 = v.x & 0xffffu; // bytes 4 and 5 after p
+            let old1 = atomicLoad(&A[hashOf(key)]);
+            let old2 = atomicLoad(&A[HSIZE + hash6(key, key6)]);
+            let old3 = atomicLoad(&A[2u * HSIZE + hashOf(key)]);
+            prev1 = old1;
+            if (best < lim && old1 != 0u) {
+                let l = candLen(old1 - 1u, key, v, lim);
                 if (l > best) { best = l; boff = p - (old1 - 1u); }
             }
-            if (best < lim && old2 != 0u && load32(old2 - 1u) == key) {
-                let l = extend(p, old2 - 1u, lim);
+            if (best < lim && old2 != 0u) {
+                let l = candLen(old2 - 1u, key, v, lim);
                 if (l > best) { best = l; boff = p - (old2 - 1u); }
+            }
+            if (best < lim && old3 != 0u) {
+                let l = candLen(old3 - 1u, key, v, lim);
+                if (l > best) { best = l; boff = p - (old3 - 1u); }
             }
             if (best >= 4u) {
                 atomicOr(&mt[p >> 1u], (((best - 4u) << 12u) | boff) << (16u * (p & 1u)));
             }
+            // Insert p unless a later position of this round has the same
+            // key (runs would otherwise all hit one table entry at once).
+            // k1, k2: the 4 bytes at p+1, p+2; j1, j2: the 2 bytes after.
+            let a1 = a + 1u;
+            let a2 = a + 2u;
+            let s1 = (a1 & 3u) * 8u;
+            let s2 = (a2 & 3u) * 8u;
+            let k1 = select(fsh(w4, w5, s1), fsh(w5, w6, s1), a1 >= 4u);
+            let k2 = select(fsh(w4, w5, s2), fsh(w5, w6, s2), a2 >= 4u);
+            let j1 = select(fsh(w5, w6, s1), fsh(w6, w7, s1), a1 >= 4u) & 0xffffu;
+            let j2 = select(fsh(w5, w6, s2), fsh(w6, w7, s2), a2 >= 4u) & 0xffffu;
+            let end = min(MFLIMIT + 1u, rs + WG);
+            let e1 = p + 1u < end;
+            let e2 = p + 2u < end;
+            let e4 = p + 4u < end;
+            let e8 = p + 8u < end;
+            let dup = (e1 && k1 == key) || (e2 && k2 == key) || (e4 && v.x == key) || (e8 && v.y == key);
+            let dup6 = (e1 && k1 == key && j1 == key6) || (e2 && k2 == key && j2 == key6) ||
+                       (e4 && v.x == key && (v.y & 0xffffu) == key6) || (e8 && v.y == key && (v.z & 0xffffu) == key6);
+            if ((TUNE & 2u) == 0u) {
+                h = select(hashOf(key), HSIZE, dup);
+                h6 = select(hash6(key, key6), HSIZE, dup6);
+            }
         }
         workgroupBarrier();
-        if (p <= MFLIMIT) { atomicMax(&A[h], p + 1u); }
+        if (h < HSIZE) { atomicMax(&A[h], p + 1u); }
+        if (h6 < HSIZE) { atomicMax(&A[HSIZE + h6], p + 1u); }
         workgroupBarrier();
-        if (p <= MFLIMIT && atomicLoad(&A[h]) == p + 1u) {
-            atomicStore(&A[HSIZE + h], old1);
+        // The entry p displaced stays as a second candidate.
+        if (h < HSIZE && atomicLoad(&A[h]) == p + 1u && prev1 != 0u) {
+            atomicStore(&A[2u * HSIZE + h], prev1);
         }
         workgroupBarrier();
     }
 
+    // 2b. Long matches are found in CAP-long chunks; a chunk following a
+    // CAP-long one merges with it when both use one offset (phase 4). So
+    // where position q could match at the offset of the CAP-long match at
+    // q-CAP at least as long as at its own, it takes that offset. Two
+    // passes carry an offset over chains of three chunks and more.
+    for (var it = 0u; it < 2u; it = it + 1u) {
+        for (var k = 0u; k < PS / WG; k = k + 1u) {
+            let q = k * WG + t;
+            var nv = 0u;
+            if (q >= CAP && q <= MFLIMIT) {
+                let ep = mtAt(q - CAP);
+                let eq = mtAt(q);
+                let d = ep & 0xfffu;
+                if ((ep >> 12u) == CAP - 4u && eq != 0u && (eq & 0xfffu) != d && d <= q) {
+                    let l = matchLen(q, q - d, min(CAP, MATCH_END - q));
+                    if (l >= (eq >> 12u) + 4u) { nv = ((l - 4u) << 12u) | d; }
+                }
+            }
+            workgroupBarrier();
+            if (nv != 0u) {
+                atomicAnd(&mt[q >> 1u], ~(0xffffu << (16u * (q & 1u))));
+                atomicOr(&mt[q >> 1u], nv << (16u * (q & 1u)));
+            }
+            workgroupBarrier();
+        }
+    }
+
+    if (STOP == 2u) {
+        if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
+        return;
+    }
     // 3. Parse. Segment [s0, s0+32): where a match is taken (lazy: not
     // when the next position's is longer), then for every entry point e
     // the first path position at or past the segment's end.
-    let s0 = t * 32u;
+    let seg = t < NSEGS;
+    let s0 = min(t, NSEGS) * 32u;
     let s1 = s0 + 32u;
+    // The exits (u16) go where the tables were: no one reads those after
+    // the last barrier of the rounds. Each segment owns 16 words.
     var sel = 0u;
-    var ex: array<u32, 32>;
     var lnext = lenAt(s1);
-    for (var k = 31i; k >= 0i; k = k - 1i) {
+    for (var k = select(-1i, 31i, seg); k >= 0i; k = k - 1i) {
         let e = s0 + u32(k);
         let l = lenAt(e);
         var nx = e + 1u;
@@ -254,18 +415,19 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             sel = sel | (1u << u32(k));
             nx = e + l;
         }
-        if (nx >= s1) {
-            ex[k] = nx;
+        var x = nx;
+        if (nx < s1) {
+            x = (atomicLoad(&A[nx >> 1u]) >> ((nx & 1u) * 16u)) & 0xffffu;
+        }
+        if ((e & 1u) == 1u) {
+            atomicStore(&A[e >> 1u], x << 16u); // odd first: k goes down
         } else {
-            ex[k] = ex[nx - s0];
+            atomicStore(&A[e >> 1u], atomicLoad(&A[e >> 1u]) | x);
         }
         lnext = l;
     }
-    selw[t] = sel;
-    workgroupBarrier(); // the tables are dead from here
-    for (var k = 0u; k < 16u; k = k + 1u) {
-        atomicStore(&A[t * 16u + k], ex[2u * k] | (ex[2u * k + 1u] << 16u));
-    }
+    if (seg) { selw[t] = sel; }
+    workgroupBarrier();
     for (var w = t; w < NSEQ; w = w + WG) {
         atomicStore(&A[OUT + w], 0u);
     }
@@ -273,19 +435,20 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // Chain the segments: entry[s] is the first path position >= s*32.
     if (t == 0u) {
         var pos = 0u;
-        for (var s = 0u; s < WG; s = s + 1u) {
+        for (var s = 0u; s < NSEGS; s = s + 1u) {
             entry[s] = pos;
             if (pos < s * 32u + 32u) {
                 pos = (atomicLoad(&A[pos >> 1u]) >> ((pos & 1u) * 16u)) & 0xffffu;
             }
         }
-        entry[WG] = pos;
+        entry[NSEGS] = pos;
     }
     workgroupBarrier();
     // Every segment marks its own path: match starts and literals.
     var pm = 0u;
     var lit = 0u;
-    var pos = entry[t];
+    var pos = s1;
+    if (seg) { pos = entry[t]; }
     loop {
         if (pos >= s1) { break; }
         let k = pos - s0;
@@ -297,8 +460,12 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             pos = pos + 1u;
         }
     }
-    pmw[t] = pm;
+    if (seg) { pmw[t] = pm; }
     workgroupBarrier();
+    if (STOP == 3u) {
+        if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
+        return;
+    }
 
     // 4. Sequences: a path match continuing a CAP-long one of the same
     // offset right before it is part of that match.
@@ -319,7 +486,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         }
         if (!cont) { ss = ss | (1u << k); }
     }
-    endw[t] = lit | ss;
+    if (seg) { endw[t] = lit | ss; }
     var sc: vec2<u32>;
     if (useSG) {
         sc = SG_CALL_V(t, countOneBits(ss));
@@ -343,7 +510,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         var w = q >> 5u;
         var b = endw[w] & ~((2u << (q & 31u)) - 1u);
         loop {
-            if (b != 0u || w + 1u >= WG) { break; }
+            if (b != 0u || w + 1u >= NSEGS) { break; }
             w = w + 1u;
             b = endw[w];
         }
@@ -352,6 +519,10 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         atomicStore(&A[i], q | (e << 16u));
     }
     workgroupBarrier();
+    if (STOP == 4u) {
+        if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
+        return;
+    }
     // Sizes: invocation t takes sequences [t*per, t*per+per); sequence
     // nseq is the closing literals-only one.
     let per = (nseq + WG) / WG;

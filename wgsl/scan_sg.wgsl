@@ -2,7 +2,7 @@
 // offers the subgroups feature. The kernel uses it only where subgroups
 // are contiguous runs of invocation indices (checked per workgroup), so
 // both forms give the same sums.
-var<workgroup> sgSums: array<u32, 32>; // WG / 4, the smallest subgroup
+var<workgroup> sgSums: array<u32, WG / 4u>; // the smallest subgroup is 4
 
 fn scanSG(t: u32, v: u32) -> vec2<u32> {
     let ex = subgroupExclusiveAdd(v);

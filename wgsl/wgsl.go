@@ -35,6 +35,8 @@ type Params struct {
 	PageWords int  // page size / 4 (the compress kernel is for 4 KiB pages)
 	HashBits  int  // log2 of the hash table entries (workgroup memory)
 	Subgroups bool // use subgroup operations (needs the subgroups feature)
+	Stop      int  // benchmarks only: compress stops after this phase (0: none)
+	Tune      int  // benchmarks only: parts of the match search left out
 }
 
 // Source returns src with its constants set.
@@ -54,17 +56,19 @@ func Source(src string, p Params) string {
 	r := strings.NewReplacer(append(sg,
 		"PAGE_WORDS_V", strconv.Itoa(p.PageWords)+"u",
 		"HASH_BITS_V", strconv.Itoa(p.HashBits)+"u",
+		"STOP_V", strconv.Itoa(p.Stop)+"u",
+		"TUNE_V", strconv.Itoa(p.Tune)+"u",
 	)...)
 	return r.Replace(src)
 }
 
 // WorkgroupBytes is the workgroup memory the compress kernel needs.
 func WorkgroupBytes(p Params) int {
-	const ps, wg, nseq = 4096, 128, 1024
-	a := max(2<<p.HashBits, 3*nseq) * 4
+	const ps, wg, nseq = 4096, 256, 1024
+	a := max(3<<p.HashBits, 3*nseq) * 4
 	return ps + 4 + // the page
 		ps*2 + // one u16 match per position
 		a + // hash tables / segment exits / sequences and block
-		5*wg*4 + 4 + // bitmaps, entries, scan
-		16 + 32*4 // flags, subgroup sums
+		3*128*4 + 129*4 + wg*4 + // bitmaps, entries, scan
+		16 + wg // flags, subgroup sums
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
@@ -34,6 +35,8 @@ type slot struct {
 	uploadPending, uploadReady bool // a MapAsync(write) is outstanding / done
 	n, total32                 int
 	meta32                     []uint32
+	guess, got                 int    // packed bytes asked for with the metadata
+	data                       []byte // the packed bytes, mapped
 }
 
 func (s *slot) free(p *C.s4d_procs) {
@@ -113,7 +116,9 @@ func (b *Backend) stage(s *slot, n int) ([]byte, error) {
 }
 
 // submit runs the kernel over the n staged pages and asks for the
-// metadata. Device thread only.
+// metadata and the first s.guess bytes of the packed blocks in the same
+// submission, so that a round usually needs one round trip. Device
+// thread only.
 func (b *Backend) submit(s *slot, n, threshold int) error {
 	d, p := b.d, b.d.p
 	C.s4d_unmap(p, s.upload)
@@ -124,6 +129,9 @@ func (b *Backend) submit(s *slot, n, threshold int) error {
 	cprm := C.CBytes(prm[:])
 	defer C.free(cprm)
 	metaBytes := n * metaWords * 4
+	off := rbDataOff(s.capPages)
+	s.n = n
+	s.got = min(n*PageSize, max(256<<10, s.guess)&^3)
 	C.s4d_push_errors(p, d.dev)
 	C.s4d_write(p, d.queue, s.params, 0, cprm, 16)
 	enc := C.s4d_encoder(p, d.dev)
@@ -132,6 +140,7 @@ func (b *Backend) submit(s *slot, n, threshold int) error {
 	C.s4d_dispatch(p, enc, b.compress, s.bg, C.uint32_t(n), 1)
 	C.s4d_copy(p, enc, s.meta, 0, s.readback, 0, C.uint64_t(metaBytes))
 	C.s4d_copy(p, enc, s.total, 0, s.readback, C.uint64_t(metaBytes), 16)
+	C.s4d_copy(p, enc, s.packed, 0, s.readback, C.uint64_t(off), C.uint64_t(s.got))
 	C.s4d_submit(p, d.queue, enc)
 	// Map the staging buffer again for the slot's next round now: the
 	// map completes once the copy above has run.
@@ -142,55 +151,71 @@ func (b *Backend) submit(s *slot, n, threshold int) error {
 		return err
 	}
 	resetWait(s.rbWait)
-	C.s4d_map_async(p, s.readback, C.S4D_MAP_READ, 0, C.size_t(metaBytes+16), s.rbWait)
-	s.n = n
+	C.s4d_map_async(p, s.readback, C.S4D_MAP_READ, 0, C.size_t(off+s.got), s.rbWait)
 	return nil
 }
 
-// readMeta reads the mapped metadata and asks for the packed bytes.
-// Device thread only.
-func (b *Backend) readMeta(s *slot) error {
+// readMeta reads the mapped metadata. If the packed blocks are longer
+// than what came back with it, it unmaps and asks for the rest (more
+// is true); else s.data points at them, still mapped. Device thread only.
+func (b *Backend) readMeta(s *slot) (more bool, err error) {
 	d, p := b.d, b.d.p
 	if s.rbWait.status != C.S4D_STATUS_SUCCESS {
-		return fmt.Errorf("webgpu: readback map failed: %s", waitMsg(s.rbWait))
+		return false, fmt.Errorf("webgpu: readback map failed: %s", waitMsg(s.rbWait))
 	}
 	metaBytes := s.n * metaWords * 4
-	src := C.s4d_const_mapped(p, s.readback, 0, C.size_t(metaBytes+16))
+	off := rbDataOff(s.capPages)
+	src := C.s4d_const_mapped(p, s.readback, 0, C.size_t(off+s.got))
 	if src == nil {
 		C.s4d_unmap(p, s.readback)
-		return errors.New("webgpu: readback has no mapped range")
+		return false, errors.New("webgpu: readback has no mapped range")
 	}
-	raw := unsafe.Slice((*byte)(src), metaBytes+16)
+	raw := unsafe.Slice((*byte)(src), off+s.got)
 	s.meta32 = resize(s.meta32, s.n*metaWords)
 	for i := range s.meta32 {
 		s.meta32[i] = binary.LittleEndian.Uint32(raw[4*i:])
 	}
 	total := int(binary.LittleEndian.Uint32(raw[metaBytes:]))
-	C.s4d_unmap(p, s.readback)
 	if total > s.n*PageSize || total%4 != 0 {
-		return fmt.Errorf("webgpu: packed size %d out of range", total)
+		C.s4d_unmap(p, s.readback)
+		return false, fmt.Errorf("webgpu: packed size %d out of range", total)
 	}
 	s.total32 = total
-	if total == 0 {
-		return d.fault()
+	// The next guess: this round's size and a quarter more.
+	s.guess = total + total/4
+	if total <= s.got {
+		s.data = raw[off : off+total]
+		return false, d.fault()
 	}
-	off := rbDataOff(s.capPages)
+	C.s4d_unmap(p, s.readback)
 	C.s4d_push_errors(p, d.dev)
 	enc := C.s4d_encoder(p, d.dev)
-	C.s4d_copy(p, enc, s.packed, 0, s.readback, C.uint64_t(off), C.uint64_t(total))
+	C.s4d_copy(p, enc, s.packed, C.uint64_t(s.got), s.readback, C.uint64_t(off+s.got), C.uint64_t(total-s.got))
 	C.s4d_submit(p, d.queue, enc)
 	if err := d.popErrors(s.errWait); err != nil {
-		return err
+		return false, err
 	}
 	resetWait(s.rbWait)
 	C.s4d_map_async(p, s.readback, C.S4D_MAP_READ, C.size_t(off), C.size_t(total), s.rbWait)
-	return d.fault()
+	return true, d.fault()
+}
+
+// phaseNs sums the time rounds spend in each step (stage, copy in,
+// submit, result wait, metadata, second wait, copy out); benchmarks
+// report it to show where a batch's time goes.
+var phaseNs [7]atomic.Int64
+
+func lap(k int, t0 *time.Time) {
+	now := time.Now()
+	phaseNs[k].Add(int64(now.Sub(*t0)))
+	*t0 = now
 }
 
 // round compresses pages [lo, hi) of in on slot s: staging, kernel,
-// metadata, packed bytes (appended to out.Data under mu).
+// metadata and packed bytes (appended to out.Data under mu).
 func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, lo, hi int, mu *sync.Mutex) error {
 	m := hi - lo
+	t0 := time.Now()
 	if s.uploadPending {
 		if err := b.d.await(s.uploadWait, "staging map"); err != nil {
 			return err
@@ -206,45 +231,51 @@ func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, l
 	if err != nil {
 		return err
 	}
+	lap(0, &t0)
 	parallelCopy(buf, in.Pages[lo*PageSize:hi*PageSize])
+	lap(1, &t0)
 	if err := b.d.do(func() error { return b.submit(s, m, in.Threshold) }); err != nil {
 		return err
 	}
-	if err := b.d.await(s.rbWait, "metadata readback"); err != nil {
+	lap(2, &t0)
+	if err := b.d.await(s.rbWait, "readback"); err != nil {
 		return err
 	}
-	if err := b.d.do(func() error { return b.readMeta(s) }); err != nil {
+	lap(3, &t0)
+	var more bool
+	if err := b.d.do(func() (err error) { more, err = b.readMeta(s); return }); err != nil {
 		return err
 	}
-	var data []byte
-	if s.total32 > 0 {
+	lap(4, &t0)
+	if more {
 		if err := b.d.await(s.rbWait, "packed readback"); err != nil {
 			return err
 		}
 		off := rbDataOff(s.capPages)
-		var src unsafe.Pointer
 		if err := b.d.do(func() error {
 			if s.rbWait.status != C.S4D_STATUS_SUCCESS {
 				return fmt.Errorf("webgpu: readback map failed: %s", waitMsg(s.rbWait))
 			}
-			src = C.s4d_const_mapped(b.d.p, s.readback, C.size_t(off), C.size_t(s.total32))
+			src := C.s4d_const_mapped(b.d.p, s.readback, C.size_t(off), C.size_t(s.total32))
 			if src == nil {
 				C.s4d_unmap(b.d.p, s.readback)
 				return errors.New("webgpu: readback has no mapped range")
 			}
+			s.data = unsafe.Slice((*byte)(src), s.total32)
 			return nil
 		}); err != nil {
 			return err
 		}
-		data = unsafe.Slice((*byte)(src), s.total32)
-		defer b.d.do(func() error { C.s4d_unmap(b.d.p, s.readback); return nil })
+		lap(5, &t0)
 	}
+	defer b.d.do(func() error { C.s4d_unmap(b.d.p, s.readback); s.data = nil; return nil })
 	mu.Lock()
 	defer mu.Unlock()
 	base := len(out.Data)
-	out.Data = append(out.Data, make([]byte, len(data))...)
-	parallelCopy(out.Data[base:], data)
-	return b.fill(s, out, lo, uint32(base), len(data), uint32(min(in.Threshold, PageSize)))
+	out.Data = append(out.Data, make([]byte, len(s.data))...)
+	parallelCopy(out.Data[base:], s.data)
+	lap(6, &t0)
+	return b.fill(s, out, lo, uint32(base), len(s.data), uint32(min(in.Threshold, PageSize)))
 }
 
 // fill checks the round's metadata and writes it into out.

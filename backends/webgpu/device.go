@@ -395,11 +395,15 @@ func (d *device) pipeline(src, entry string) (C.WGPUComputePipeline, error) {
 // entries); a variable so that benchmarks can compare others.
 var maxHashBits = 10
 
+// stopPhase makes the compress kernel stop after a phase; for timing
+// the phases in benchmarks only (pages come out raw).
+var stopPhase, tuneBits = 0, 0
+
 // kernelParams sizes the compress kernel from the adapter's workgroup
 // memory: the biggest hash tables (up to 2^maxHashBits entries) that fit.
 func kernelParams(pageSize int, wgStorage uint32, subgroups bool) (wgsl.Params, error) {
 	for bits := maxHashBits; bits >= 8; bits-- {
-		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Subgroups: subgroups}
+		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Subgroups: subgroups, Stop: stopPhase, Tune: tuneBits}
 		if wgsl.WorkgroupBytes(p) <= int(wgStorage) {
 			return p, nil
 		}

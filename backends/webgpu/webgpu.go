@@ -96,7 +96,7 @@ func (d *device) close() {
 
 func (b *Backend) setup() error {
 	d := b.d
-	if d.lim.l.maxComputeInvocationsPerWorkgroup < 128 {
+	if d.lim.l.maxComputeInvocationsPerWorkgroup < 256 {
 		return backends.Unavailable("webgpu: adapter allows only %d invocations per workgroup", d.lim.l.maxComputeInvocationsPerWorkgroup)
 	}
 	wgMem := uint32(d.lim.l.maxComputeWorkgroupStorageSize)

@@ -45,6 +45,12 @@ func open(t testing.TB) *Backend {
 		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_HASH_BITS")); err == nil {
 			maxHashBits = v
 		}
+		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_BITS")); err == nil {
+			tuneBits = v
+		}
+		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_STOP")); err == nil {
+			stopPhase = v
+		}
 		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_ROUND_SPLIT")); err == nil {
 			roundSplit = v
 		}
@@ -225,6 +231,9 @@ func BenchmarkCompress64MiB(bm *testing.B) {
 			bm.SetBytes(int64(len(pages)))
 			cpu0 := cpuSeconds()
 			bm.ResetTimer()
+			for i := range phaseNs {
+				phaseNs[i].Store(0)
+			}
 			for bm.Loop() {
 				if err := b.Compress(context.Background(), in, out); err != nil {
 					bm.Fatal(err)
@@ -233,12 +242,23 @@ func BenchmarkCompress64MiB(bm *testing.B) {
 			bm.StopTimer()
 			gb := float64(len(pages)) * float64(bm.N) / 1e9
 			bm.ReportMetric((cpuSeconds()-cpu0)/gb, "core-s/GB")
+			if be.name == "webgpu" {
+				reportPhases(bm)
+			}
 			var stored int
 			for i := range in.Len() {
 				stored += int(out.Size[i])
 			}
 			bm.ReportMetric(float64(len(pages))/float64(stored), "ratio")
 		})
+	}
+}
+
+// reportPhases reports the mean time per batch of each step of the
+// rounds (summed over rounds and slots, so steps that overlap add up).
+func reportPhases(bm *testing.B) {
+	for i, name := range []string{"stage", "copyin", "submit", "meta-wait", "meta", "data-wait", "copyout"} {
+		bm.ReportMetric(float64(phaseNs[i].Load())/float64(bm.N)/1e6, name+"-ms")
 	}
 }
 
