@@ -86,7 +86,9 @@ type Region struct {
 	onLost  func(*Region)
 	dead    atomic.Pointer[error] // why the region stopped serving
 
-	faultBuf []byte // one page, for UFFDIO_COPY (fault loop only)
+	faultBuf []byte // maxRun pages, for UFFDIO_COPY (under mu)
+	last     int    // the page the last fault brought in, and read-ahead after it
+	ahead    int    // pages to read ahead: doubles while faults are sequential
 	ctr      counters
 	lat      latency
 }
@@ -157,7 +159,7 @@ func newRegion(spec Spec, store Store, log *slog.Logger, onLost func(*Region)) (
 	r := &Region{spec: spec, ps: ps, pages: n, store: store, log: log, u: u,
 		state: make([]uint8, n), size: make([]int32, n), stop: stop,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), onLost: onLost,
-		faultBuf: alignedPage(int(ps))}
+		faultBuf: alignedPages(maxRun * int(ps)), last: -2}
 	r.budget.Store(spec.Budget)
 	// Pages already in the memfd (written before registering) are resident.
 	r.scanResident()
@@ -232,11 +234,12 @@ func splitLines(b []byte) []string {
 	return out
 }
 
-// alignedPage returns one page-aligned page of memory outside the Go heap.
-func alignedPage(ps int) []byte {
-	b, err := unix.Mmap(-1, 0, ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+// alignedPages returns page-aligned memory outside the Go heap, the
+// source of UFFDIO_COPY.
+func alignedPages(n int) []byte {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return make([]byte, ps)
+		return make([]byte, n)
 	}
 	return b
 }
@@ -328,40 +331,68 @@ func (r *Region) Close(restore bool) error {
 		if r.spec.Lifeline >= 0 {
 			unix.Close(r.spec.Lifeline)
 		}
-		if len(r.faultBuf) > 0 && cap(r.faultBuf) == int(r.ps) {
-			unix.Munmap(r.faultBuf)
-		}
+		unix.Munmap(r.faultBuf) // fails harmlessly on Go memory
 	})
 	return err
 }
 
 // restoreAll places every evicted page back (under r.mu, serving stopped).
 func (r *Region) restoreAll() error {
-	for i, s := range r.state {
-		if s&stateMask != evicted {
+	for i := 0; i < r.pages; i++ {
+		if r.state[i]&stateMask != evicted {
 			continue
 		}
-		if err := r.fill(i); err != nil {
-			return fmt.Errorf("restoring page %d: %w", i, err)
+		n := r.evictedRun(i, maxRun)
+		if err := r.fill(i, n); err != nil {
+			return fmt.Errorf("restoring pages %d-%d: %w", i, i+n-1, err)
 		}
+		i += n - 1
 	}
 	return nil
 }
 
-// fill decompresses evicted page i into place (under r.mu).
-func (r *Region) fill(i int) error {
-	if err := r.store.Load([]uint64{uint64(i)}, r.faultBuf); err != nil {
+// maxRun is the most pages brought back at once: a sequential reader's
+// read-ahead, or a restore.
+const maxRun = 64
+
+// evictedRun counts the evicted pages from i on, up to n.
+func (r *Region) evictedRun(i, n int) int {
+	j := i
+	for j < r.pages && j < i+n && r.state[j]&stateMask == evicted {
+		j++
+	}
+	return j - i
+}
+
+// fill decompresses the n evicted pages from i on into place, in one
+// UFFDIO_COPY that wakes the threads waiting on them (under r.mu). Page i
+// is the one touched; the others are read ahead and not marked referenced,
+// so that a scan does not push the working set out.
+func (r *Region) fill(i, n int) error {
+	keys := make([]uint64, n)
+	for k := range keys {
+		keys[k] = uint64(i + k)
+	}
+	buf := r.faultBuf[:n*int(r.ps)]
+	if err := r.store.Load(keys, buf); err != nil {
 		return err
 	}
-	addr := r.spec.Addr + uint64(i)*r.ps
-	if _, err := r.u.copyIn(addr, r.faultBuf, false); err != nil && err != unix.EEXIST {
-		return fmt.Errorf("UFFDIO_COPY: %v", err)
+	copied, err := r.u.copyIn(r.addrOf(i), buf, false)
+	if err == unix.EEXIST && copied > 0 {
+		err = nil // a page after the first was placed by other means
 	}
-	r.state[i] = resident | refBit
-	r.resident++
-	r.evicted--
-	r.stored -= uint64(r.size[i])
-	r.store.Drop([]uint64{uint64(i)})
+	if err != nil {
+		return fmt.Errorf("UFFDIO_COPY: %w", err)
+	}
+	done := int(copied / int64(r.ps))
+	for k := 0; k < done; k++ {
+		r.state[i+k] = resident
+		r.stored -= uint64(r.size[i+k])
+	}
+	r.state[i] |= refBit
+	r.resident += done
+	r.evicted -= done
+	r.store.Drop(keys[:done])
 	return nil
 }
 

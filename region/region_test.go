@@ -132,8 +132,9 @@ func TestEvictAndFaultBack(t *testing.T) {
 		}
 	}
 	s = r.Stats()
-	if s.Faults < pages-16 {
-		t.Errorf("%d faults, want at least %d (every evicted page read back)", s.Faults, pages-16)
+	// Read back in order: read-ahead brings most pages in without a fault.
+	if s.Faults == 0 || s.Faults > (pages-16)/4 {
+		t.Errorf("%d faults reading %d evicted pages in order", s.Faults, pages-16)
 	}
 	t.Logf("%+v", s)
 }

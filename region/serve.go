@@ -98,7 +98,16 @@ func (r *Region) resolve(f fault) error {
 		return r.ignoreGone(r.u.protect(addr, r.ps, false))
 	case evicted:
 		r.ctr.missing.Add(1)
-		err := r.fill(i)
+		// A fault just after the last one's pages is a scan: read ahead,
+		// twice as far each time. Any other fault starts over.
+		if i == r.last+1 {
+			r.ahead = min(max(2*r.ahead, 4), maxRun)
+		} else {
+			r.ahead = 1
+		}
+		n := r.evictedRun(i, r.ahead)
+		r.last = i + n - 1
+		err := r.fill(i, n)
 		r.wakeEvictor()
 		return r.ignoreGone(err)
 	default:
