@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -132,6 +133,47 @@ func TestMetricsAddressRefused(t *testing.T) {
 			"--metrics-listen", addr)
 		if code == 0 || !strings.Contains(out, "no authentication") || !strings.Contains(out, addr) {
 			t.Errorf("--metrics-listen %s: exit %d\n%s", addr, code, out)
+		}
+	}
+}
+
+// A metrics socket passed by systemd (s4d-metrics.socket, named "metrics")
+// is served as /metrics while the daemon keeps its own socket, in either
+// order systemd passes them.
+func TestMetricsSocketPassed(t *testing.T) {
+	activate, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		t.Skip("systemd-socket-activate is not installed")
+	}
+	for _, metricsFirst := range []bool{true, false} {
+		dir := t.TempDir()
+		sock, addr := filepath.Join(dir, "s4d.sock"), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		args := []string{"-l", sock, "-l", addr, "--fdname=s4d.socket:metrics"}
+		if metricsFirst {
+			args = []string{"-l", addr, "-l", sock, "--fdname=metrics:s4d.socket"}
+		}
+		log := &syncBuffer{}
+		cmd := exec.Command(activate, append(args, s4dBin, "daemon", "--config", "/dev/null", "--socket", sock)...)
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		d := &daemon{t: t, socket: sock}
+		var body string
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && !strings.Contains(body, "s4d_stored_pages 0"); time.Sleep(100 * time.Millisecond) {
+			// The first connection makes systemd-socket-activate start s4d.
+			if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+				b := new(strings.Builder)
+				io.Copy(b, resp.Body)
+				resp.Body.Close()
+				body = b.String()
+			}
+		}
+		out, err := d.ctl("stats", "--output", "pages", "--noheadings")
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !strings.Contains(body, "s4d_stored_pages 0") || err != nil || strings.TrimSpace(out) != "0" {
+			t.Fatalf("metrics first %v: /metrics %q; stats %q %v\n%s", metricsFirst, body, out, err, log.String())
 		}
 	}
 }
