@@ -40,17 +40,18 @@ func TestDebianPackage(t *testing.T) {
 			t.Skipf("%s not available: %v", tool, err)
 		}
 	}
-	start := time.Now()
-	debs := []string{buildDeb(t, "0.1.0+test1"), buildDeb(t, "0.1.0+test2")}
-	t.Logf("built %s in %v", filepath.Base(debs[1]), time.Since(start).Round(time.Second))
-	if lintian, err := exec.LookPath("lintian"); err == nil {
-		out, err := exec.Command(lintian, "--fail-on", "error", debs[1]).CombinedOutput()
-		if err != nil {
-			t.Fatalf("lintian: %v\n%s", err, out)
-		}
-		t.Logf("lintian: no errors\n%s", out)
-	}
+	// Built once the guest is known to boot here (bootGuestWith skips first).
 	g := bootGuestWith(t, func(t *testing.T, inject string) {
+		start := time.Now()
+		debs := []string{buildDeb(t, "0.1.0+test1"), buildDeb(t, "0.1.0+test2")}
+		t.Logf("built %s in %v", filepath.Base(debs[1]), time.Since(start).Round(time.Second))
+		if lintian, err := exec.LookPath("lintian"); err == nil {
+			out, err := exec.Command(lintian, "--fail-on", "error", debs[1]).CombinedOutput()
+			if err != nil {
+				t.Fatalf("lintian: %v\n%s", err, out)
+			}
+			t.Logf("lintian: no errors\n%s", out)
+		}
 		dir := filepath.Join(inject, "opt/s4d-test")
 		os.MkdirAll(dir, 0o755)
 		for _, deb := range debs {
