@@ -147,6 +147,7 @@ func TestDebianPackage(t *testing.T) {
 
 	files := strings.Fields(g.must("sh", "-c", `dpkg -L s4d | while read -r f; do [ -f "$f" ] && echo "$f"; done`))
 	g.must("rm", "-r", "/etc/systemd/system/s4d-metrics.socket.d") // the test's own drop-in
+	g.must("systemctl", "daemon-reload")
 	step("dpkg", "--purge", "s4d")
 	var left []string
 	for _, f := range files {
