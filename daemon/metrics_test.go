@@ -11,10 +11,9 @@ import (
 
 func TestRequestLatency(t *testing.T) {
 	d1, d2 := &Daemon{}, &Daemon{}
-	now := time.Now()
-	d1.observe(ipc.OpPut, now)                   // well under a second
-	d1.observe(ipc.OpPut, now.Add(-time.Minute)) // past every bound
-	d1.observe(ipc.OpGet, now.Add(-3*time.Millisecond))
+	d1.observe(ipc.OpPut, 7*time.Microsecond) // under the first bound
+	d1.observe(ipc.OpPut, time.Minute)        // past every bound
+	d1.observe(ipc.OpGet, 3*time.Millisecond)
 	got := d1.RequestLatency()
 	if len(got) != 2 {
 		t.Fatalf("want PUT and GET, got %+v", got)
@@ -24,7 +23,7 @@ func TestRequestLatency(t *testing.T) {
 		byOp[o.Op] = o
 	}
 	put, get := byOp["put"], byOp["get"]
-	if len(put.Counts) != len(LatencyBounds)+1 || put.Counts[len(put.Counts)-1] != 1 || put.Sum < time.Minute {
+	if len(put.Counts) != len(LatencyBounds)+1 || put.Counts[0] != 1 || put.Counts[len(put.Counts)-1] != 1 || put.Sum != time.Minute+7*time.Microsecond {
 		t.Fatalf("put %+v", put)
 	}
 	// 3 ms falls in the bucket bounded by 5 ms.
