@@ -86,7 +86,9 @@ func (c *conn) region(op ipc.Op, body []byte, fds []int) ([]byte, ipc.Code, stri
 		if code != ipc.OK {
 			return nil, code, msg
 		}
-		if err := dr.r.Close(rest[0]&ipc.UnregisterRestore != 0); err != nil {
+		if rest[0]&ipc.UnregisterRestore == 0 {
+			dr.r.Close()
+		} else if err := dr.r.Release(ipc.RegionReleased(id)); err != nil {
 			return nil, ipc.CodeFailed, err.Error()
 		}
 		return c.reply(nil), ipc.OK, ""
@@ -199,7 +201,25 @@ func (s *regionSet) lost(id uint64) {
 	delete(s.regs, id)
 	s.mu.Unlock()
 	if dr != nil {
-		dr.r.Close(false)
+		dr.r.Close()
+	}
+}
+
+// releaseRegions hands every region back whole before the daemon stops:
+// their evicted pages are placed back and the clients told on their
+// lifelines, so that a restart of the daemon costs them memory, not their
+// lives. A region that cannot be restored (no memory for its pages, say)
+// ends as if the daemon had died: its client stops.
+func (d *Daemon) releaseRegions() {
+	set := d.regions()
+	set.mu.Lock()
+	list := set.regs
+	set.regs = map[uint64]*daemonRegion{}
+	set.mu.Unlock()
+	for id, dr := range list {
+		if err := dr.r.Release(ipc.RegionReleased(id)); err != nil {
+			d.log.Warn("region not handed back whole", "id", id, "pid", dr.pid, "err", err)
+		}
 	}
 }
 

@@ -358,3 +358,51 @@ func TestRegionHelper(t *testing.T) {
 		t.Skip("helper process for TestRegionDaemonKilled")
 	}
 }
+
+// TestRegionReleasedOnShutdown: a daemon that stops hands its regions back
+// whole; the program keeps its memory and is not stopped.
+func TestRegionReleasedOnShutdown(t *testing.T) {
+	needUffd(t)
+	cfg := Defaults()
+	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
+	cfg.Backend = "cpu"
+	cfg.Log = slog.New(slog.DiscardHandler)
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Serve(ctx) }()
+	c := &ipc.Client{Socket: cfg.Socket}
+	defer c.Close()
+	const size = 8 << 20
+	lost := make(chan struct{}, 1)
+	m, err := c.MapWith(context.Background(), size, 0, ipc.MapOptions{OnLost: func(uintptr, int) { lost <- struct{}{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	fillPattern(m.Bytes(), 0x5eed)
+	waitUntil(t, "eviction", func() bool { return regionOf(t, c, m.ID()).Evicted >= size/2 })
+	c.Close()
+	cancel()
+	<-done
+	waitUntil(t, "the region handed back", m.Released)
+	select {
+	case <-lost:
+		t.Fatal("the program was told its pages were lost")
+	default:
+	}
+	if err := checkPattern(m.Bytes(), 0x5eed); err != nil {
+		t.Fatal(err)
+	}
+	// Ordinary memory now: writes and reads need no daemon.
+	fillPattern(m.Bytes(), 0x77)
+	if err := checkPattern(m.Bytes(), 0x77); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -291,6 +291,7 @@ func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
 // already read to be answered. A reply being written is finished: its
 // client has the write deadline (the frame timeout) to read it.
 func (d *Daemon) shutdown() {
+	d.releaseRegions() // daemon/region.go
 	d.mu.Lock()
 	for c := range d.live {
 		c.sock.Interrupt()

@@ -137,8 +137,9 @@ type Mapping struct {
 
 	onLost func(addr uintptr, size int)
 
-	mu     sync.Mutex
-	closed bool
+	mu       sync.Mutex
+	closed   bool
+	released bool // handed back whole: no region in the daemon any more
 }
 
 // MapOptions tunes MapWith.
@@ -228,28 +229,53 @@ func exchange(ctx context.Context, nc *net.UnixConn, op Op, body []byte, fds []i
 	return resp, nil
 }
 
-// watch waits on the lifeline: the daemon never writes to it again, so it
-// ends only when the daemon goes away or Close closes it.
+// watch waits on the lifeline: the daemon writes to it again only to hand
+// the region back whole (RegionReleased); otherwise it ends only when the
+// daemon goes away or Close closes it.
 func (m *Mapping) watch() {
+	want := RegionReleased(m.id)
+	got := make([]byte, 0, len(want))
 	var b [64]byte
 	for {
-		if _, err := m.life.Read(b[:]); err != nil {
+		n, err := m.life.Read(b[:])
+		got = append(got, b[:n]...)
+		if len(got) >= len(want) {
+			break
+		}
+		if err != nil {
 			break
 		}
 	}
 	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	if len(got) >= len(want) && string(got[:len(want)]) == string(want) {
+		// Every page is back and the range unregistered: the memory is
+		// ordinary shared memory from now on.
+		m.released = true
+		unix.Close(m.rm.Uffd)
+		m.rm.Uffd = -1
 		return
 	}
 	addr, size := uintptr(unsafe.Pointer(&m.rm.Mem[0])), len(m.rm.Mem)
 	if f := m.onLost; f != nil {
+		m.mu.Unlock()
 		f(addr, size)
+		m.mu.Lock()
 		return
 	}
 	fmt.Fprintf(os.Stderr, "s4d: the daemon holding the evicted pages of %d bytes of this program's memory at %#x went away; the pages are lost, stopping\n", size, addr)
 	os.Exit(ExitRegionLost)
+}
+
+// Released says whether the daemon handed the region back whole (it
+// stopped, or was asked to): the memory stays, no longer compressed.
+func (m *Mapping) Released() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.released
 }
 
 // Bytes is the memory.
@@ -273,16 +299,19 @@ func (m *Mapping) Close() error {
 		return nil
 	}
 	m.closed = true
+	released := m.released
 	m.mu.Unlock()
 	// Unmapped first: no thread can fault on it while the daemon lets go.
 	unix.Munmap(m.rm.Mem)
-	_, err := m.c.call(context.Background(), OpUnregister, EncodeUnregister(m.id, 0))
-	m.life.Close()
-	m.rm.Mem = m.rm.Mem[:0]
-	unix.Close(m.rm.Uffd)
-	unix.Close(m.rm.Memfd)
-	if errors.Is(err, ErrNotFound) {
-		err = nil // already gone with the lifeline
+	var err error
+	if !released {
+		_, err = m.c.call(context.Background(), OpUnregister, EncodeUnregister(m.id, 0))
+		if errors.Is(err, ErrNotFound) {
+			err = nil // already gone with the lifeline
+		}
 	}
+	m.life.Close()
+	m.rm.Mem = nil
+	m.rm.Close()
 	return err
 }

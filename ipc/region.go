@@ -92,3 +92,11 @@ type RegionStats struct {
 	FaultP99  float64 `json:"fault_p99_us"`
 	Error     string  `json:"error,omitempty"` // why the region stopped serving
 }
+
+// RegionReleased is the frame the daemon writes on a region's lifeline when
+// it hands the region back whole (UNREGISTER with UnregisterRestore, or its
+// own shutdown): every page is in place and the range unregistered. The
+// client then closes its userfaultfd and keeps the memory.
+func RegionReleased(id uint64) []byte {
+	return Frame(Header{Version: Version, Op: OpUnregister, Flags: FlagResponse}, EncodeRegionID(id))
+}

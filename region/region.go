@@ -297,11 +297,19 @@ func (r *Region) Err() error {
 }
 
 // Close stops the region and frees what it holds: its pages in the store,
-// its descriptors. With restore, every evicted page is first placed back
-// and the range unregistered, so that the client keeps its memory whole;
-// without, the client must not touch the range again (its threads would
-// wait for ever: the userfaultfd stays registered while the client holds it).
-func (r *Region) Close(restore bool) error {
+// its descriptors. The client must not touch the range again (its threads
+// would wait for ever: the userfaultfd stays registered while the client
+// holds it).
+func (r *Region) Close() { r.close(false, nil) }
+
+// Release is Close that first places every evicted page back and
+// unregisters the range, so that the client keeps its memory whole as an
+// ordinary shared mapping; farewell is then written to the lifeline, for
+// the client to tell this from the daemon's death. On error the region is
+// closed all the same, as Close does.
+func (r *Region) Release(farewell []byte) error { return r.close(true, farewell) }
+
+func (r *Region) close(restore bool, farewell []byte) error {
 	var err error
 	r.closing.Do(func() {
 		close(r.quit)
@@ -315,6 +323,13 @@ func (r *Region) Close(restore bool) error {
 			if err == nil {
 				err = r.u.unregister(r.spec.Addr, r.spec.Length)
 			}
+			if err == nil && r.spec.Lifeline >= 0 && len(farewell) > 0 {
+				// A few bytes on a socket the client never writes to and
+				// reads at once: they fit in its buffer.
+				unix.Write(r.spec.Lifeline, farewell)
+			}
+		} else if restore {
+			err = fmt.Errorf("cannot restore: %w", r.Err())
 		}
 		var keys []uint64
 		for i, s := range r.state {

@@ -95,7 +95,7 @@ func newTestRegion(t *testing.T, size, budget int) (*Region, []byte, *memStore) 
 	}
 	mem := rm.Mem
 	t.Cleanup(func() {
-		r.Close(false)
+		r.Close()
 		rm.Uffd, rm.Memfd = -1, -1 // the region closed them
 		rm.Close()
 	})
