@@ -107,4 +107,15 @@ func TestListingFlags(t *testing.T) {
 	if f := strings.Fields(lines[3]); len(f) != 3 || f[1] != "3" {
 		t.Fatalf("watch line %q", lines[3])
 	}
+
+	// On a terminal (script(1) gives it one) the view is redrawn in place,
+	// the store and each busy engine on a line of their own.
+	if script, err := exec.LookPath("script"); err == nil {
+		b, err := exec.Command(script, "-qec", s4dBin+" ctl --socket "+d.socket+" watch -i 100ms -c 2", "/dev/null").CombinedOutput()
+		out := string(b)
+		if err != nil || strings.Count(out, "\x1b[H\x1b[2J") != 2 || !strings.Contains(out, "ENGINE") ||
+			!regexp.MustCompile(`(?m)^all +3 `).MatchString(out) || !regexp.MustCompile(`(?m)^cpu +- `).MatchString(out) {
+			t.Fatalf("watch on a terminal: %v\n%q", err, out)
+		}
+	}
 }
