@@ -382,7 +382,14 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 func (b *Backend) kernelPass(s *slot, n, reps int) error {
 	d, p := b.d, b.d.p
 	err := d.do(func() error {
+		// params.n as in a round of n pages.
+		var prm [16]byte
+		binary.LittleEndian.PutUint32(prm[0:], uint32(n))
+		binary.LittleEndian.PutUint32(prm[4:], PageSize*3/4)
+		cprm := C.CBytes(prm[:])
+		defer C.free(cprm)
 		C.s4d_push_errors(p, d.dev)
+		C.s4d_write(p, d.queue, s.params, 0, cprm, 16)
 		enc := C.s4d_encoder(p, d.dev)
 		for range reps {
 			C.s4d_copy(p, enc, s.zero, 0, s.total, 0, 16)

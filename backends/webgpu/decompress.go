@@ -11,6 +11,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
@@ -55,12 +59,23 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 			lz = append(lz, i)
 		}
 	}
+	// The other classes (fills and copies) on several goroutines: one
+	// cannot keep up with the GPU.
 	other := func() {
-		for i, s := range d.Src {
-			if s.Class != backends.ClassLZ4 {
-				d.Failed[i] = !b.cpu.DecodePage(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
-			}
+		g := min(runtime.GOMAXPROCS(0), 8, max(1, n/256))
+		var wg sync.WaitGroup
+		for k := range g {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := k * n / g; i < (k+1)*n/g; i++ {
+					if s := d.Src[i]; s.Class != backends.ClassLZ4 {
+						d.Failed[i] = !b.cpu.DecodePage(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+					}
+				}
+			}()
 		}
+		wg.Wait()
 	}
 	if len(lz) == 0 {
 		other()
@@ -93,6 +108,7 @@ func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile fun
 	dv, p := b.d, b.d.p
 	s := &b.ds
 	n := len(idx)
+	t0 := time.Now()
 	// desc (8 bytes a page) then the blocks, 4-byte aligned.
 	total := 0
 	for _, i := range idx {
@@ -105,11 +121,26 @@ func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile fun
 		l := min(len(d.Src[i].Data), 1<<20)
 		binary.LittleEndian.PutUint32(desc[8*k:], uint32(off))
 		binary.LittleEndian.PutUint32(desc[8*k+4:], uint32(l))
-		copy(src[off:off+l], d.Src[i].Data)
-		clear(src[off+l : off+((l+3)&^3)])
 		off += (l + 3) &^ 3
 	}
+	// The blocks are copied in by several goroutines.
+	g := min(runtime.GOMAXPROCS(0), 8, max(1, n/512))
+	var wg sync.WaitGroup
+	for j := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := j * n / g; k < (j+1)*n/g; k++ {
+				o := int(binary.LittleEndian.Uint32(desc[8*k:]))
+				l := int(binary.LittleEndian.Uint32(desc[8*k+4:]))
+				copy(src[o:o+l], d.Src[idx[k]].Data)
+				clear(src[o+l : o+((l+3)&^3)])
+			}
+		}()
+	}
+	wg.Wait()
 	outBytes, statOff := n*PageSize, n*PageSize
+	dlap(0, &t0)
 	err := dv.do(func() error {
 		if err := b.ensureDecomp(n, len(src)); err != nil {
 			return err
@@ -137,12 +168,15 @@ func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile fun
 	if err != nil {
 		return err
 	}
+	dlap(1, &t0)
 	if meanwhile != nil {
 		meanwhile()
 	}
+	dlap(2, &t0)
 	if err := dv.await(s.wait, "decompress readback"); err != nil {
 		return err
 	}
+	dlap(3, &t0)
 	var m unsafe.Pointer
 	if err := dv.do(func() error {
 		if s.wait.status != C.S4D_STATUS_SUCCESS {
@@ -171,7 +205,18 @@ func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile fun
 		d.Failed[idx[k]] = true
 		k++
 	}
+	dlap(4, &t0)
 	return dv.do(func() error { C.s4d_unmap(p, s.rd); return dv.fault() })
+}
+
+// dphaseNs sums the time of decompress's steps (pack the blocks, upload
+// and submit, CPU-side pages, wait, copy out), for benchmarks.
+var dphaseNs [5]atomic.Int64
+
+func dlap(k int, t0 *time.Time) {
+	now := time.Now()
+	dphaseNs[k].Add(int64(now.Sub(*t0)))
+	*t0 = now
 }
 
 // ensureDecomp grows the decompression buffers. Device thread only.

@@ -399,12 +399,20 @@ func BenchmarkDecompress64MiB(bm *testing.B) {
 		bm.Run(be.name, func(bm *testing.B) {
 			b := be.b()
 			bm.SetBytes(int64(len(pages)))
+			for i := range dphaseNs {
+				dphaseNs[i].Store(0)
+			}
 			for bm.Loop() {
 				if err := b.Decompress(context.Background(), d); err != nil {
 					bm.Fatal(err)
 				}
 			}
 			bm.StopTimer()
+			if be.name == "webgpu" {
+				for i, name := range []string{"pack", "upload", "cpu-pages", "wait", "copyout"} {
+					bm.ReportMetric(float64(dphaseNs[i].Load())/float64(bm.N)/1e6, name+"-ms")
+				}
+			}
 			if !bytes.Equal(d.Dst, pages) {
 				bm.Fatal("decompressed pages differ")
 			}
