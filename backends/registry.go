@@ -29,6 +29,7 @@ type Options struct {
 	PageSize    int
 	Workers     int    // CPU workers; 0 means one per core
 	WebGPULib   string // path of a webgpu.h implementation; "" searches
+	WebGPUCPU   bool   // webgpu may use a CPU adapter (lavapipe)
 	NvcompLib   string // path of libnvcomp; "" searches
 	GPUMemLimit int64  // bytes of device memory a GPU backend may hold; 0 = its default
 }

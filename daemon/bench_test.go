@@ -8,6 +8,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/settings"
 )
 
 // BenchmarkRoundTrip times one PUT of a single 4 KiB page through an
@@ -65,7 +66,7 @@ func BenchmarkGet(b *testing.B) {
 // serveInProcess runs a daemon in the test's process on a socket of its
 // own, preferring backend, until the test ends.
 func serveInProcess(tb testing.TB, backend string) *ipc.Client {
-	cfg := Defaults()
+	cfg := settings.Defaults()
 	cfg.Socket = filepath.Join(tb.TempDir(), "s.sock")
 	cfg.Backend = backend
 	cfg.Log = slog.New(slog.DiscardHandler)

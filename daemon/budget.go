@@ -3,8 +3,6 @@ package daemon
 import (
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // budget bounds the memory that requests and replies in flight may take:
@@ -102,22 +100,4 @@ func (b *budget) inUse() (used, peak int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used, b.peak
-}
-
-// defaultBudget is 1/16 of the machine's memory, within 256 MiB and 4 GiB:
-// room for a few dozen of the largest requests at once.
-func defaultBudget() int64 {
-	var total int64 = 4 << 30
-	if mem := physicalMemory(); mem > 0 {
-		total = min(max(mem/16, 256<<20), 4<<30)
-	}
-	return total
-}
-
-func physicalMemory() int64 {
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) != nil {
-		return 0
-	}
-	return int64(si.Totalram) * int64(si.Unit)
 }

@@ -8,12 +8,13 @@ import (
 
 	_ "github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/settings"
 )
 
 // FuzzHandle runs arbitrary bodies through every operation's handler, as a
 // client of uid 1000 would send them: never a panic, always a known code.
 func FuzzHandle(f *testing.F) {
-	cfg := Defaults()
+	cfg := settings.Defaults()
 	cfg.Backend = "cpu"
 	cfg.MemLimit = 64 << 20
 	cfg.Log = slog.New(slog.DiscardHandler)

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -34,21 +32,5 @@ func TestRequestLatency(t *testing.T) {
 	}
 	if len(d2.RequestLatency()) != 0 {
 		t.Fatal("one daemon's requests counted for another")
-	}
-}
-
-func TestMetricsListenSetting(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s4d.toml")
-	os.WriteFile(path, []byte("metrics_listen = \"127.0.0.1:9367\"\n"), 0o644)
-	f, err := LoadFile(path, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := Defaults()
-	if err := f.Apply(&c); err != nil || c.MetricsListen != "127.0.0.1:9367" {
-		t.Fatalf("%v %q", err, c.MetricsListen)
-	}
-	if keys := restartOnly(Defaults(), c); len(keys) != 1 || keys[0] != "metrics_listen" {
-		t.Fatalf("a reload should say metrics_listen needs a restart: %v", keys)
 	}
 }

@@ -20,10 +20,14 @@ import (
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/routing"
+	"github.com/s4d-project/s4d/settings"
 )
 
 // Version is reported in HELLO and STATS.
 const Version = "s4d 0.1.0"
+
+// Config is the daemon's settings.
+type Config = settings.Config
 
 // Daemon serves the page store on a Unix socket.
 type Daemon struct {
@@ -71,7 +75,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("backend %q: not built in (have auto, %v)", cfg.Backend, backends.Names())
 	}
 	set := backends.Open(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
-		WebGPULib: cfg.WebGPULib, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit})
+		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit})
 	for _, st := range set.Statuses() {
 		cfg.Log.Info("backend", "name", st.Name, "state", st.State, "reason", st.Reason, "describe", st.Describe)
 	}
@@ -82,7 +86,7 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("backend %s is %s: %s", cfg.Backend, st.State, st.Reason)
 		}
 	}
-	total, perUser := cfg.ioBudgets()
+	total, perUser := cfg.IOBudgets()
 	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, perUser: map[uint32]int{},
 		bufs: newBufPool(total / 2), mem: newBudget(total, perUser), quit: make(chan struct{})}
@@ -242,7 +246,7 @@ func (d *Daemon) admit(uid uint32) string {
 	if d.active.Load() >= int64(d.cfg.MaxConns) {
 		return fmt.Sprintf("too many connections (limit %d)", d.cfg.MaxConns)
 	}
-	if per := d.cfg.connsPerUser(); d.perUser[uid] >= per {
+	if per := d.cfg.ConnsPerUser(); d.perUser[uid] >= per {
 		return fmt.Sprintf("too many connections of user %d (limit %d per user)", uid, per)
 	}
 	d.active.Add(1)
@@ -267,8 +271,15 @@ func (d *Daemon) refuse(nc *net.UnixConn, msg string) {
 	d.refused.Add(1)
 	d.log.Debug("connection refused", "reason", msg)
 	body := binary.LittleEndian.AppendUint16(nil, uint16(len(msg)))
-	nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-	nc.Write(ipc.Frame(ipc.Header{Version: ipc.Version, Status: ipc.CodeLimit, Flags: ipc.FlagResponse}, append(body, msg...)))
+	frame := ipc.Frame(ipc.Header{Version: ipc.Version, Status: ipc.CodeLimit, Flags: ipc.FlagResponse}, append(body, msg...))
+	// One non-blocking write, however long this goroutine waits to run
+	// (a write deadline could pass before the write is tried).
+	if raw, err := nc.SyscallConn(); err == nil {
+		raw.Write(func(fd uintptr) bool {
+			unix.SendmsgN(int(fd), frame, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+			return true
+		})
+	}
 	nc.Close()
 }
 

@@ -13,6 +13,7 @@ import (
 	sd "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/settings"
 )
 
 // stuckAfter is how long batches may be in flight with none finishing
@@ -123,7 +124,7 @@ func (d *Daemon) reload(load func() (Config, error)) {
 			d.log.Error("reload: backend not usable; keeping the current one", "backend", nc.Backend)
 		}
 	}
-	if keys := restartOnly(d.cfg, nc); len(keys) > 0 {
+	if keys := settings.RestartOnly(d.cfg, nc); len(keys) > 0 {
 		d.log.Warn("reload: these settings take effect only after a restart", "keys", keys)
 	}
 	d.log.Info("reloaded", "mem_limit", nc.MemLimit, "log_level", nc.LogLevel.String(), "backend", d.disp.Preference())

@@ -179,6 +179,48 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	return cn, nil
 }
 
+// refused turns the frame a daemon sends a connection it does not admit
+// (op 0, id 0, an error status) into its error.
+func refused(h Header, body []byte) error {
+	if h.Op != 0 || h.ID != 0 || h.Status == OK {
+		return nil
+	}
+	msg, _ := DecodeString(body)
+	return &Error{Code: h.Status, Msg: msg}
+}
+
+// refusal looks for a refusal the daemon sent before closing, after a
+// send to it failed: the frame may still wait in the socket.
+func (cn *conn) refusal() error {
+	buf := make([]byte, 4+HeaderSize+2+1024)
+	got := 0
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for got < len(buf) {
+		n, _, err := cn.sock.Recvmsg(buf[got:], nil)
+		if err == unix.EAGAIN {
+			if cn.sock.Wait(false, deadline) != nil {
+				break
+			}
+			continue
+		}
+		if err != nil || n == 0 {
+			break
+		}
+		got += n
+		if got >= 4+HeaderSize && got >= 4+int(binary.LittleEndian.Uint32(buf)) {
+			break
+		}
+	}
+	if got < 4+HeaderSize {
+		return nil
+	}
+	length := int(binary.LittleEndian.Uint32(buf))
+	if length < HeaderSize || 4+length > got {
+		return nil
+	}
+	return refused(DecodeHeader(buf[4:]), buf[4+HeaderSize:4+length])
+}
+
 func newConn(nc *net.UnixConn, poll time.Duration) (*conn, error) {
 	sock, err := NewSocket(nc, -1)
 	if err != nil {
@@ -228,8 +270,15 @@ func (cn *conn) fail(err error) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	first := cn.err == nil
+	if first && cn.hello == nil && (errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)) {
+		// The daemon closed the connection before the hello went out:
+		// it may have said why first. Nothing else reads the socket yet.
+		if r := cn.refusal(); r != nil {
+			err = r
+		}
+	}
 	if first {
-		cn.err = fmt.Errorf("%w: %v", ErrConnLost, err)
+		cn.err = fmt.Errorf("%w: %w", ErrConnLost, err)
 	}
 	for id, cl := range cn.pending {
 		cl.ch <- result{err: cn.err}
@@ -383,6 +432,10 @@ func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, poll bool) (He
 				r := <-cl.ch // failed meanwhile
 				return Header{}, nil, false, r.err
 			}
+			cn.fail(err)
+			return Header{}, nil, false, (<-cl.ch).err
+		}
+		if err := refused(h, body); err != nil {
 			cn.fail(err)
 			return Header{}, nil, false, (<-cl.ch).err
 		}

@@ -19,7 +19,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -31,7 +30,7 @@ import (
 
 func init() {
 	backends.Register("webgpu", 10, func(o backends.Options) (backends.Backend, error) {
-		return New(o, os.Getenv("S4D_WEBGPU_ALLOW_CPU") == "1")
+		return New(o, o.WebGPUCPU)
 	})
 }
 

@@ -1,6 +1,8 @@
-// Package daemon is the s4d server: the socket, peer credentials, request
-// handling, the dispatcher that picks a backend for each batch, and stats.
-package daemon
+// Package settings is what the daemon can be told: one Config, filled from
+// defaults, the configuration file, and the flags and environment
+// variables that were set (which win), all through one table (table.go)
+// that also says what a reload may change.
+package settings
 
 import (
 	"fmt"
@@ -8,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/ipc"
 )
@@ -23,7 +27,8 @@ type Config struct {
 	MaxFrame      int
 	MaxBatchPages int
 	MaxConns      int
-	// Connections one user may hold at once; 0 = a quarter of MaxConns.
+	// Connections one user may hold at once; 0 = a quarter of MaxConns
+	// (at least 16).
 	MaxConnsPerUser int
 	// Bytes that request bodies, compression outputs and replies in flight
 	// may take in all (0 = 1/16 of the machine's memory, 256 MiB-4 GiB),
@@ -34,6 +39,7 @@ type Config struct {
 	FrameTimeout time.Duration // a request must arrive whole within this
 	Workers      int
 	WebGPULib    string
+	WebGPUCPU    bool // use a CPU adapter (lavapipe) for webgpu
 	NvcompLib    string
 	GPUMemLimit  int64
 	CoalesceWait time.Duration // how long a small batch may wait for others; 0 = never merge
@@ -94,7 +100,7 @@ func (c *Config) Validate() error {
 	}
 	// One user must be able to make the largest request: its body and the
 	// compressed output of its pages.
-	if need := c.largestRequest(); c.UserIOBudget > 0 && c.UserIOBudget < need || c.IOBudget > 0 && c.IOBudget < need {
+	if need := c.LargestRequest(); c.UserIOBudget > 0 && c.UserIOBudget < need || c.IOBudget > 0 && c.IOBudget < need {
 		return fmt.Errorf("io budget (%d, per user %d) is smaller than the largest request needs (%d)", c.IOBudget, c.UserIOBudget, need)
 	}
 	return nil
@@ -128,27 +134,47 @@ func ParseSize(s string) (uint64, error) {
 	return v * mult, nil
 }
 
-// largestRequest is the memory the largest PUT takes in flight.
-func (c *Config) largestRequest() int64 {
+// LargestRequest is the memory the largest PUT takes in flight.
+func (c *Config) LargestRequest() int64 {
 	return int64(c.MaxFrame) + int64(c.MaxBatchPages)*int64(c.PageSize)
 }
 
-// connsPerUser is MaxConnsPerUser with its default filled in.
-func (c *Config) connsPerUser() int {
+// ConnsPerUser is MaxConnsPerUser with its default filled in: a quarter
+// of MaxConns, but never fewer than 16 (or MaxConns), so that a small
+// limit does not leave one user a single connection.
+func (c *Config) ConnsPerUser() int {
 	if c.MaxConnsPerUser > 0 {
 		return min(c.MaxConnsPerUser, c.MaxConns)
 	}
-	return max(1, c.MaxConns/4)
+	return max(c.MaxConns/4, min(c.MaxConns, 16))
 }
 
-// ioBudgets are IOBudget and UserIOBudget with their defaults filled in.
-func (c *Config) ioBudgets() (total, perUser int64) {
+// IOBudgets are IOBudget and UserIOBudget with their defaults filled in.
+func (c *Config) IOBudgets() (total, perUser int64) {
 	total, perUser = c.IOBudget, c.UserIOBudget
 	if total == 0 {
-		total = max(defaultBudget(), 2*c.largestRequest())
+		total = max(defaultBudget(), 2*c.LargestRequest())
 	}
 	if perUser == 0 {
-		perUser = max(total/2, c.largestRequest())
+		perUser = max(total/2, c.LargestRequest())
 	}
 	return max(total, perUser), perUser
+}
+
+// defaultBudget is 1/16 of the machine's memory, within 256 MiB and 4 GiB:
+// room for a few dozen of the largest requests at once.
+func defaultBudget() int64 {
+	var total int64 = 4 << 30
+	if mem := physicalMemory(); mem > 0 {
+		total = min(max(mem/16, 256<<20), 4<<30)
+	}
+	return total
+}
+
+func physicalMemory() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
 }

@@ -1,0 +1,230 @@
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultFile is read when no other configuration file is named.
+const DefaultFile = "/etc/s4d/s4d.toml"
+
+// Setting is one thing the daemon can be told. Its flag is --Name, its key
+// in the configuration file Name with underscores, and Env (if any) sets
+// it too.
+type Setting struct {
+	Name   string
+	Env    string
+	Usage  string
+	Reload bool // a reload changes it at once; the others need a restart
+	Hidden bool
+	parse  func(c *Config, v string) error
+	show   func(c *Config) string
+}
+
+// Key is the setting's name in the configuration file.
+func (s *Setting) Key() string { return strings.ReplaceAll(s.Name, "-", "_") }
+
+// Default is the text of its default value.
+func (s *Setting) Default() string { d := Defaults(); return s.show(&d) }
+
+// Table lists every setting.
+var Table = []Setting{
+	text("socket", "S4D_SOCKET", "Unix socket to listen on", false, func(c *Config) *string { return &c.Socket }),
+	{Name: "socket-mode", Usage: "permissions of the socket file (octal)",
+		parse: func(c *Config, v string) error {
+			m, err := strconv.ParseUint(v, 8, 32)
+			if err != nil || m > 0o777 {
+				return fmt.Errorf("%q: want octal permissions like 0660", v)
+			}
+			c.SocketMode = uint32(m)
+			return nil
+		},
+		show: func(c *Config) string { return fmt.Sprintf("%04o", c.SocketMode) }},
+	size("mem-limit", "S4D_MEM_LIMIT", "memory for compressed pages, bytes with K/M/G/T suffix; 0 = no limit", true, func(c *Config) *uint64 { return &c.MemLimit }),
+	text("backend", "S4D_BACKEND", "auto, or a backend to prefer: cpu, webgpu, cuda", true, func(c *Config) *string { return &c.Backend }),
+	text("codec", "S4D_CODEC", "lz4 or zstd", false, func(c *Config) *string { return &c.Codec }),
+	integer("page-size", "", "page size in bytes: a power of two from 4096 to 65536", false, func(c *Config) *int { return &c.PageSize }),
+	integer("workers", "", "CPU compression goroutines per batch; 0 = one per core", false, func(c *Config) *int { return &c.Workers }),
+	text("webgpu-lib", "S4D_WEBGPU_LIB", "path of a webgpu.h library (Dawn); default: search", false, func(c *Config) *string { return &c.WebGPULib }),
+	boolean("webgpu-cpu", "S4D_WEBGPU_ALLOW_CPU", "let webgpu run on a CPU adapter (lavapipe): correct, but slower than the cpu backend", false, func(c *Config) *bool { return &c.WebGPUCPU }),
+	text("nvcomp-lib", "S4D_NVCOMP_LIB", "path of libnvcomp.so; default: search", false, func(c *Config) *string { return &c.NvcompLib }),
+	size64("gpu-mem-limit", "", "device memory a GPU backend may use; 0 = its default", false, func(c *Config) *int64 { return &c.GPUMemLimit }),
+	duration("coalesce-wait", "", "how long a small batch may wait to travel with others to a GPU; 0 = never", false, func(c *Config) *time.Duration { return &c.CoalesceWait }),
+	duration("poll-wait", "", "how long a connection polls for its next request before sleeping (lower latency for a client that sends small requests back to back, for CPU); 0 = never", false, func(c *Config) *time.Duration { return &c.PollWait }),
+	integer("max-connections", "", "connections served at once", false, func(c *Config) *int { return &c.MaxConns }),
+	integer("max-connections-per-user", "", "connections one user may hold at once; 0 = a quarter of --max-connections, at least 16", false, func(c *Config) *int { return &c.MaxConnsPerUser }),
+	size64("io-budget", "", "memory for requests and replies in flight (K/M/G/T); 0 = 1/16 of RAM, 256M-4G", false, func(c *Config) *int64 { return &c.IOBudget }),
+	size64("user-io-budget", "", "the part of --io-budget one user may take; 0 = half", false, func(c *Config) *int64 { return &c.UserIOBudget }),
+	integer("max-batch-pages", "", "keys in one request", false, func(c *Config) *int { return &c.MaxBatchPages }),
+	integer("max-pools-per-user", "", "pools one user may create; 0 = no limit", true, func(c *Config) *int { return &c.PoolsPerUser }),
+	size("user-quota", "", "compressed bytes one user may store (K/M/G/T); 0 = no limit", true, func(c *Config) *uint64 { return &c.UserQuota }),
+	duration("idle-timeout", "", "close a connection with no request for this long", false, func(c *Config) *time.Duration { return &c.IdleTimeout }),
+	duration("frame-timeout", "", "a request must arrive whole within this once it starts, and a reply be read within this once it is being written", false, func(c *Config) *time.Duration { return &c.FrameTimeout }),
+	text("metrics-listen", "S4D_METRICS_LISTEN", "serve Prometheus metrics at /metrics on this Unix socket path or loopback host:port (no other address: the endpoint has no authentication); off by default", false, func(c *Config) *string { return &c.MetricsListen }),
+	{Name: "log-level", Env: "S4D_LOG_LEVEL", Usage: "debug, info, warn or error", Reload: true,
+		parse: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) },
+		show:  func(c *Config) string { return strings.ToLower(c.LogLevel.String()) }},
+}
+
+// Find returns the setting with this flag name or file key.
+func Find(name string) *Setting {
+	for i := range Table {
+		if Table[i].Name == name || Table[i].Key() == name {
+			return &Table[i]
+		}
+	}
+	return nil
+}
+
+// Load builds a Config: the defaults, then the file at path (an error if
+// it is missing only when named), then set (flag name to value: the flags
+// and environment variables given), which win. It validates the result.
+func Load(path string, named bool, set map[string]string) (Config, error) {
+	c := Defaults()
+	if err := c.applyFile(path, named); err != nil {
+		return c, err
+	}
+	var errs []error
+	for _, s := range Table {
+		if v, ok := set[s.Name]; ok {
+			if err := s.parse(&c, v); err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %w", s.Name, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+func (c *Config) applyFile(path string, named bool) error {
+	var raw map[string]any
+	_, err := toml.DecodeFile(path, &raw)
+	if errors.Is(err, fs.ErrNotExist) && !named {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		s := Find(k)
+		if s == nil || s.Key() != k {
+			errs = append(errs, fmt.Errorf("unknown setting %s", k))
+			continue
+		}
+		var v string
+		switch x := raw[k].(type) {
+		case string:
+			v = x
+		case int64:
+			v = strconv.FormatInt(x, 10)
+		case bool:
+			v = strconv.FormatBool(x)
+		default:
+			errs = append(errs, fmt.Errorf("%s: want a string or a number, not %T", k, x))
+			continue
+		}
+		if err := s.parse(c, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", k, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// RestartOnly lists, as file keys, the settings that differ between old
+// and new and that a reload cannot change.
+func RestartOnly(old, new Config) []string {
+	var keys []string
+	for _, s := range Table {
+		if !s.Reload && s.show(&old) != s.show(&new) {
+			keys = append(keys, s.Key())
+		}
+	}
+	return keys
+}
+
+// FromEnv returns the settings given by environment variables.
+func FromEnv() map[string]string {
+	set := map[string]string{}
+	for _, s := range Table {
+		if v, ok := os.LookupEnv(s.Env); ok && s.Env != "" {
+			set[s.Name] = v
+		}
+	}
+	return set
+}
+
+func text(name, env, usage string, reload bool, f func(*Config) *string) Setting {
+	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
+		parse: func(c *Config, v string) error { *f(c) = v; return nil },
+		show:  func(c *Config) string { return *f(c) }}
+}
+
+func integer(name, env, usage string, reload bool, f func(*Config) *int) Setting {
+	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
+		parse: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("%q: want a whole number", v)
+			}
+			*f(c) = n
+			return nil
+		},
+		show: func(c *Config) string { return strconv.Itoa(*f(c)) }}
+}
+
+func boolean(name, env, usage string, reload bool, f func(*Config) *bool) Setting {
+	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
+		parse: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("%q: want true or false", v)
+			}
+			*f(c) = b
+			return nil
+		},
+		show: func(c *Config) string { return strconv.FormatBool(*f(c)) }}
+}
+
+func size(name, env, usage string, reload bool, f func(*Config) *uint64) Setting {
+	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
+		parse: func(c *Config, v string) (err error) { *f(c), err = ParseSize(v); return err },
+		show:  func(c *Config) string { return strconv.FormatUint(*f(c), 10) }}
+}
+
+func size64(name, env, usage string, reload bool, f func(*Config) *int64) Setting {
+	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
+		parse: func(c *Config, v string) error {
+			n, err := ParseSize(v)
+			if err == nil && n > 1<<62 {
+				err = fmt.Errorf("size %q is too large", v)
+			}
+			*f(c) = int64(n)
+			return err
+		},
+		show: func(c *Config) string { return strconv.FormatInt(*f(c), 10) }}
+}
+
+func duration(name, env, usage string, reload bool, f func(*Config) *time.Duration) Setting {
+	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
+		parse: func(c *Config, v string) (err error) { *f(c), err = time.ParseDuration(strings.TrimSpace(v)); return err },
+		show:  func(c *Config) string { return f(c).String() }}
+}
