@@ -225,6 +225,9 @@ func size64(name, env, usage string, reload bool, f func(*Config) *int64) Settin
 
 func duration(name, env, usage string, reload bool, f func(*Config) *time.Duration) Setting {
 	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
-		parse: func(c *Config, v string) (err error) { *f(c), err = time.ParseDuration(strings.TrimSpace(v)); return err },
-		show:  func(c *Config) string { return f(c).String() }}
+		parse: func(c *Config, v string) (err error) {
+			*f(c), err = time.ParseDuration(strings.TrimSpace(v))
+			return err
+		},
+		show: func(c *Config) string { return f(c).String() }}
 }
