@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -37,12 +38,25 @@ func FuzzHandle(f *testing.F) {
 		if ipc.Op(op) == ipc.OpCompact && len(body) == 0 {
 			return // valid but slow under the store lock; covered by unit tests
 		}
-		resp, code, msg := c.handle(ipc.Op(op), body)
-		if code == ipc.OK && len(resp) < frameHead {
+		c.req = request{ctx: d.ctx}
+		defer c.done()
+		var resp []byte
+		var err error
+		if ipc.Op(op) == ipc.OpGet { // served outside handle, which streams large replies
+			var req *ipc.KeysRequest
+			if req, err = c.keys(ipc.OpGet, body); err == nil {
+				resp, err = c.getWhole(req)
+			}
+		} else {
+			resp, err = c.handle(ipc.Op(op), body)
+		}
+		if err == nil && len(resp) < frameHead {
 			t.Fatalf("%v: OK without a body", ipc.Op(op))
 		}
-		if code != ipc.OK && (msg == "" || code.String() == "") {
-			t.Fatalf("%v: error %d without a message", ipc.Op(op), code)
+		// Every error a handler returns carries its code and a message.
+		var e *ipc.Error
+		if err != nil && (!errors.As(err, &e) || e.Msg == "" || e.Code == ipc.OK) {
+			t.Fatalf("%v: error %v without a code or message", ipc.Op(op), err)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"encoding/binary"
 	"slices"
 	"sync/atomic"
@@ -36,7 +35,7 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 	n, ps := len(req.Keys), c.d.cfg.PageSize
 	deadline := time.Now().Add(c.d.cfg.FrameTimeout)
 	res := c.results(n)
-	sn := &c.snap
+	sn := &c.s.snap
 	sn.data, sn.used, sn.pages = c.d.bufs.get(n*ps), 0, sn.pages[:0]
 	defer func() {
 		c.d.bufs.put(sn.data)
@@ -46,8 +45,8 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 		}
 		sn.data, sn.res = nil, nil
 	}()
-	if c.snapFn == nil {
-		c.snapFn = c.snapshotViewed
+	if c.s.snapFn == nil {
+		c.s.snapFn = c.snapshotViewed
 	}
 	// Copied chunk by chunk under the store's read lock. Each chunk
 	// reserves its worst case first, then gives back what it did not use.
@@ -55,15 +54,14 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 		hi := min(lo+fetchChunk, n)
 		worst := int64((hi - lo) * ps)
 		if err := c.reserve(worst, deadline); err != nil {
-			return c.finish(h, nil, budgetCode(err), err.Error())
+			return c.finish(h, nil, budgetErr(err))
 		}
 		before := sn.used
 		sn.res = res[lo:hi]
-		stored, err := c.d.store.View(c.uid, req.Pool, req.Keys[lo:hi], c.stored[:0], sn.res, c.snapFn)
-		c.stored = stored
+		stored, err := c.d.store.View(c.uid, req.Pool, req.Keys[lo:hi], c.s.stored[:0], sn.res, c.s.snapFn)
+		c.s.stored = stored
 		if err != nil {
-			code, msg := storeErr(err, req.Pool)
-			return c.finish(h, nil, code, msg)
+			return c.finish(h, nil, storeErr(err, req.Pool))
 		}
 		c.unreserve(worst - int64(sn.used-before))
 	}
@@ -126,12 +124,12 @@ func (c *conn) sendPieces(pages []backends.Stored, per int) bool {
 		close(free)
 	}()
 	ok := true
-	dd := &c.dec
+	dd := &c.s.dec
 	for j := 0; j < len(pages) && ok && sendErr.Load() == nil; j += per {
 		k := min(per, len(pages)-j)
 		b := <-free
 		dd.PageSize, dd.Src, dd.Dst = ps, pages[j:j+k], b[:k*ps]
-		err := c.d.disp.Decompress(context.Background(), dd)
+		err := c.d.disp.Decompress(c.req.ctx, dd)
 		if err == nil && slices.Contains(dd.Failed[:k], true) {
 			err = errUndecodable
 		}
@@ -155,7 +153,7 @@ func (c *conn) sendPieces(pages []backends.Stored, per int) bool {
 // snapshotViewed copies the found pages of a chunk out of the store while
 // it holds them (see pagecache.Store.View).
 func (c *conn) snapshotViewed(stored []backends.Stored) error {
-	sn := &c.snap
+	sn := &c.s.snap
 	for i := range stored {
 		if sn.res[i] != pagecache.OK {
 			continue

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -16,9 +15,28 @@ import (
 	"github.com/s4d-project/s4d/routing"
 )
 
+// scratch holds what one request decodes into and works in, reused by
+// the next request of the connection so that a request allocates little.
+type scratch struct {
+	putReq  ipc.PutRequest
+	fdReq   ipc.PutFDRequest
+	keyReq  ipc.KeysRequest
+	res     []pagecache.Result
+	batch   backends.Batch
+	stored  []backends.Stored
+	view    viewing
+	viewFn  func([]backends.Stored) error
+	snap    snapshot
+	snapFn  func([]backends.Stored) error
+	putting putting
+	putFn   routing.Deliver
+	dec     backends.Decompression
+	sorted  []uint64
+}
+
 // handle runs one request and returns the response (from startResponse),
-// or an error code and message.
-func (c *conn) handle(op ipc.Op, body []byte) ([]byte, ipc.Code, string) {
+// or an error: an *ipc.Error is answered with its code and message.
+func (c *conn) handle(op ipc.Op, body []byte) ([]byte, error) {
 	switch op {
 	case ipc.OpHello:
 		return c.hello(body)
@@ -35,40 +53,40 @@ func (c *conn) handle(op ipc.Op, body []byte) ([]byte, ipc.Code, string) {
 	case ipc.OpCompact:
 		return c.compact(body)
 	}
-	return nil, ipc.CodeUnknownOp, fmt.Sprintf("operation %d is not known", uint8(op))
+	return nil, errorf(ipc.CodeUnknownOp, "operation %d is not known", uint8(op))
 }
 
 // reply copies a body built elsewhere into a response.
 func (c *conn) reply(body []byte) []byte { return append(c.startResponse(len(body)), body...) }
 
-func (c *conn) hello(body []byte) ([]byte, ipc.Code, string) {
+func (c *conn) hello(body []byte) ([]byte, error) {
 	minV, maxV, _, err := ipc.DecodeHelloRequest(body)
 	if err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
 	if minV > ipc.Version || maxV < ipc.Version {
-		return nil, ipc.CodeVersion, fmt.Sprintf("client speaks versions %d-%d, daemon speaks %d", minV, maxV, ipc.Version)
+		return nil, errorf(ipc.CodeVersion, "client speaks versions %d-%d, daemon speaks %d", minV, maxV, ipc.Version)
 	}
 	h := &ipc.Hello{Version: ipc.Version, PageSize: uint32(c.d.cfg.PageSize), MaxFrame: uint32(c.d.cfg.MaxFrame),
 		MaxBatchPages: uint32(c.d.cfg.MaxBatchPages), Server: Version, Codec: c.d.cfg.Codec}
-	return c.reply(h.Encode()), ipc.OK, ""
+	return c.reply(h.Encode()), nil
 }
 
 // checkKeys applies the rules every batch shares.
-func (c *conn) checkKeys(pool string, keys []uint64) (ipc.Code, string) {
+func (c *conn) checkKeys(pool string, keys []uint64) error {
 	if !ipc.ValidPool(pool) {
-		return ipc.CodeBadPool, fmt.Sprintf("pool name %q: want 1-%d printable characters, no spaces", pool, ipc.MaxPoolName)
+		return errorf(ipc.CodeBadPool, "pool name %q: want 1-%d printable characters, no spaces", pool, ipc.MaxPoolName)
 	}
 	if len(keys) == 0 {
-		return ipc.CodeEmptyBatch, "batch has no keys"
+		return errorf(ipc.CodeEmptyBatch, "batch has no keys")
 	}
 	if len(keys) > c.d.cfg.MaxBatchPages {
-		return ipc.CodeTooLarge, fmt.Sprintf("%d keys in one batch; the limit is %d", len(keys), c.d.cfg.MaxBatchPages)
+		return errorf(ipc.CodeTooLarge, "%d keys in one batch; the limit is %d", len(keys), c.d.cfg.MaxBatchPages)
 	}
 	if k, dup := c.duplicate(keys); dup {
-		return ipc.CodeDuplicateKey, fmt.Sprintf("key %d appears twice", k)
+		return errorf(ipc.CodeDuplicateKey, "key %d appears twice", k)
 	}
-	return ipc.OK, ""
+	return nil
 }
 
 func (c *conn) duplicate(keys []uint64) (uint64, bool) {
@@ -80,8 +98,8 @@ func (c *conn) duplicate(keys []uint64) (uint64, bool) {
 	if i >= len(keys) {
 		return 0, false
 	}
-	s := append(c.sorted[:0], keys...)
-	c.sorted = s
+	s := append(c.s.sorted[:0], keys...)
+	c.s.sorted = s
 	slices.Sort(s)
 	for i := 1; i < len(s); i++ {
 		if s[i] == s[i-1] {
@@ -91,16 +109,16 @@ func (c *conn) duplicate(keys []uint64) (uint64, bool) {
 	return 0, false
 }
 
-func storeErr(err error, pool string) (ipc.Code, string) {
+func storeErr(err error, pool string) error {
 	switch err {
 	case pagecache.ErrPermission:
-		return ipc.CodePermission, fmt.Sprintf("pool %q belongs to another user", pool)
+		return errorf(ipc.CodePermission, "pool %q belongs to another user", pool)
 	case pagecache.ErrNoPool:
-		return ipc.CodeNotFound, fmt.Sprintf("no pool %q", pool)
+		return errorf(ipc.CodeNotFound, "no pool %q", pool)
 	case pagecache.ErrPoolLimit:
-		return ipc.CodeLimit, fmt.Sprintf("cannot create pool %q: this user has reached its limit of pools", pool)
+		return errorf(ipc.CodeLimit, "cannot create pool %q: this user has reached its limit of pools", pool)
 	}
-	return ipc.CodeInternal, err.Error()
+	return &ipc.Error{Code: ipc.CodeInternal, Msg: err.Error()}
 }
 
 func codeOf(r pagecache.Result) ipc.Code {
@@ -121,11 +139,11 @@ func codeOf(r pagecache.Result) ipc.Code {
 
 // results returns the connection's per-page result scratch for n pages.
 func (c *conn) results(n int) []pagecache.Result {
-	if cap(c.res) < n {
-		c.res = make([]pagecache.Result, n)
+	if cap(c.s.res) < n {
+		c.s.res = make([]pagecache.Result, n)
 	}
-	c.res = c.res[:n]
-	return c.res
+	c.s.res = c.s.res[:n]
+	return c.s.res
 }
 
 // codesResponse is the body PUT, DEL and GET_FD answer with: a count and
@@ -139,44 +157,44 @@ func (c *conn) codesResponse(res []pagecache.Result) []byte {
 	return b
 }
 
-func (c *conn) put(body []byte) ([]byte, ipc.Code, string) {
-	req := &c.putReq
+func (c *conn) put(body []byte) ([]byte, error) {
+	req := &c.s.putReq
 	if err := req.Decode(body); err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
-	if code, msg := c.checkPut(req.Pool, req.PageSize, req.Keys); code != ipc.OK {
-		return nil, code, msg
+	if err := c.checkPut(req.Pool, req.PageSize, req.Keys); err != nil {
+		return nil, err
 	}
 	return c.store(req.Pool, req.Keys, req.Pages)
 }
 
 // checkPut applies what PUT and PUT_FD share, before any work is done:
 // a foreign pool is refused before time is spent compressing for it.
-func (c *conn) checkPut(pool string, pageSize uint32, keys []uint64) (ipc.Code, string) {
+func (c *conn) checkPut(pool string, pageSize uint32, keys []uint64) error {
 	if int(pageSize) != c.d.cfg.PageSize {
-		return ipc.CodePageSize, fmt.Sprintf("pages of %d bytes; this daemon stores %d-byte pages", pageSize, c.d.cfg.PageSize)
+		return errorf(ipc.CodePageSize, "pages of %d bytes; this daemon stores %d-byte pages", pageSize, c.d.cfg.PageSize)
 	}
-	if code, msg := c.checkKeys(pool, keys); code != ipc.OK {
-		return code, msg
+	if err := c.checkKeys(pool, keys); err != nil {
+		return err
 	}
 	if err := c.d.store.CheckPool(c.uid, pool); err != nil {
 		return storeErr(err, pool)
 	}
-	return ipc.OK, ""
+	return nil
 }
 
 // putFD stores pages straight from the client's sealed memfd.
-func (c *conn) putFD(body []byte, fd int) ([]byte, ipc.Code, string) {
-	req := &c.fdReq
+func (c *conn) putFD(body []byte, fd int) ([]byte, error) {
+	req := &c.s.fdReq
 	if err := req.Decode(body); err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
-	if code, msg := c.checkPut(req.Pool, req.PageSize, req.Keys); code != ipc.OK {
-		return nil, code, msg
+	if err := c.checkPut(req.Pool, req.PageSize, req.Keys); err != nil {
+		return nil, err
 	}
 	pages, temp, err := c.maps.pages(fd, req.Offset, len(req.Keys)*c.d.cfg.PageSize, c.d.cfg.PageSize, false)
 	if err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
 	if temp {
 		defer unix.Munmap(pages)
@@ -187,31 +205,30 @@ func (c *conn) putFD(body []byte, fd int) ([]byte, ipc.Code, string) {
 // store compresses pages and keeps them under keys. A GPU backend hands
 // its results over piece by piece from its own buffers, each stored as it
 // comes, so the compressed bytes are copied once, into the store.
-func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, ipc.Code, string) {
+func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, error) {
 	// The compressed output can take up to the pages' size.
 	if len(pages) > rbufSize {
 		if err := c.reserve(int64(len(pages)), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
-			return nil, budgetCode(err), err.Error()
+			return nil, budgetErr(err)
 		}
 	}
 	out := c.d.bufs.getOut()
 	defer c.d.bufs.putOut(out)
-	batch := &c.batch
+	batch := &c.s.batch
 	*batch = backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
 	res := c.results(len(keys))
-	c.putting = putting{pool: pool, keys: keys, res: res}
-	defer func() { batch.Pages, c.putting = nil, putting{} }()
-	if c.putFn == nil {
-		c.putFn = c.storePart
+	c.s.putting = putting{pool: pool, keys: keys, res: res}
+	defer func() { batch.Pages, c.s.putting = nil, putting{} }()
+	if c.s.putFn == nil {
+		c.s.putFn = c.storePart
 	}
-	_, err := c.d.disp.Compress(context.Background(), batch, out, c.putFn)
-	if c.putting.err != nil {
-		code, msg := storeErr(c.putting.err, pool)
-		return nil, code, msg
+	_, err := c.d.disp.Compress(c.req.ctx, batch, out, c.s.putFn)
+	if c.s.putting.err != nil {
+		return nil, storeErr(c.s.putting.err, pool)
 	}
 	if err != nil {
 		c.d.failedWr.Add(uint64(len(keys)))
-		return nil, ipc.CodeFailed, "compression failed on every backend: " + err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeFailed, Msg: "compression failed on every backend: " + err.Error()}
 	}
 	for _, r := range res {
 		switch r {
@@ -222,7 +239,7 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, ipc.Code
 			c.d.failedWr.Add(1)
 		}
 	}
-	return c.codesResponse(res), ipc.OK, ""
+	return c.codesResponse(res), nil
 }
 
 // putting is the PUT being stored, for storePart.
@@ -235,41 +252,40 @@ type putting struct {
 
 // storePart keeps pages [lo, lo+n) of the PUT in progress.
 func (c *conn) storePart(backend string, lo int, part *backends.Compressed) error {
-	p := &c.putting
+	p := &c.s.putting
 	n := len(part.Class)
-	b := c.batch.Part(lo, n)
+	b := c.s.batch.Part(lo, n)
 	p.err = c.d.store.Put(c.uid, p.pool, p.keys[lo:lo+n], &b, part, c.d.store.BackendID(backend), p.res[lo:lo+n])
 	return p.err
 }
 
-func (c *conn) keys(op ipc.Op, body []byte) (*ipc.KeysRequest, ipc.Code, string) {
-	req := &c.keyReq
+func (c *conn) keys(op ipc.Op, body []byte) (*ipc.KeysRequest, error) {
+	req := &c.s.keyReq
 	if err := req.Decode(op, body); err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
-	code, msg := c.checkKeys(req.Pool, req.Keys)
-	return req, code, msg
+	return req, c.checkKeys(req.Pool, req.Keys)
 }
 
 // get answers a GET; false means the connection must close. A reply over
 // streamAbove is streamed (getstream.go); a smaller one is decoded whole.
 func (c *conn) get(h ipc.Header, body []byte) bool {
-	req, code, msg := c.keys(ipc.OpGet, body)
-	if code != ipc.OK {
-		return c.finish(h, nil, code, msg)
+	req, err := c.keys(ipc.OpGet, body)
+	if err != nil {
+		return c.finish(h, nil, err)
 	}
 	if len(req.Keys)*c.d.cfg.PageSize > streamAbove {
 		return c.streamGet(h, req)
 	}
-	resp, code, msg := c.getWhole(req)
-	return c.finish(h, resp, code, msg)
+	resp, err := c.getWhole(req)
+	return c.finish(h, resp, err)
 }
 
-func (c *conn) getWhole(req *ipc.KeysRequest) ([]byte, ipc.Code, string) {
+func (c *conn) getWhole(req *ipc.KeysRequest) ([]byte, error) {
 	n, ps := len(req.Keys), c.d.cfg.PageSize
 	if need := frameHead + 8 + n + n*ps; need > outKeep {
 		if err := c.reserve(int64(need), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
-			return nil, budgetCode(err), err.Error()
+			return nil, budgetErr(err)
 		}
 	}
 	resp := c.startResponse(8 + n + n*ps)
@@ -278,43 +294,43 @@ func (c *conn) getWhole(req *ipc.KeysRequest) ([]byte, ipc.Code, string) {
 	binary.LittleEndian.PutUint32(body, uint32(ps))
 	binary.LittleEndian.PutUint32(body[4:], uint32(n))
 	// The found pages are decompressed straight into the response body.
-	res, found, code, msg := c.fetch(req.Pool, req.Keys, body[8+n:], false)
-	if code != ipc.OK {
-		return nil, code, msg
+	res, found, err := c.fetch(req.Pool, req.Keys, body[8+n:], false)
+	if err != nil {
+		return nil, err
 	}
 	for i, r := range res {
 		body[8+i] = uint8(codeOf(r))
 	}
-	return resp[:frameHead+8+n+found*ps], ipc.OK, ""
+	return resp[:frameHead+8+n+found*ps], nil
 }
 
 // getFD decompresses pages straight into the client's sealed memfd: page
 // i of the request lands at offset + i*page_size; missing pages are left
 // as they were.
-func (c *conn) getFD(body []byte, fd int) ([]byte, ipc.Code, string) {
-	req := &c.fdReq
+func (c *conn) getFD(body []byte, fd int) ([]byte, error) {
+	req := &c.s.fdReq
 	if err := req.Decode(body); err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
-	if code, msg := c.checkKeys(req.Pool, req.Keys); code != ipc.OK {
-		return nil, code, msg
+	if err := c.checkKeys(req.Pool, req.Keys); err != nil {
+		return nil, err
 	}
 	if int(req.PageSize) != c.d.cfg.PageSize {
-		return nil, ipc.CodePageSize, fmt.Sprintf("pages of %d bytes; this daemon stores %d-byte pages", req.PageSize, c.d.cfg.PageSize)
+		return nil, errorf(ipc.CodePageSize, "pages of %d bytes; this daemon stores %d-byte pages", req.PageSize, c.d.cfg.PageSize)
 	}
 	n, ps := len(req.Keys), c.d.cfg.PageSize
 	mem, temp, err := c.maps.pages(fd, req.Offset, n*ps, ps, true)
 	if err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
 	if temp {
 		defer unix.Munmap(mem)
 	}
-	res, _, code, msg := c.fetch(req.Pool, req.Keys, mem, true)
-	if code != ipc.OK {
-		return nil, code, msg
+	res, _, err := c.fetch(req.Pool, req.Keys, mem, true)
+	if err != nil {
+		return nil, err
 	}
-	return c.codesResponse(res), ipc.OK, ""
+	return c.codesResponse(res), nil
 }
 
 // fetchChunk bounds the keys decoded under one hold of the store's read
@@ -327,31 +343,30 @@ const fetchChunk = routing.DecodeChunk
 // and how many pages were decoded. A page that fails its checksum or to
 // decode is reported, never returned as data (in place, a page that fails
 // to decode leaves undefined bytes at its place).
-func (c *conn) fetch(pool string, keys []uint64, dst []byte, inPlace bool) ([]pagecache.Result, int, ipc.Code, string) {
+func (c *conn) fetch(pool string, keys []uint64, dst []byte, inPlace bool) ([]pagecache.Result, int, error) {
 	n, ps := len(keys), c.d.cfg.PageSize
 	res := c.results(n)
-	if c.viewFn == nil {
-		c.viewFn = c.decodeViewed
+	if c.s.viewFn == nil {
+		c.s.viewFn = c.decodeViewed
 	}
 	got := 0
 	for lo := 0; lo < n; lo += fetchChunk {
 		hi := min(lo+fetchChunk, n)
-		v := &c.view
+		v := &c.s.view
 		v.res, v.inPlace, v.err = res[lo:hi], inPlace, nil
 		if inPlace {
 			v.dst = dst[lo*ps : hi*ps]
 		} else {
 			v.dst = dst[got*ps:]
 		}
-		stored, err := c.d.store.View(c.uid, pool, keys[lo:hi], c.stored[:0], v.res, c.viewFn)
-		c.stored = stored
+		stored, err := c.d.store.View(c.uid, pool, keys[lo:hi], c.s.stored[:0], v.res, c.s.viewFn)
+		c.s.stored = stored
 		if err != nil && v.err == nil {
-			code, msg := storeErr(err, pool)
-			return nil, 0, code, msg
+			return nil, 0, storeErr(err, pool)
 		}
 		if v.err != nil {
 			c.d.failedRd.Add(uint64(hi - lo))
-			return nil, 0, ipc.CodeFailed, "decompression failed on every backend: " + v.err.Error()
+			return nil, 0, &ipc.Error{Code: ipc.CodeFailed, Msg: "decompression failed on every backend: " + v.err.Error()}
 		}
 		got += v.got
 	}
@@ -364,7 +379,7 @@ func (c *conn) fetch(pool string, keys []uint64, dst []byte, inPlace bool) ([]pa
 			c.d.failedRd.Add(1)
 		}
 	}
-	return res, got, ipc.OK, ""
+	return res, got, nil
 }
 
 // viewing is fetch's state for one chunk, for decodeViewed (a method value
@@ -381,7 +396,7 @@ type viewing struct {
 // decodeViewed decodes a chunk of stored pages while the store holds them
 // (see pagecache.Store.View).
 func (c *conn) decodeViewed(stored []backends.Stored) error {
-	v, ps := &c.view, c.d.cfg.PageSize
+	v, ps := &c.s.view, c.d.cfg.PageSize
 	src := v.src[:0]
 	for i := range stored {
 		if v.res[i] == pagecache.OK {
@@ -400,9 +415,9 @@ func (c *conn) decodeViewed(stored []backends.Stored) error {
 		into = c.d.bufs.get(len(src) * ps)
 		defer c.d.bufs.put(into)
 	}
-	dd := &c.dec
+	dd := &c.s.dec
 	dd.PageSize, dd.Src, dd.Dst = ps, src, into[:len(src)*ps]
-	v.err = c.d.disp.Decompress(context.Background(), dd)
+	v.err = c.d.disp.Decompress(c.req.ctx, dd)
 	dd.Src, dd.Dst = nil, nil
 	clear(src)
 	v.src = src
@@ -432,35 +447,33 @@ func (c *conn) decodeViewed(stored []backends.Stored) error {
 	return nil
 }
 
-func (c *conn) del(body []byte) ([]byte, ipc.Code, string) {
-	req, code, msg := c.keys(ipc.OpDel, body)
-	if code != ipc.OK {
-		return nil, code, msg
+func (c *conn) del(body []byte) ([]byte, error) {
+	req, err := c.keys(ipc.OpDel, body)
+	if err != nil {
+		return nil, err
 	}
 	res := c.results(len(req.Keys))
 	if err := c.d.store.Del(c.uid, req.Pool, req.Keys, res); err != nil {
-		code, msg := storeErr(err, req.Pool)
-		return nil, code, msg
+		return nil, storeErr(err, req.Pool)
 	}
-	return c.codesResponse(res), ipc.OK, ""
+	return c.codesResponse(res), nil
 }
 
-func (c *conn) inspect(body []byte) ([]byte, ipc.Code, string) {
-	req, code, msg := c.keys(ipc.OpInspect, body)
-	if code != ipc.OK {
-		return nil, code, msg
+func (c *conn) inspect(body []byte) ([]byte, error) {
+	req, err := c.keys(ipc.OpInspect, body)
+	if err != nil {
+		return nil, err
 	}
 	if req.WithData {
 		// The pages' stored bytes, the body built from them and its copy
 		// in the response.
 		if err := c.reserve(3*int64(len(req.Keys)*c.d.cfg.PageSize), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
-			return nil, budgetCode(err), err.Error()
+			return nil, budgetErr(err)
 		}
 	}
 	infos, err := c.d.store.Inspect(c.uid, req.Pool, req.Keys, req.WithData)
 	if err != nil {
-		code, msg := storeErr(err, req.Pool)
-		return nil, code, msg
+		return nil, storeErr(err, req.Pool)
 	}
 	out := binary.LittleEndian.AppendUint32(nil, uint32(len(infos)))
 	for _, in := range infos {
@@ -474,48 +487,47 @@ func (c *conn) inspect(body []byte) ([]byte, ipc.Code, string) {
 		}
 		out = ipc.AppendPageInfo(out, &pi, req.WithData)
 	}
-	return c.reply(out), ipc.OK, ""
+	return c.reply(out), nil
 }
 
-func (c *conn) stats(body []byte) ([]byte, ipc.Code, string) {
+func (c *conn) stats(body []byte) ([]byte, error) {
 	pool, err := ipc.DecodeString(body)
 	if err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
 	st := c.d.Stats(c.uid)
 	if pool != "" {
 		info, err := c.d.store.PoolInfo(c.uid, pool)
 		if err != nil {
-			code, msg := storeErr(err, pool)
-			return nil, code, msg
+			return nil, storeErr(err, pool)
 		}
 		st.Pools = []ipc.PoolStats{poolStats(info, c.d.cfg.PageSize)}
 	}
 	return c.jsonBody(st)
 }
 
-func (c *conn) pools(body []byte) ([]byte, ipc.Code, string) {
+func (c *conn) pools(body []byte) ([]byte, error) {
 	if len(body) != 0 {
-		return nil, ipc.CodeMalformed, "POOLS takes no body"
+		return nil, errorf(ipc.CodeMalformed, "POOLS takes no body")
 	}
 	return c.jsonBody(c.d.poolStats(c.uid))
 }
 
-func (c *conn) compact(body []byte) ([]byte, ipc.Code, string) {
+func (c *conn) compact(body []byte) ([]byte, error) {
 	if len(body) != 0 {
-		return nil, ipc.CodeMalformed, "COMPACT takes no body"
+		return nil, errorf(ipc.CodeMalformed, "COMPACT takes no body")
 	}
 	moved, freed := c.d.store.Compact()
 	c.d.log.Info("compacted", "pages_moved", moved, "bytes_freed", freed, "uid", c.uid)
 	return c.jsonBody(ipc.CompactResult{PagesMoved: moved, BytesFreed: freed})
 }
 
-func (c *conn) jsonBody(v any) ([]byte, ipc.Code, string) {
+func (c *conn) jsonBody(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, ipc.CodeInternal, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeInternal, Msg: err.Error()}
 	}
-	return c.reply(b), ipc.OK, ""
+	return c.reply(b), nil
 }
 
 func poolStats(p pagecache.PoolInfo, pageSize int) ipc.PoolStats {
@@ -549,4 +561,9 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 		Pools:    d.poolStats(uid),
 		Regions:  d.regionStats(uid),
 	}
+}
+
+// errorf is an error answered with code.
+func errorf(code ipc.Code, format string, args ...any) error {
+	return &ipc.Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }

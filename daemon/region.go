@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -58,47 +57,47 @@ func (d *Daemon) regions() *regionSet {
 func regionPool(uid uint32) string { return fmt.Sprintf("(regions of uid %d)", uid) }
 
 // region answers the region operations.
-func (c *conn) region(op ipc.Op, body []byte, fds []int) ([]byte, ipc.Code, string) {
+func (c *conn) region(op ipc.Op, body []byte, fds []int) ([]byte, error) {
 	if op == ipc.OpRegister {
 		return c.register(body, fds)
 	}
 	if len(fds) > 0 {
-		return nil, ipc.CodeMalformed, fmt.Sprintf("%v takes no descriptors", op)
+		return nil, errorf(ipc.CodeMalformed, "%v takes no descriptors", op)
 	}
 	switch op {
 	case ipc.OpSetBudget:
 		id, rest, err := ipc.DecodeRegionID(body, 8)
 		if err != nil {
-			return nil, ipc.CodeMalformed, err.Error()
+			return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 		}
-		dr, code, msg := c.d.regions().lookup(c.uid, id)
-		if code != ipc.OK {
-			return nil, code, msg
+		dr, err := c.d.regions().lookup(c.uid, id)
+		if err != nil {
+			return nil, err
 		}
 		dr.r.SetBudget(leUint64(rest))
-		return c.reply(nil), ipc.OK, ""
+		return c.reply(nil), nil
 	case ipc.OpUnregister:
 		id, rest, err := ipc.DecodeRegionID(body, 1)
 		if err != nil {
-			return nil, ipc.CodeMalformed, err.Error()
+			return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 		}
-		dr, code, msg := c.d.regions().take(c.uid, id)
-		if code != ipc.OK {
-			return nil, code, msg
+		dr, err := c.d.regions().take(c.uid, id)
+		if err != nil {
+			return nil, err
 		}
 		if rest[0]&ipc.UnregisterRestore == 0 {
 			dr.r.Close()
 		} else if err := dr.r.Release(ipc.RegionReleased(id)); err != nil {
-			return nil, ipc.CodeFailed, err.Error()
+			return nil, &ipc.Error{Code: ipc.CodeFailed, Msg: err.Error()}
 		}
-		return c.reply(nil), ipc.OK, ""
+		return c.reply(nil), nil
 	case ipc.OpRegions:
 		if len(body) != 0 {
-			return nil, ipc.CodeMalformed, "REGIONS takes no body"
+			return nil, errorf(ipc.CodeMalformed, "REGIONS takes no body")
 		}
 		return c.jsonBody(c.d.regionStats(c.uid))
 	}
-	return nil, ipc.CodeUnknownOp, fmt.Sprintf("operation %d is not known", uint8(op))
+	return nil, errorf(ipc.CodeUnknownOp, "operation %d is not known", uint8(op))
 }
 
 func leUint64(b []byte) uint64 {
@@ -113,23 +112,22 @@ func leUint64(b []byte) uint64 {
 // came on becomes the region's lifeline: the region ends when the client's
 // end of it closes (its exit), and the client learns of the daemon's death
 // by its end.
-func (c *conn) register(body []byte, fds []int) ([]byte, ipc.Code, string) {
+func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 	if len(fds) != 2 {
-		return nil, ipc.CodeMalformed, fmt.Sprintf("REGISTER needs two descriptors with the frame (a memfd, a userfaultfd), got %d", len(fds))
+		return nil, errorf(ipc.CodeMalformed, "REGISTER needs two descriptors with the frame (a memfd, a userfaultfd), got %d", len(fds))
 	}
 	req, err := ipc.DecodeRegisterRequest(body)
 	if err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
 	if c.d.cfg.PageSize != os.Getpagesize() {
-		return nil, ipc.CodeInternal, fmt.Sprintf("regions need the daemon's page size (%d) to be the system's (%d)", c.d.cfg.PageSize, os.Getpagesize())
+		return nil, errorf(ipc.CodeInternal, "regions need the daemon's page size (%d) to be the system's (%d)", c.d.cfg.PageSize, os.Getpagesize())
 	}
 	if req.Length > maxRegionBytes {
-		return nil, ipc.CodeTooLarge, fmt.Sprintf("a region of %d bytes; the limit is %d", req.Length, uint64(maxRegionBytes))
+		return nil, errorf(ipc.CodeTooLarge, "a region of %d bytes; the limit is %d", req.Length, uint64(maxRegionBytes))
 	}
 	if err := c.d.store.CheckPool(c.uid, regionPool(c.uid)); err != nil {
-		code, msg := storeErr(err, regionPool(c.uid))
-		return nil, code, msg
+		return nil, storeErr(err, regionPool(c.uid))
 	}
 	set := c.d.regions()
 	set.mu.Lock()
@@ -143,7 +141,7 @@ func (c *conn) register(body []byte, fds []int) ([]byte, ipc.Code, string) {
 	id := set.next
 	set.mu.Unlock()
 	if n >= maxRegionsOfUser {
-		return nil, ipc.CodeLimit, fmt.Sprintf("user %d has %d regions; the limit is %d", c.uid, n, maxRegionsOfUser)
+		return nil, errorf(ipc.CodeLimit, "user %d has %d regions; the limit is %d", c.uid, n, maxRegionsOfUser)
 	}
 	// The connection closes the descriptors it received once answered;
 	// the region keeps copies, and one of the connection's socket.
@@ -151,7 +149,7 @@ func (c *conn) register(body []byte, fds []int) ([]byte, ipc.Code, string) {
 	for i, fd := range []int{fds[0], fds[1], c.sock.Fd()} {
 		if own[i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 			closeAll(own[:i])
-			return nil, ipc.CodeInternal, fmt.Sprintf("dup: %v", err)
+			return nil, errorf(ipc.CodeInternal, "dup: %v", err)
 		}
 	}
 	st := &regionStore{d: c.d, uid: c.uid, pool: regionPool(c.uid), base: id << 32}
@@ -159,38 +157,38 @@ func (c *conn) register(body []byte, fds []int) ([]byte, ipc.Code, string) {
 		Budget: req.Budget, PID: c.pid}
 	r, err := region.New(spec, st, c.d.log, func(r *region.Region) { set.lost(id) })
 	if err != nil {
-		return nil, ipc.CodeMalformed, err.Error()
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
 	set.mu.Lock()
 	set.regs[id] = &daemonRegion{id: id, uid: c.uid, pid: c.pid, r: r}
 	set.mu.Unlock()
 	c.d.log.Debug("region registered", "id", id, "uid", c.uid, "pid", c.pid, "bytes", req.Length, "budget", req.Budget)
-	return c.reply(ipc.EncodeRegionID(id)), ipc.OK, ""
+	return c.reply(ipc.EncodeRegionID(id)), nil
 }
 
 // lookup finds a region uid may use (root may use all).
-func (s *regionSet) lookup(uid uint32, id uint64) (*daemonRegion, ipc.Code, string) {
+func (s *regionSet) lookup(uid uint32, id uint64) (*daemonRegion, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dr := s.regs[id]
 	if dr == nil {
-		return nil, ipc.CodeNotFound, fmt.Sprintf("no region %d", id)
+		return nil, errorf(ipc.CodeNotFound, "no region %d", id)
 	}
 	if uid != 0 && dr.uid != uid {
-		return nil, ipc.CodePermission, fmt.Sprintf("region %d belongs to another user", id)
+		return nil, errorf(ipc.CodePermission, "region %d belongs to another user", id)
 	}
-	return dr, ipc.OK, ""
+	return dr, nil
 }
 
 // take is lookup that also removes the region from the set.
-func (s *regionSet) take(uid uint32, id uint64) (*daemonRegion, ipc.Code, string) {
-	dr, code, msg := s.lookup(uid, id)
-	if code == ipc.OK {
+func (s *regionSet) take(uid uint32, id uint64) (*daemonRegion, error) {
+	dr, err := s.lookup(uid, id)
+	if err == nil {
 		s.mu.Lock()
 		delete(s.regs, id)
 		s.mu.Unlock()
 	}
-	return dr, code, msg
+	return dr, err
 }
 
 // lost frees a region that stopped serving: its client went away, or it
@@ -270,7 +268,7 @@ func (s *regionStore) Save(keys []uint64, pages []byte, size []int32) error {
 	batch := &backends.Batch{PageSize: d.cfg.PageSize, Pages: pages}
 	out := d.bufs.getOut()
 	defer d.bufs.putOut(out)
-	_, err := d.disp.Compress(context.Background(), batch, out, func(backend string, lo int, part *backends.Compressed) error {
+	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *backends.Compressed) error {
 		n := len(part.Class)
 		b := batch.Part(lo, n)
 		if err := d.store.Put(s.uid, s.pool, full[lo:lo+n], &b, part, d.store.BackendID(backend), res[lo:lo+n]); err != nil {
@@ -316,7 +314,7 @@ func (s *regionStore) Load(keys []uint64, dst []byte) error {
 			}
 		}
 		dd := backends.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
-		if derr = d.disp.Decompress(context.Background(), &dd); derr != nil {
+		if derr = d.disp.Decompress(d.ctx, &dd); derr != nil {
 			return derr
 		}
 		for _, f := range dd.Failed {

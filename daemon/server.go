@@ -39,10 +39,14 @@ type Daemon struct {
 	codec backends.Codec
 	start time.Time
 	bufs  *bufPool
-	mem   *budget   // memory for requests and replies in flight
-	maps  *mapShare // client memfds mapped now, shared by connections
-	wake  int       // eventfd that interrupts every connection's waits (shutdown)
-	quit  chan struct{}
+	mem   *budget       // memory for requests and replies in flight
+	maps  *mapShare     // client memfds mapped now, shared by connections
+	wake  int           // eventfd that interrupts every connection's waits (shutdown)
+	quit  chan struct{} // closed when the daemon starts stopping
+	// ctx is every request's context: it ends when shutdown stops waiting
+	// for the requests it had received, cancelling their batches.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	ln       net.Listener
 	closing  atomic.Bool
@@ -90,6 +94,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, perUser: map[uint32]int{},
 		bufs: newBufPool(total / 2), mem: newBudget(total, perUser), quit: make(chan struct{})}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.maps = newMapShare(d.pinners, d.log)
 	if d.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		set.Close()
@@ -315,8 +320,9 @@ func (d *Daemon) shutdown() {
 	case <-done:
 		unix.Close(d.wake)
 	case <-time.After(grace):
-		d.log.Warn("requests still running; exiting anyway", "after", grace)
+		d.log.Warn("requests still running; cancelling them", "after", grace)
 	}
+	d.cancel()
 	d.set.Close()
 	d.log.Info("stopped")
 }
@@ -346,31 +352,21 @@ type conn struct {
 	out    []byte // the connection's response buffer
 	bigOut []byte // a larger one from d.bufs, given back once sent
 
-	held int64 // bytes of d.mem this request holds
+	req request // the request being served
 
-	// Request handling (handlers.go): decoded requests and per-page
-	// scratch reused from one request to the next.
-	maps    mapCache
-	putReq  ipc.PutRequest
-	fdReq   ipc.PutFDRequest
-	keyReq  ipc.KeysRequest
-	res     []pagecache.Result
-	batch   backends.Batch
-	stored  []backends.Stored
-	view    viewing
-	viewFn  func([]backends.Stored) error
-	snap    snapshot
-	snapFn  func([]backends.Stored) error
-	putting putting
-	putFn   routing.Deliver
-	dec     backends.Decompression
-	sorted  []uint64
+	maps mapCache // the client's memfds mapped now
+	s    scratch  // buffers requests reuse (handlers.go)
 }
 
+// request is the request being served: what arrived, the context its
+// batches run under (ended when shutdown stops waiting for them), and the
+// request memory it holds.
 type request struct {
+	ctx  context.Context
 	h    ipc.Header
 	body []byte
 	fds  []int // passed with the frame (PUT_FD); closed once answered
+	held int64 // bytes of d.mem
 }
 
 func (c *conn) loop() {
@@ -396,7 +392,8 @@ func (c *conn) loop() {
 			return
 		}
 		t0 := time.Now()
-		ok := c.serve(request{h, body, fds})
+		c.req = request{ctx: c.d.ctx, h: h, body: body, fds: fds}
+		ok := c.serve()
 		c.spin.served = time.Since(t0)
 		closeAll(fds)
 		c.done()
@@ -413,8 +410,8 @@ func (c *conn) done() {
 		c.d.bufs.put(c.body)
 		c.body = nil
 	}
-	c.d.mem.release(c.uid, c.held)
-	c.held = 0
+	c.d.mem.release(c.uid, c.req.held)
+	c.req = request{}
 }
 
 // reserve takes n more bytes of the request budget for this request,
@@ -423,15 +420,15 @@ func (c *conn) reserve(n int64, deadline time.Time) error {
 	if err := c.d.mem.reserve(c.uid, n, deadline, c.d.quit); err != nil {
 		return err
 	}
-	c.held += n
+	c.req.held += n
 	return nil
 }
 
 // unreserve gives back n of the bytes reserve took.
 func (c *conn) unreserve(n int64) {
-	n = min(n, c.held)
+	n = min(n, c.req.held)
 	c.d.mem.release(c.uid, n)
-	c.held -= n
+	c.req.held -= n
 }
 
 // readFailed answers what can be answered about a bad frame; the
@@ -451,54 +448,56 @@ func (c *conn) readFailed(h ipc.Header, err error) {
 		c.d.invalid.Add(1)
 		c.writeError(h, ipc.CodeMalformed, err.Error())
 	case errors.As(err, new(*budgetError)):
-		c.d.invalid.Add(1)
-		c.writeError(h, budgetCode(err), err.Error())
+		c.finish(h, nil, budgetErr(err))
 	default:
 		c.d.log.Debug("read", "uid", c.uid, "err", err)
 	}
 }
 
-// serve answers one request; false means the connection must close.
-func (c *conn) serve(req request) bool {
-	h := req.h
+// serve answers the request in c.req; false means the connection must close.
+func (c *conn) serve() bool {
+	r := &c.req
+	h := r.h
 	if h.Version != ipc.Version {
-		c.d.invalid.Add(1)
-		c.writeError(h, ipc.CodeVersion, fmt.Sprintf("protocol version %d not supported (want %d)", h.Version, ipc.Version))
+		c.finish(h, nil, errorf(ipc.CodeVersion, "protocol version %d not supported (want %d)", h.Version, ipc.Version))
 		return false
 	}
 	if h.Flags != 0 || h.Status != 0 {
-		c.d.invalid.Add(1)
-		c.writeError(h, ipc.CodeMalformed, "request header has flags or status set")
+		c.finish(h, nil, errorf(ipc.CodeMalformed, "request header has flags or status set"))
 		return false
 	}
 	var resp []byte
-	var code ipc.Code
-	var msg string
+	var err error
 	switch {
-	case h.Op == ipc.OpGet && len(req.fds) == 0:
-		return c.get(h, req.body)
-	case h.Op == ipc.OpPutFD && len(req.fds) == 1:
-		resp, code, msg = c.putFD(req.body, req.fds[0])
-	case h.Op == ipc.OpGetFD && len(req.fds) == 1:
-		resp, code, msg = c.getFD(req.body, req.fds[0])
+	case h.Op == ipc.OpGet && len(r.fds) == 0:
+		return c.get(h, r.body)
+	case h.Op == ipc.OpPutFD && len(r.fds) == 1:
+		resp, err = c.putFD(r.body, r.fds[0])
+	case h.Op == ipc.OpGetFD && len(r.fds) == 1:
+		resp, err = c.getFD(r.body, r.fds[0])
 	case h.Op == ipc.OpPutFD || h.Op == ipc.OpGetFD:
-		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v needs exactly one descriptor with the frame, got %d", h.Op, len(req.fds))
-	case ipc.IsRegionOp(h.Op): // daemon/region.go
-		resp, code, msg = c.region(h.Op, req.body, req.fds)
-	case len(req.fds) > 0:
-		code, msg = ipc.CodeMalformed, fmt.Sprintf("%v takes no descriptors", h.Op)
+		err = errorf(ipc.CodeMalformed, "%v needs exactly one descriptor with the frame, got %d", h.Op, len(r.fds))
+	case ipc.IsRegionOp(h.Op): // region.go
+		resp, err = c.region(h.Op, r.body, r.fds)
+	case len(r.fds) > 0:
+		err = errorf(ipc.CodeMalformed, "%v takes no descriptors", h.Op)
 	default:
-		resp, code, msg = c.handle(h.Op, req.body)
+		resp, err = c.handle(h.Op, r.body)
 	}
-	return c.finish(h, resp, code, msg)
+	return c.finish(h, resp, err)
 }
 
-// finish sends a handler's response, or its error; false means the
-// connection must close.
-func (c *conn) finish(h ipc.Header, resp []byte, code ipc.Code, msg string) bool {
-	if code != ipc.OK {
+// finish sends a handler's response, or its error: the one place where an
+// error becomes a status on the wire (an *ipc.Error its own code, any
+// other INTERNAL). False means the connection must close.
+func (c *conn) finish(h ipc.Header, resp []byte, err error) bool {
+	if err != nil {
+		var e *ipc.Error
+		if !errors.As(err, &e) {
+			e = &ipc.Error{Code: ipc.CodeInternal, Msg: err.Error()}
+		}
 		c.d.invalid.Add(1)
-		c.writeError(h, code, msg)
+		c.writeError(h, e.Code, e.Msg)
 		return true
 	}
 	return c.respond(ipc.Header{Version: ipc.Version, Op: h.Op, Flags: ipc.FlagResponse, ID: h.ID}, resp) == nil
@@ -525,13 +524,13 @@ func (c *conn) startResponse(bodyLen int) []byte {
 	return c.bigOut[:frameHead]
 }
 
-// budgetCode is the status a refused reservation answers with.
-func budgetCode(err error) ipc.Code {
+// budgetErr is the answer to a refused reservation.
+func budgetErr(err error) error {
 	var be *budgetError
 	if errors.As(err, &be) && be.never {
-		return ipc.CodeTooLarge
+		return &ipc.Error{Code: ipc.CodeTooLarge, Msg: err.Error()}
 	}
-	return ipc.CodeBusy
+	return &ipc.Error{Code: ipc.CodeBusy, Msg: err.Error()}
 }
 
 // respond fills in the frame header of resp (from startResponse) and sends it.

@@ -102,7 +102,7 @@ func run(cx *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return d.Run(ctx, load)
+	return serve(ctx, d, log, load)
 }
 
 // settingFlags are the flags of every setting (package settings).
