@@ -25,8 +25,21 @@ type guest struct {
 func (g *guest) run(args ...string) (string, error) {
 	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(g.pid), "-m", "-p", "-r", "-w"}, args...)...)
 	cmd.Dir = "/"
+	cmd.Env = withoutS4D(os.Environ())
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// withoutS4D drops the caller's S4D_ variables: in the guest, ctl must
+// find the unit's socket, not one the caller's environment names.
+func withoutS4D(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "S4D_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func (g *guest) must(args ...string) string {

@@ -45,6 +45,7 @@ var Command = &cli.Command{
 		&cli.BoolFlag{Name: "memfd", Usage: "end to end: hand pages over in a sealed memfd (PUT_FD/GET_FD) instead of through the socket"},
 		&cli.DurationFlag{Name: "poll-wait", Usage: "end to end: how long a lone small request polls for its answer before sleeping (0: the client's default; negative: never)"},
 		&cli.StringFlag{Name: "plot", Usage: "draw throughput against batch size into this PNG file"},
+		&cli.BoolFlag{Name: "vs-zram", Usage: "also write the pages through a fresh kernel zram device (lz4, O_DIRECT, 1 MiB I/Os, one thread per client), read them back and report it beside the rest; needs root, removes the device after"},
 	},
 	Action: run,
 }
@@ -253,6 +254,11 @@ func run(cx *cli.Context) error {
 			if err := measure(codec, batch, func() (Result, error) { return target.run(ctx, pages, batch, prog) }); err != nil {
 				return err
 			}
+		}
+	}
+	if cx.Bool("vs-zram") {
+		if err := measure(backends.CodecLZ4, zramIO/pageSize, func() (Result, error) { return runZram(pages, pageSize, clients) }); err != nil {
+			return err
 		}
 	}
 	prog.end() // before printing, so the report does not share a line with it
