@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/settings"
 )
 
 func needUffd(t *testing.T) {
@@ -318,7 +319,7 @@ func TestRegionDaemonKilled(t *testing.T) {
 func TestRegionHelper(t *testing.T) {
 	switch os.Getenv("S4D_REGION_HELPER") {
 	case "daemon":
-		cfg := Defaults()
+		cfg := settings.Defaults()
 		cfg.Socket = os.Getenv("S4D_SOCKET")
 		cfg.Backend = "cpu"
 		cfg.Log = slog.New(slog.DiscardHandler)
