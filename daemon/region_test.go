@@ -364,7 +364,7 @@ func TestRegionHelper(t *testing.T) {
 // whole; the program keeps its memory and is not stopped.
 func TestRegionReleasedOnShutdown(t *testing.T) {
 	needUffd(t)
-	cfg := Defaults()
+	cfg := settings.Defaults()
 	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
 	cfg.Backend = "cpu"
 	cfg.Log = slog.New(slog.DiscardHandler)
