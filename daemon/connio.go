@@ -177,7 +177,7 @@ func (c *conn) readFrame() (ipc.Header, []byte, []int, error) {
 		if err := c.reserve(int64(total-frameHead), c.frameDeadline); err != nil {
 			return h, nil, c.claim(c.recvd), err
 		}
-		body = c.d.bufs.get(total - frameHead)
+		body = c.d.bufs.Get(total - frameHead)
 		c.body = body
 		got := copy(body, c.rbuf[c.rpos+frameHead:c.rend])
 		c.rpos, c.rend = 0, 0

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	_ "github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/settings"
@@ -24,7 +22,7 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	c := &conn{d: d, uid: 1000}
-	defer c.maps.close()
+	defer c.maps.Close()
 	page := make([]byte, 4096)
 	page[7] = 1
 	f.Add(uint8(ipc.OpPut), ipc.AppendPut(nil, &ipc.PutRequest{Pool: "f", PageSize: 4096, Keys: []uint64{1}, Pages: page}))
@@ -58,37 +56,5 @@ func FuzzHandle(f *testing.F) {
 		if err != nil && (!errors.As(err, &e) || e.Msg == "" || e.Code == ipc.OK) {
 			t.Fatalf("%v: error %v without a code or message", ipc.Op(op), err)
 		}
-	})
-}
-
-// FuzzMapPages maps arbitrary ranges of a sealed memfd: out-of-range and
-// misaligned requests are refused, accepted ones are readable to the end.
-func FuzzMapPages(f *testing.F) {
-	buf, err := ipc.NewPageBuffer(16 * 4096)
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer buf.Close()
-	f.Add(uint64(0), 4096)
-	f.Add(uint64(61440), 8192)
-	f.Add(uint64(1<<63), 4096)
-	f.Fuzz(func(t *testing.T, off uint64, length int) {
-		if length <= 0 || length > 1<<30 {
-			return
-		}
-		fd := int(buf.Fd())
-		var mc mapCache
-		defer mc.close()
-		mem, temp, err := mc.pages(fd, off, length, 4096, off%8192 == 0)
-		if err != nil {
-			return
-		}
-		if temp {
-			defer unix.Munmap(mem)
-		}
-		if off%4096 != 0 || off+uint64(length) > 16*4096 {
-			t.Fatalf("accepted %d bytes at %d", length, off)
-		}
-		_ = mem[len(mem)-1]
 	})
 }

@@ -36,9 +36,9 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 	deadline := time.Now().Add(c.d.cfg.FrameTimeout)
 	res := c.results(n)
 	sn := &c.s.snap
-	sn.data, sn.used, sn.pages = c.d.bufs.get(n*ps), 0, sn.pages[:0]
+	sn.data, sn.used, sn.pages = c.d.bufs.Get(n*ps), 0, sn.pages[:0]
 	defer func() {
-		c.d.bufs.put(sn.data)
+		c.d.bufs.Put(sn.data)
 		clear(sn.pages)
 		if cap(sn.pages) > fetchChunk {
 			sn.pages = nil // a connection keeps no large scratch between requests
@@ -83,7 +83,7 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 	}
 	err := c.send(head)
 	if c.bigOut != nil {
-		c.d.bufs.put(c.bigOut)
+		c.d.bufs.Put(c.bigOut)
 		c.bigOut = nil
 	}
 	if err != nil {
@@ -109,7 +109,7 @@ func (c *conn) sendPieces(pages []backends.Stored, per int) bool {
 	ps := c.d.cfg.PageSize
 	free, full := make(chan []byte, 2), make(chan []byte, 2)
 	for range 2 {
-		free <- c.d.bufs.get(per * ps)
+		free <- c.d.bufs.Get(per * ps)
 	}
 	var sendErr atomic.Pointer[error]
 	go func() {
@@ -145,7 +145,7 @@ func (c *conn) sendPieces(pages []backends.Stored, per int) bool {
 	dd.Src, dd.Dst = nil, nil
 	close(full)
 	for b := range free {
-		c.d.bufs.put(b[:0])
+		c.d.bufs.Put(b[:0])
 	}
 	return ok && sendErr.Load() == nil
 }

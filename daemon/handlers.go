@@ -192,7 +192,7 @@ func (c *conn) putFD(body []byte, fd int) ([]byte, error) {
 	if err := c.checkPut(req.Pool, req.PageSize, req.Keys); err != nil {
 		return nil, err
 	}
-	pages, temp, err := c.maps.pages(fd, req.Offset, len(req.Keys)*c.d.cfg.PageSize, c.d.cfg.PageSize, false)
+	pages, temp, err := c.maps.Pages(fd, req.Offset, len(req.Keys)*c.d.cfg.PageSize, c.d.cfg.PageSize, false)
 	if err != nil {
 		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
@@ -212,8 +212,8 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, error) {
 			return nil, budgetErr(err)
 		}
 	}
-	out := c.d.bufs.getOut()
-	defer c.d.bufs.putOut(out)
+	out := c.d.bufs.GetOut()
+	defer c.d.bufs.PutOut(out)
 	batch := &c.s.batch
 	*batch = backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
 	res := c.results(len(keys))
@@ -319,7 +319,7 @@ func (c *conn) getFD(body []byte, fd int) ([]byte, error) {
 		return nil, errorf(ipc.CodePageSize, "pages of %d bytes; this daemon stores %d-byte pages", req.PageSize, c.d.cfg.PageSize)
 	}
 	n, ps := len(req.Keys), c.d.cfg.PageSize
-	mem, temp, err := c.maps.pages(fd, req.Offset, n*ps, ps, true)
+	mem, temp, err := c.maps.Pages(fd, req.Offset, n*ps, ps, true)
 	if err != nil {
 		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
@@ -412,8 +412,8 @@ func (c *conn) decodeViewed(stored []backends.Stored) error {
 	into := v.dst
 	scatter := v.inPlace && len(src) < len(stored)
 	if scatter {
-		into = c.d.bufs.get(len(src) * ps)
-		defer c.d.bufs.put(into)
+		into = c.d.bufs.Get(len(src) * ps)
+		defer c.d.bufs.Put(into)
 	}
 	dd := &c.s.dec
 	dd.PageSize, dd.Src, dd.Dst = ps, src, into[:len(src)*ps]

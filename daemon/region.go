@@ -266,8 +266,8 @@ func (s *regionStore) Save(keys []uint64, pages []byte, size []int32) error {
 	}
 	res := make([]pagecache.Result, len(keys))
 	batch := &backends.Batch{PageSize: d.cfg.PageSize, Pages: pages}
-	out := d.bufs.getOut()
-	defer d.bufs.putOut(out)
+	out := d.bufs.GetOut()
+	defer d.bufs.PutOut(out)
 	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *backends.Compressed) error {
 		n := len(part.Class)
 		b := batch.Part(lo, n)

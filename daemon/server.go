@@ -17,8 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/clientmem"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/reqmem"
 	"github.com/s4d-project/s4d/routing"
 	"github.com/s4d-project/s4d/settings"
 )
@@ -38,11 +40,11 @@ type Daemon struct {
 	disp  *routing.Router
 	codec backends.Codec
 	start time.Time
-	bufs  *bufPool
-	mem   *budget       // memory for requests and replies in flight
-	maps  *mapShare     // client memfds mapped now, shared by connections
-	wake  int           // eventfd that interrupts every connection's waits (shutdown)
-	quit  chan struct{} // closed when the daemon starts stopping
+	bufs  *reqmem.Pool
+	mem   *reqmem.Budget   // memory for requests and replies in flight
+	maps  *clientmem.Share // client memfds mapped now, shared by connections
+	wake  int              // eventfd that interrupts every connection's waits (shutdown)
+	quit  chan struct{}    // closed when the daemon starts stopping
 	// ctx is every request's context: it ends when shutdown stops waiting
 	// for the requests it had received, cancelling their batches.
 	ctx    context.Context
@@ -93,9 +95,9 @@ func New(cfg Config) (*Daemon, error) {
 	total, perUser := cfg.IOBudgets()
 	d := &Daemon{cfg: cfg, log: cfg.Log, set: set, codec: codec, start: time.Now(),
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, perUser: map[uint32]int{},
-		bufs: newBufPool(total / 2), mem: newBudget(total, perUser), quit: make(chan struct{})}
+		bufs: reqmem.NewPool(total / 2), mem: reqmem.NewBudget(total, perUser), quit: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	d.maps = newMapShare(d.pinners, d.log)
+	d.maps = clientmem.NewShare(d.pinners, d.log)
 	if d.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		set.Close()
 		return nil, fmt.Errorf("eventfd: %w", err)
@@ -236,7 +238,7 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 		d.leave(c.uid)
 		return
 	}
-	c.maps = mapCache{share: d.maps}
+	c.maps = clientmem.NewCache(d.maps)
 	d.mu.Lock()
 	d.live[c] = struct{}{}
 	d.mu.Unlock()
@@ -354,8 +356,8 @@ type conn struct {
 
 	req request // the request being served
 
-	maps mapCache // the client's memfds mapped now
-	s    scratch  // buffers requests reuse (handlers.go)
+	maps clientmem.Cache // the client's memfds mapped now
+	s    scratch         // buffers requests reuse (handlers.go)
 }
 
 // request is the request being served: what arrived, the context its
@@ -372,7 +374,7 @@ type request struct {
 func (c *conn) loop() {
 	defer func() {
 		c.sock.Close()
-		c.maps.close()
+		c.maps.Close()
 		for _, t := range c.tags {
 			closeAll(t.fds)
 		}
@@ -407,17 +409,17 @@ func (c *conn) loop() {
 // once it is answered.
 func (c *conn) done() {
 	if c.body != nil {
-		c.d.bufs.put(c.body)
+		c.d.bufs.Put(c.body)
 		c.body = nil
 	}
-	c.d.mem.release(c.uid, c.req.held)
+	c.d.mem.Release(c.uid, c.req.held)
 	c.req = request{}
 }
 
 // reserve takes n more bytes of the request budget for this request,
 // waiting for them until deadline.
 func (c *conn) reserve(n int64, deadline time.Time) error {
-	if err := c.d.mem.reserve(c.uid, n, deadline, c.d.quit); err != nil {
+	if err := c.d.mem.Reserve(c.uid, n, deadline, c.d.quit); err != nil {
 		return err
 	}
 	c.req.held += n
@@ -427,7 +429,7 @@ func (c *conn) reserve(n int64, deadline time.Time) error {
 // unreserve gives back n of the bytes reserve took.
 func (c *conn) unreserve(n int64) {
 	n = min(n, c.req.held)
-	c.d.mem.release(c.uid, n)
+	c.d.mem.Release(c.uid, n)
 	c.req.held -= n
 }
 
@@ -447,7 +449,7 @@ func (c *conn) readFailed(h ipc.Header, err error) {
 	case errors.Is(err, ipc.ErrShortFrame):
 		c.d.invalid.Add(1)
 		c.writeError(h, ipc.CodeMalformed, err.Error())
-	case errors.As(err, new(*budgetError)):
+	case errors.As(err, new(*reqmem.BudgetError)):
 		c.finish(h, nil, budgetErr(err))
 	default:
 		c.d.log.Debug("read", "uid", c.uid, "err", err)
@@ -520,14 +522,14 @@ func (c *conn) startResponse(bodyLen int) []byte {
 		}
 		return c.out[:frameHead]
 	}
-	c.bigOut = c.d.bufs.get(need)
+	c.bigOut = c.d.bufs.Get(need)
 	return c.bigOut[:frameHead]
 }
 
 // budgetErr is the answer to a refused reservation.
 func budgetErr(err error) error {
-	var be *budgetError
-	if errors.As(err, &be) && be.never {
+	var be *reqmem.BudgetError
+	if errors.As(err, &be) && be.Never {
 		return &ipc.Error{Code: ipc.CodeTooLarge, Msg: err.Error()}
 	}
 	return &ipc.Error{Code: ipc.CodeBusy, Msg: err.Error()}
@@ -538,8 +540,19 @@ func (c *conn) respond(h ipc.Header, resp []byte) error {
 	ipc.AppendHeader(resp[:0], h, len(resp)-frameHead)
 	err := c.send(resp)
 	if c.bigOut != nil {
-		c.d.bufs.put(c.bigOut)
+		c.d.bufs.Put(c.bigOut)
 		c.bigOut = nil
 	}
 	return err
+}
+
+// pinners lists the usable backends that can register host memory.
+func (d *Daemon) pinners() []backends.Pinner {
+	var out []backends.Pinner
+	for _, b := range d.set.Usable() {
+		if p, ok := b.(backends.Pinner); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package daemon
+package clientmem
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/ipc"
 )
 
 // memfd makes a memfd of size bytes with the given seals added.
@@ -49,12 +50,12 @@ func TestMapCacheReuse(t *testing.T) {
 	const ps = 4096
 	pin := &fakePinner{}
 	failing := &fakePinner{fail: true}
-	mc := &mapCache{share: newMapShare(func() []backends.Pinner { return []backends.Pinner{pin, failing} }, nil)}
-	defer mc.close()
+	mc := &Cache{share: NewShare(func() []backends.Pinner { return []backends.Pinner{pin, failing} }, nil)}
+	defer mc.Close()
 	f := memfd(t, 64*ps, unix.F_SEAL_SHRINK)
 	fd := int(f.Fd())
 
-	a, temp, err := mc.pages(fd, 0, 4*ps, ps, false)
+	a, temp, err := mc.Pages(fd, 0, 4*ps, ps, false)
 	if err != nil || temp {
 		t.Fatalf("first map: %v temp %v", err, temp)
 	}
@@ -66,7 +67,7 @@ func TestMapCacheReuse(t *testing.T) {
 	}
 	defer unix.Close(dup)
 	unix.Pwrite(fd, []byte("hello"), 8*ps)
-	b, _, err := mc.pages(dup, 8*ps, 4*ps, ps, false)
+	b, _, err := mc.Pages(dup, 8*ps, 4*ps, ps, false)
 	if err != nil || string(b[:5]) != "hello" {
 		t.Fatalf("second map: %v %q", err, b[:5])
 	}
@@ -75,7 +76,7 @@ func TestMapCacheReuse(t *testing.T) {
 	}
 	_ = a
 	// Writable on demand: mapped again once, then reused for both.
-	w, _, err := mc.pages(fd, 0, ps, ps, true)
+	w, _, err := mc.Pages(fd, 0, ps, ps, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +86,13 @@ func TestMapCacheReuse(t *testing.T) {
 	if string(got) != "from the daemon" {
 		t.Fatalf("write through the mapping: %q", got)
 	}
-	if _, _, err := mc.pages(fd, ps, ps, ps, false); err != nil {
+	if _, _, err := mc.Pages(fd, ps, ps, ps, false); err != nil {
 		t.Fatal(err)
 	}
 	if mc.share.mapped != 2 || pin.unpinned != 1 || len(mc.maps) != 1 {
 		t.Fatalf("after upgrade: mapped %d, unpinned %d, %d mappings", mc.share.mapped, pin.unpinned, len(mc.maps))
 	}
-	mc.close()
+	mc.Close()
 	if pin.unpinned != pin.pinned || mc.bytes != 0 {
 		t.Fatalf("close: pinned %d unpinned %d, %d bytes left", pin.pinned, pin.unpinned, mc.bytes)
 	}
@@ -99,20 +100,20 @@ func TestMapCacheReuse(t *testing.T) {
 
 func TestMapCacheEviction(t *testing.T) {
 	const ps = 4096
-	mc := &mapCache{}
-	defer mc.close()
+	mc := &Cache{}
+	defer mc.Close()
 	var files []*os.File
 	for range mapCacheFiles + 1 {
 		files = append(files, memfd(t, 4*ps, unix.F_SEAL_SHRINK))
 	}
 	for i, f := range files[:mapCacheFiles] {
-		if _, _, err := mc.pages(int(f.Fd()), 0, ps, ps, false); err != nil {
+		if _, _, err := mc.Pages(int(f.Fd()), 0, ps, ps, false); err != nil {
 			t.Fatalf("file %d: %v", i, err)
 		}
 	}
 	// Touch the first again: the second is now the least recently used.
-	mc.pages(int(files[0].Fd()), 0, ps, ps, false)
-	mc.pages(int(files[mapCacheFiles].Fd()), 0, ps, ps, false)
+	mc.Pages(int(files[0].Fd()), 0, ps, ps, false)
+	mc.Pages(int(files[mapCacheFiles].Fd()), 0, ps, ps, false)
 	if len(mc.maps) != mapCacheFiles {
 		t.Fatalf("%d files mapped, limit %d", len(mc.maps), mapCacheFiles)
 	}
@@ -132,23 +133,23 @@ func TestMapCacheEviction(t *testing.T) {
 
 func TestMapCacheSizeChecks(t *testing.T) {
 	const ps = 4096
-	mc := &mapCache{}
-	defer mc.close()
+	mc := &Cache{}
+	defer mc.Close()
 	// Sealed against shrinking only: it may grow, and is mapped again
 	// whole when it has.
 	f := memfd(t, 4*ps, unix.F_SEAL_SHRINK)
 	fd := int(f.Fd())
-	if _, _, err := mc.pages(fd, 0, 4*ps, ps, false); err != nil {
+	if _, _, err := mc.Pages(fd, 0, 4*ps, ps, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := mc.pages(fd, 4*ps, ps, ps, false); err == nil {
+	if _, _, err := mc.Pages(fd, 4*ps, ps, ps, false); err == nil {
 		t.Fatal("a page past the end was accepted")
 	}
 	if err := unix.Ftruncate(fd, 8*ps); err != nil {
 		t.Fatal(err)
 	}
 	unix.Pwrite(fd, []byte("grown"), 7*ps)
-	b, _, err := mc.pages(fd, 7*ps, ps, ps, false)
+	b, _, err := mc.Pages(fd, 7*ps, ps, ps, false)
 	if err != nil || string(b[:5]) != "grown" {
 		t.Fatalf("after growing: %v", err)
 	}
@@ -159,27 +160,27 @@ func TestMapCacheSizeChecks(t *testing.T) {
 		off    uint64
 		length int
 	}{{ps / 2, ps}, {0, 9 * ps}, {1 << 63, ps}, {8 * ps, ps}} {
-		if _, _, err := mc.pages(fd, r.off, r.length, ps, false); err == nil {
+		if _, _, err := mc.Pages(fd, r.off, r.length, ps, false); err == nil {
 			t.Errorf("%d bytes at %d accepted", r.length, r.off)
 		}
 	}
 	// Unsealed: refused, and nothing mapped.
 	u := memfd(t, 4*ps, 0)
-	if _, _, err := mc.pages(int(u.Fd()), 0, ps, ps, false); !errors.Is(err, errNotSealed) {
+	if _, _, err := mc.Pages(int(u.Fd()), 0, ps, ps, false); !errors.Is(err, errNotSealed) {
 		t.Fatalf("unsealed memfd: %v", err)
 	}
 	// Sealed against writing: PUT_FD may read it, GET_FD may not write it.
 	ro := memfd(t, 4*ps, unix.F_SEAL_SHRINK|unix.F_SEAL_WRITE)
-	if _, _, err := mc.pages(int(ro.Fd()), 0, ps, ps, false); err != nil {
+	if _, _, err := mc.Pages(int(ro.Fd()), 0, ps, ps, false); err != nil {
 		t.Fatalf("read-only memfd for reading: %v", err)
 	}
-	if _, _, err := mc.pages(int(ro.Fd()), 0, ps, ps, true); err == nil {
+	if _, _, err := mc.Pages(int(ro.Fd()), 0, ps, ps, true); err == nil {
 		t.Fatal("a memfd sealed against writing was mapped writable")
 	}
 	// A read-only descriptor of a file mapped writable before may not be
 	// written through.
 	w := memfd(t, 4*ps, unix.F_SEAL_SHRINK)
-	if _, _, err := mc.pages(int(w.Fd()), 0, ps, ps, true); err != nil {
+	if _, _, err := mc.Pages(int(w.Fd()), 0, ps, ps, true); err != nil {
 		t.Fatal(err)
 	}
 	rofd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", w.Fd()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -187,10 +188,10 @@ func TestMapCacheSizeChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(rofd)
-	if _, _, err := mc.pages(rofd, 0, ps, ps, true); err == nil {
+	if _, _, err := mc.Pages(rofd, 0, ps, ps, true); err == nil {
 		t.Fatal("wrote through a read-only descriptor")
 	}
-	if _, _, err := mc.pages(rofd, 0, ps, ps, false); err != nil {
+	if _, _, err := mc.Pages(rofd, 0, ps, ps, false); err != nil {
 		t.Fatalf("read through a read-only descriptor: %v", err)
 	}
 }
@@ -201,23 +202,23 @@ func TestMapCacheSizeChecks(t *testing.T) {
 func TestMapShareAcrossConnections(t *testing.T) {
 	const ps = 4096
 	pin := &fakePinner{}
-	share := newMapShare(func() []backends.Pinner { return []backends.Pinner{pin} }, nil)
-	a, b := &mapCache{share: share}, &mapCache{share: share}
-	defer a.close()
-	defer b.close()
+	share := NewShare(func() []backends.Pinner { return []backends.Pinner{pin} }, nil)
+	a, b := &Cache{share: share}, &Cache{share: share}
+	defer a.Close()
+	defer b.Close()
 	f := memfd(t, 16*ps, unix.F_SEAL_SHRINK)
 	unix.Pwrite(int(f.Fd()), []byte("shared"), 3*ps)
-	if _, _, err := a.pages(int(f.Fd()), 0, ps, ps, false); err != nil {
+	if _, _, err := a.Pages(int(f.Fd()), 0, ps, ps, false); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := b.pages(int(f.Fd()), 3*ps, ps, ps, false)
+	got, _, err := b.Pages(int(f.Fd()), 3*ps, ps, ps, false)
 	if err != nil || string(got[:6]) != "shared" {
 		t.Fatalf("second connection: %v %q", err, got[:6])
 	}
 	if share.mapped != 1 || pin.pinned != 1 {
 		t.Fatalf("mapped %d times, pinned %d; want once each", share.mapped, pin.pinned)
 	}
-	a.close()
+	a.Close()
 	if pin.unpinned != 0 || len(share.files) != 1 {
 		t.Fatal("the mapping went while another connection held it")
 	}
@@ -232,13 +233,13 @@ func TestMapShareAcrossConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(wo)
-	c := &mapCache{share: share}
-	defer c.close()
-	if _, _, err := c.pages(wo, 0, ps, ps, false); err == nil {
+	c := &Cache{share: share}
+	defer c.Close()
+	if _, _, err := c.Pages(wo, 0, ps, ps, false); err == nil {
 		t.Fatal("read through a write-only descriptor")
 	}
-	b.close()
-	c.close()
+	b.Close()
+	c.Close()
 	if pin.unpinned != 1 || len(share.files) != 0 {
 		t.Fatalf("after every connection let go: unpinned %d, %d files mapped", pin.unpinned, len(share.files))
 	}
@@ -248,7 +249,7 @@ func TestMapShareAcrossConnections(t *testing.T) {
 // (run with -race).
 func TestMapShareConcurrent(t *testing.T) {
 	const ps = 4096
-	share := newMapShare(nil, nil)
+	share := NewShare(nil, nil)
 	var files []*os.File
 	for range mapCacheFiles + 2 {
 		files = append(files, memfd(t, 8*populateChunk/4, unix.F_SEAL_SHRINK))
@@ -258,12 +259,12 @@ func TestMapShareConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mc := &mapCache{share: share}
-			defer mc.close()
+			mc := &Cache{share: share}
+			defer mc.Close()
 			for i := range 200 {
 				f := files[(g*7+i)%len(files)]
 				off := uint64(i%16) * ps
-				mem, _, err := mc.pages(int(f.Fd()), off, ps, ps, i%3 == 0)
+				mem, _, err := mc.Pages(int(f.Fd()), off, ps, ps, i%3 == 0)
 				if err != nil {
 					t.Error(err)
 					return
@@ -279,4 +280,36 @@ func TestMapShareConcurrent(t *testing.T) {
 	if len(share.files) != 0 {
 		t.Fatalf("%d files still mapped after every connection closed", len(share.files))
 	}
+}
+
+// FuzzMapPages maps arbitrary ranges of a sealed memfd: out-of-range and
+// misaligned requests are refused, accepted ones are readable to the end.
+func FuzzMapPages(f *testing.F) {
+	buf, err := ipc.NewPageBuffer(16 * 4096)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer buf.Close()
+	f.Add(uint64(0), 4096)
+	f.Add(uint64(61440), 8192)
+	f.Add(uint64(1<<63), 4096)
+	f.Fuzz(func(t *testing.T, off uint64, length int) {
+		if length <= 0 || length > 1<<30 {
+			return
+		}
+		fd := int(buf.Fd())
+		var mc Cache
+		defer mc.Close()
+		mem, temp, err := mc.Pages(fd, off, length, 4096, off%8192 == 0)
+		if err != nil {
+			return
+		}
+		if temp {
+			defer unix.Munmap(mem)
+		}
+		if off%4096 != 0 || off+uint64(length) > 16*4096 {
+			t.Fatalf("accepted %d bytes at %d", length, off)
+		}
+		_ = mem[len(mem)-1]
+	})
 }

@@ -1,11 +1,13 @@
-package daemon
+// Package reqmem is the memory of requests in flight: large buffers kept
+// for reuse between requests (mappings of their own, off the Go heap), and
+// the budget that bounds what requests may hold at once, in all and per
+// user.
+package reqmem
 
 import (
 	"math/bits"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -81,13 +83,13 @@ func bufClass(n int) (int, int) {
 	return (k-minBufShift)*4 + q, 1<<k + q*step
 }
 
-// bufPool hands out large byte buffers (request bodies, responses,
+// Pool hands out large byte buffers (request bodies, responses,
 // scratch) and the compression outputs, kept between requests. The byte
 // buffers are anonymous mappings of their own, off the Go heap: only the
 // pages written become resident, so a body buffer costs what has arrived
 // of the body, not the length its header claims, and a dropped buffer goes
 // back to the kernel at once instead of waiting for a collection.
-type bufPool struct {
+type Pool struct {
 	bytes   [bufClasses + 1]spares[[]byte]
 	outs    spares[*backends.Compressed]
 	kept    atomic.Int64 // bytes of mapped buffers kept as spares
@@ -101,8 +103,9 @@ type bufPool struct {
 // by the peak in use, and goes within two sweeps once idle.
 const sparesKept = 16
 
-func newBufPool(keepMax int64) *bufPool {
-	p := &bufPool{keepMax: keepMax}
+// NewPool keeps at most keepMax bytes of buffers for reuse.
+func NewPool(keepMax int64) *Pool {
+	p := &Pool{keepMax: keepMax}
 	for i := range p.bytes {
 		p.bytes[i].max = sparesKept
 	}
@@ -110,8 +113,8 @@ func newBufPool(keepMax int64) *bufPool {
 	return p
 }
 
-// get returns a buffer of n bytes (contents undefined).
-func (p *bufPool) get(n int) []byte {
+// Get returns a buffer of n bytes (contents undefined).
+func (p *Pool) Get(n int) []byte {
 	c, size := bufClass(n)
 	if c >= len(p.bytes) {
 		return make([]byte, n)
@@ -127,8 +130,8 @@ func (p *bufPool) get(n int) []byte {
 	return b[:n]
 }
 
-// put gives back a buffer from get; nothing may use it afterwards.
-func (p *bufPool) put(b []byte) {
+// Put gives back a buffer from Get; nothing may use it afterwards.
+func (p *Pool) Put(b []byte) {
 	c, size := bufClass(cap(b))
 	if c < len(p.bytes) && size == cap(b) && p.kept.Add(int64(size)) <= p.keepMax {
 		if p.bytes[c].put(b[:0]) {
@@ -141,61 +144,28 @@ func (p *bufPool) put(b []byte) {
 	unmap(b)
 }
 
-// unmap frees a buffer from get (one of the heap goes to the collector).
+// unmap frees a buffer from Get (one of the heap goes to the collector).
 func unmap(b []byte) int {
 	unix.Munmap(b[:cap(b)])
 	return cap(b)
 }
 
-func (p *bufPool) getOut() *backends.Compressed {
+// GetOut returns a compression output kept for reuse.
+func (p *Pool) GetOut() *backends.Compressed {
 	if c, ok := p.outs.get(); ok {
 		return c
 	}
 	return new(backends.Compressed)
 }
 
-func (p *bufPool) putOut(c *backends.Compressed) { p.outs.put(c) }
+// PutOut gives back an output from GetOut.
+func (p *Pool) PutOut(c *backends.Compressed) { p.outs.put(c) }
 
-// sweep drops what was not used since the last sweep and returns about
+// Sweep drops what was not used since the last sweep and returns about
 // how many bytes of the Go heap that let go.
-func (p *bufPool) sweep() int {
+func (p *Pool) Sweep() int {
 	for i := range p.bytes {
 		p.kept.Add(-int64(p.bytes[i].sweep(unmap)))
 	}
 	return p.outs.sweep(func(c *backends.Compressed) int { return cap(c.Data) })
-}
-
-// returnAt is how much dropped buffer memory makes the sweeper hand it
-// back to the kernel at once. Dropped buffers are garbage on the Go heap
-// until a collection, and an idle daemon allocates nothing to start one:
-// after a few rounds of a 1 GiB benchmark it kept hundreds of MiB resident
-// with an empty store. With the store's slabs off the heap, the heap is
-// small and a forced collection cheap. (The store gives its slab memory
-// back itself.)
-const returnAt = 8 << 20
-
-// sweepEvery drops request buffers left unused for one to two periods,
-// and the memory of emptied arena slabs after four to eight (a client that
-// frees pages and stores others within seconds reuses it instead of
-// having the kernel zero fresh pages), until stop is closed. Once enough
-// buffer memory is dropped, it is given back to the kernel.
-func (d *Daemon) sweepEvery(every time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	dropped := 0
-	for n := 1; ; n++ {
-		select {
-		case <-t.C:
-			dropped += d.bufs.sweep()
-			if n%4 == 0 {
-				d.store.Sweep()
-			}
-			if dropped >= returnAt {
-				debug.FreeOSMemory()
-				dropped = 0
-			}
-		case <-stop:
-			return
-		}
-	}
 }

@@ -1,4 +1,8 @@
-package daemon
+// Package clientmem maps the memfds clients hand over (PUT_FD, GET_FD)
+// into the daemon, shares each mapping between the connections that use
+// the same file, and registers it with the GPU engines that can read from
+// host memory directly.
+package clientmem
 
 import (
 	"errors"
@@ -46,11 +50,11 @@ type mapping struct {
 	mem    []byte
 	filled []atomic.Bool // per populateChunk: page tables populated
 	unpins []func()      // set by the connection that made it, before it lets go
-	users  int           // connections holding it, under mapShare.mu
+	users  int           // connections holding it, under Share.mu
 }
 
-// mapShare is the daemon's set of mapped client memfds.
-type mapShare struct {
+// Share is the daemon's set of mapped client memfds.
+type Share struct {
 	mu    sync.Mutex
 	files map[mapKey]*mapping
 	// pinners returns the backends to register new mappings with.
@@ -59,14 +63,14 @@ type mapShare struct {
 	mapped  int // mappings made, for tests
 }
 
-func newMapShare(pinners func() []backends.Pinner, log *slog.Logger) *mapShare {
-	return &mapShare{files: map[mapKey]*mapping{}, pinners: pinners, log: log}
+func NewShare(pinners func() []backends.Pinner, log *slog.Logger) *Share {
+	return &Share{files: map[mapKey]*mapping{}, pinners: pinners, log: log}
 }
 
 // acquire returns the mapping of key, held once more, mapping fd if no
 // connection holds one. A read may use a writable mapping of the file.
 // made says the caller mapped it and is to pin it.
-func (s *mapShare) acquire(fd int, key mapKey) (m *mapping, made bool, err error) {
+func (s *Share) acquire(fd int, key mapKey) (m *mapping, made bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m = s.files[key]
@@ -94,7 +98,7 @@ func (s *mapShare) acquire(fd int, key mapKey) (m *mapping, made bool, err error
 // pin registers a new mapping with the backends that can transfer from
 // it. It runs outside the lock (registering a GiB takes a while); other
 // connections may use the mapping meanwhile, unregistered.
-func (s *mapShare) pin(m *mapping) {
+func (s *Share) pin(m *mapping) {
 	if s.pinners == nil {
 		return
 	}
@@ -111,7 +115,7 @@ func (s *mapShare) pin(m *mapping) {
 }
 
 // release lets go of m once; the last holder unmaps it.
-func (s *mapShare) release(m *mapping) {
+func (s *Share) release(m *mapping) {
 	s.mu.Lock()
 	m.users--
 	last := m.users == 0
@@ -133,22 +137,25 @@ type held struct {
 	used uint64 // tick of the last use, for LRU eviction
 }
 
-// mapCache is one connection's hold on the shared mappings. It is used by
-// the connection's goroutine only.
-type mapCache struct {
-	share *mapShare // nil: one of its own is made on first use
+// Cache is one connection's hold on the shared mappings. It is used by
+// the connection's goroutine only; NewCache makes one.
+type Cache struct {
+	share *Share // nil: one of its own is made on first use
 	maps  []held
 	bytes int
 	tick  uint64
 }
 
+// NewCache is a connection's hold on share.
+func NewCache(share *Share) Cache { return Cache{share: share} }
+
 var errNotSealed = errors.New("the descriptor must be a memfd sealed with F_SEAL_SHRINK")
 
-// pages returns length bytes at off of the memfd fd (writable if asked).
+// Pages returns length bytes at off of the memfd fd (writable if asked).
 // The bytes stay mapped until the connection lets the file go, unless
 // temp is true: then the caller unmaps them when done (a file too large
 // to keep mapped).
-func (mc *mapCache) pages(fd int, off uint64, length, pageSize int, write bool) (mem []byte, temp bool, err error) {
+func (mc *Cache) Pages(fd int, off uint64, length, pageSize int, write bool) (mem []byte, temp bool, err error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, false, fmt.Errorf("fstat: %v", err)
@@ -206,7 +213,7 @@ func allows(fl int, write bool) bool {
 }
 
 // find returns the index of the held mapping of the file, or -1.
-func (mc *mapCache) find(dev, ino uint64) int {
+func (mc *Cache) find(dev, ino uint64) int {
 	for i, h := range mc.maps {
 		if h.m.key.dev == dev && h.m.key.ino == ino {
 			return i
@@ -216,12 +223,12 @@ func (mc *mapCache) find(dev, ino uint64) int {
 }
 
 // take holds the shared mapping of the file, making room first.
-func (mc *mapCache) take(fd int, key mapKey) (int, error) {
+func (mc *Cache) take(fd int, key mapKey) (int, error) {
 	for len(mc.maps) > 0 && (len(mc.maps) >= mapCacheFiles || mc.bytes+int(key.size) > mapCacheBytes) {
 		mc.evict()
 	}
 	if mc.share == nil {
-		mc.share = newMapShare(nil, nil)
+		mc.share = NewShare(nil, nil)
 	}
 	m, made, err := mc.share.acquire(fd, key)
 	if err != nil {
@@ -253,7 +260,7 @@ func (m *mapping) populate(off, length int) {
 }
 
 // evict lets go of the least recently used mapping.
-func (mc *mapCache) evict() {
+func (mc *Cache) evict() {
 	lru := 0
 	for i, h := range mc.maps {
 		if h.used < mc.maps[lru].used {
@@ -263,15 +270,15 @@ func (mc *mapCache) evict() {
 	mc.drop(lru)
 }
 
-func (mc *mapCache) drop(i int) {
+func (mc *Cache) drop(i int) {
 	m := mc.maps[i].m
 	mc.maps = append(mc.maps[:i], mc.maps[i+1:]...)
 	mc.bytes -= len(m.mem)
 	mc.share.release(m)
 }
 
-// close lets go of everything.
-func (mc *mapCache) close() {
+// Close lets go of everything.
+func (mc *Cache) Close() {
 	for len(mc.maps) > 0 {
 		mc.drop(len(mc.maps) - 1)
 	}
@@ -288,15 +295,4 @@ func mapRange(fd int, off uint64, length int, write bool) ([]byte, error) {
 		return nil, fmt.Errorf("mmap: %v", err)
 	}
 	return mem, nil
-}
-
-// pinners lists the usable backends that can register host memory.
-func (d *Daemon) pinners() []backends.Pinner {
-	var out []backends.Pinner
-	for _, b := range d.set.Usable() {
-		if p, ok := b.(backends.Pinner); ok {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -1,17 +1,17 @@
-package daemon
+package reqmem
 
 import (
 	"sync"
 	"time"
 )
 
-// budget bounds the memory that requests and replies in flight may take:
+// Budget bounds the memory that requests and replies in flight may take:
 // large request bodies, compression outputs and the snapshots a streamed
 // GET decodes from. Each user may hold at most perUser of the total, so
 // one user's flood leaves room for the others. A reservation is taken
 // whole before the memory is used and given back when the request is
 // answered; it may wait for others to finish, until a deadline.
-type budget struct {
+type Budget struct {
 	total, perUser int64
 
 	mu    sync.Mutex
@@ -21,30 +21,31 @@ type budget struct {
 	peak  int64
 }
 
-func newBudget(total, perUser int64) *budget {
-	return &budget{total: total, perUser: min(perUser, total), users: map[uint32]int64{}, freed: make(chan struct{})}
+// NewBudget allows total bytes in all and perUser to one user.
+func NewBudget(total, perUser int64) *Budget {
+	return &Budget{total: total, perUser: min(perUser, total), users: map[uint32]int64{}, freed: make(chan struct{})}
 }
 
-// budgetError says why a reservation was refused.
-type budgetError struct {
-	never bool // larger than the user's share: waiting cannot help
+// BudgetError says why a reservation was refused.
+type BudgetError struct {
+	Never bool // larger than the user's share: waiting cannot help
 }
 
-func (e *budgetError) Error() string {
-	if e.never {
-		return "request needs more memory than one user's share of the daemon's request budget"
+func (e *BudgetError) Error() string {
+	if e.Never {
+		return "request needs more memory than one user's share of the daemon's request Budget"
 	}
-	return "the daemon's request memory budget is in use; try again"
+	return "the daemon's request memory Budget is in use; try again"
 }
 
-// reserve takes n bytes for uid, waiting until deadline (or stop closes)
+// Reserve takes n bytes for uid, waiting until deadline (or stop closes)
 // for room.
-func (b *budget) reserve(uid uint32, n int64, deadline time.Time, stop <-chan struct{}) error {
+func (b *Budget) Reserve(uid uint32, n int64, deadline time.Time, stop <-chan struct{}) error {
 	if n <= 0 {
 		return nil
 	}
 	if n > b.perUser {
-		return &budgetError{never: true}
+		return &BudgetError{Never: true}
 	}
 	var timer *time.Timer
 	defer func() {
@@ -65,7 +66,7 @@ func (b *budget) reserve(uid uint32, n int64, deadline time.Time, stop <-chan st
 		b.mu.Unlock()
 		left := time.Until(deadline)
 		if left <= 0 {
-			return &budgetError{}
+			return &BudgetError{}
 		}
 		if timer == nil {
 			timer = time.NewTimer(left)
@@ -73,15 +74,15 @@ func (b *budget) reserve(uid uint32, n int64, deadline time.Time, stop <-chan st
 		select {
 		case <-freed:
 		case <-timer.C:
-			return &budgetError{}
+			return &BudgetError{}
 		case <-stop:
-			return &budgetError{}
+			return &BudgetError{}
 		}
 	}
 }
 
-// release gives back n bytes of uid's.
-func (b *budget) release(uid uint32, n int64) {
+// Release gives back n bytes of uid's.
+func (b *Budget) Release(uid uint32, n int64) {
 	if n <= 0 {
 		return
 	}
@@ -95,8 +96,8 @@ func (b *budget) release(uid uint32, n int64) {
 	b.mu.Unlock()
 }
 
-// inUse returns the bytes reserved now and the most ever reserved at once.
-func (b *budget) inUse() (used, peak int64) {
+// InUse returns the bytes reserved now and the most ever reserved at once.
+func (b *Budget) InUse() (used, peak int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used, b.peak
