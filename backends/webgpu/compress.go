@@ -311,7 +311,7 @@ func (b *Backend) fill(s *slot, out *backends.Compressed, lo int, base uint32, t
 // roundSplit: a batch of n pages goes in rounds of about n/roundSplit
 // (at least minRound), so that both slots are busy on one large batch.
 var (
-	roundSplit = 4
+	roundSplit = 2
 	minRound   = 2048
 )
 

@@ -26,16 +26,19 @@ type dslot struct {
 	src, desc, out, status, params, rd C.WGPUBuffer
 	bg                                 C.WGPUBindGroup
 	wait, errWait                      *C.s4d_wait
-	host                               []byte // blocks and descriptors, packed
+	up                                 C.WGPUBuffer // MapWrite staging: desc, then blocks
+	upWait                             *C.s4d_wait
+	upCap                              int
+	upPending, upReady                 bool
 }
 
 func (s *dslot) free(p *C.s4d_procs) {
 	C.s4d_bind_group_free(p, s.bg)
-	for _, x := range []C.WGPUBuffer{s.src, s.desc, s.out, s.status, s.params, s.rd} {
+	for _, x := range []C.WGPUBuffer{s.src, s.desc, s.out, s.status, s.params, s.rd, s.up} {
 		C.s4d_buffer_free(p, x)
 	}
-	s.bg, s.src, s.desc, s.out, s.status, s.params, s.rd = nil, nil, nil, nil, nil, nil, nil
-	s.cap, s.srcCap = 0, 0
+	s.bg, s.src, s.desc, s.out, s.status, s.params, s.rd, s.up = nil, nil, nil, nil, nil, nil, nil, nil
+	s.cap, s.srcCap, s.upCap, s.upPending, s.upReady = 0, 0, 0, false, false
 }
 
 // Decompress expands the LZ4 pages of d with the decompress kernel and
@@ -109,13 +112,44 @@ func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile fun
 	s := &b.ds
 	n := len(idx)
 	t0 := time.Now()
-	// desc (8 bytes a page) then the blocks, 4-byte aligned.
+	// The staging buffer holds desc (8 bytes a page, padded to 256) then
+	// the blocks, 4-byte aligned; it is filled in place, by several
+	// goroutines, and copied up by the GPU.
 	total := 0
 	for _, i := range idx {
 		total += (min(len(d.Src[i].Data), 1<<20) + 3) &^ 3
 	}
-	s.host = resize(s.host, 8*n+max(total, 4))
-	desc, src := s.host[:8*n], s.host[8*n:]
+	total = max(total, 4)
+	descBytes := (8*n + 255) &^ 255
+	if s.upPending {
+		if err := dv.await(s.upWait, "decompress staging map"); err != nil {
+			return err
+		}
+	}
+	var stage unsafe.Pointer
+	if err := dv.do(func() error {
+		if s.upPending {
+			s.upPending = false
+			if s.upWait.status != C.S4D_STATUS_SUCCESS {
+				return fmt.Errorf("webgpu: staging map failed: %s", waitMsg(s.upWait))
+			}
+			s.upReady = true
+		}
+		if err := b.ensureDecomp(n, total); err != nil {
+			return err
+		}
+		if !s.upReady {
+			return errors.New("webgpu: decompress staging not mapped")
+		}
+		if stage = C.s4d_mapped(p, s.up, 0, C.size_t(descBytes+total)); stage == nil {
+			return errors.New("webgpu: decompress staging has no mapped range")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	buf := unsafe.Slice((*byte)(stage), descBytes+total)
+	desc, src := buf[:8*n], buf[descBytes:]
 	off := 0
 	for k, i := range idx {
 		l := min(len(d.Src[i].Data), 1<<20)
@@ -123,7 +157,6 @@ func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile fun
 		binary.LittleEndian.PutUint32(desc[8*k+4:], uint32(l))
 		off += (l + 3) &^ 3
 	}
-	// The blocks are copied in by several goroutines.
 	g := min(runtime.GOMAXPROCS(0), 8, max(1, n/512))
 	var wg sync.WaitGroup
 	for j := range g {
@@ -142,22 +175,24 @@ func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile fun
 	outBytes, statOff := n*PageSize, n*PageSize
 	dlap(0, &t0)
 	err := dv.do(func() error {
-		if err := b.ensureDecomp(n, len(src)); err != nil {
-			return err
-		}
 		var prm [16]byte
 		binary.LittleEndian.PutUint32(prm[0:], uint32(n))
 		cprm := C.CBytes(prm[:])
 		defer C.free(cprm)
+		C.s4d_unmap(p, s.up)
+		s.upReady = false
 		C.s4d_push_errors(p, dv.dev)
-		C.s4d_write(p, dv.queue, s.src, 0, unsafe.Pointer(&src[0]), C.size_t(len(src)))
-		C.s4d_write(p, dv.queue, s.desc, 0, unsafe.Pointer(&desc[0]), C.size_t(len(desc)))
 		C.s4d_write(p, dv.queue, s.params, 0, cprm, 16)
 		enc := C.s4d_encoder(p, dv.dev)
+		C.s4d_copy(p, enc, s.up, 0, s.desc, 0, C.uint64_t(descBytes))
+		C.s4d_copy(p, enc, s.up, C.uint64_t(descBytes), s.src, 0, C.uint64_t(total))
 		C.s4d_dispatch(p, enc, b.decomp, s.bg, C.uint32_t(n), 1)
 		C.s4d_copy(p, enc, s.out, 0, s.rd, 0, C.uint64_t(outBytes))
 		C.s4d_copy(p, enc, s.status, 0, s.rd, C.uint64_t(statOff), C.uint64_t(4*n))
 		C.s4d_submit(p, dv.queue, enc)
+		resetWait(s.upWait)
+		C.s4d_map_async(p, s.up, C.S4D_MAP_WRITE, 0, C.size_t(s.upCap), s.upWait)
+		s.upPending = true
 		if err := dv.popErrors(s.errWait); err != nil {
 			return err
 		}
@@ -243,12 +278,14 @@ func (b *Backend) ensureDecomp(n, srcBytes int) error {
 	s.status = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(4*c), 0)
 	s.params = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_UNIFORM|C.S4D_BUFFER_COPY_DST, 16, 0)
 	s.rd = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_READ|C.S4D_BUFFER_COPY_DST, C.uint64_t(out+uint64(4*c)), 0)
+	s.upCap = (8*c+255)&^255 + sc
+	s.up = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_WRITE|C.S4D_BUFFER_COPY_SRC, C.uint64_t(s.upCap), 1)
 	s.bg = bindGroup(d, b.decomp, bind{s.src, uint64(sc)}, bind{s.desc, uint64(8 * c)}, bind{s.out, out},
 		bind{s.status, uint64(4 * c)}, bind{s.params, 16})
 	if err := d.popErrors(s.errWait); err != nil {
 		s.free(p)
 		return fmt.Errorf("webgpu: decompression buffers for %d pages: %w", c, err)
 	}
-	s.cap, s.srcCap = c, sc
+	s.cap, s.srcCap, s.upReady = c, sc, true
 	return nil
 }

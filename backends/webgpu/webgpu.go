@@ -126,7 +126,7 @@ func (b *Backend) setup() error {
 		b.all = append(b.all, s)
 		b.slots <- s
 	}
-	b.ds = dslot{wait: newWait(), errWait: newWait()}
+	b.ds = dslot{wait: newWait(), errWait: newWait(), upWait: newWait()}
 	scan := "workgroup-memory scans"
 	if b.kp.Subgroups {
 		scan = fmt.Sprintf("subgroup scans (subgroups up to %d)", d.subMax)
@@ -161,7 +161,11 @@ func (b *Backend) Close() error {
 				C.free(unsafe.Pointer(w))
 			}
 		}
+		if b.ds.upPending {
+			b.d.wait(b.ds.upWait, "staging map")
+		}
 		b.ds.free(b.d.p)
+		C.free(unsafe.Pointer(b.ds.upWait))
 		C.free(unsafe.Pointer(b.ds.wait))
 		C.free(unsafe.Pointer(b.ds.errWait))
 		C.s4d_pipeline_free(b.d.p, b.compress)
