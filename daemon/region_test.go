@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -364,21 +366,7 @@ func TestRegionHelper(t *testing.T) {
 // whole; the program keeps its memory and is not stopped.
 func TestRegionReleasedOnShutdown(t *testing.T) {
 	needUffd(t)
-	cfg := settings.Defaults()
-	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
-	cfg.Backend = "cpu"
-	cfg.Log = slog.New(slog.DiscardHandler)
-	d, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- d.Serve(ctx) }()
-	c := &ipc.Client{Socket: cfg.Socket}
+	c, stop := startDaemon(t, nil)
 	defer c.Close()
 	const size = 8 << 20
 	lost := make(chan struct{}, 1)
@@ -390,8 +378,7 @@ func TestRegionReleasedOnShutdown(t *testing.T) {
 	fillPattern(m.Bytes(), 0x5eed)
 	waitUntil(t, "eviction", func() bool { return regionOf(t, c, m.ID()).Evicted >= size/2 })
 	c.Close()
-	cancel()
-	<-done
+	stop()
 	waitUntil(t, "the region handed back", m.Released)
 	select {
 	case <-lost:
@@ -406,4 +393,63 @@ func TestRegionReleasedOnShutdown(t *testing.T) {
 	if err := checkPattern(m.Bytes(), 0x77); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startDaemon runs a cpu daemon in this process with the settings edit
+// makes; stop stops it (the test's end does too).
+func startDaemon(t *testing.T, edit func(*Config)) (c *ipc.Client, stop func()) {
+	cfg := settings.Defaults()
+	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
+	cfg.Backend = "cpu"
+	cfg.Log = slog.New(slog.DiscardHandler)
+	if edit != nil {
+		edit(&cfg)
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Serve(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return &ipc.Client{Socket: cfg.Socket}, stop
+}
+
+// TestRegionQuota: a region's pages count against its owner's quota;
+// what the quota refuses stays resident, intact.
+func TestRegionQuota(t *testing.T) {
+	needUffd(t)
+	const quota = 256 << 10
+	c, _ := startDaemon(t, func(cfg *Config) { cfg.UserQuota = quota })
+	defer c.Close()
+	const size = 4 << 20
+	m, err := c.Map(context.Background(), size, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	mem := m.Bytes()
+	// Incompressible: stored raw, so the quota holds about 64 pages.
+	rng := rand.New(rand.NewPCG(5, 5))
+	for o := 0; o < size; o += 8 {
+		binary.LittleEndian.PutUint64(mem[o:], rng.Uint64())
+	}
+	waitUntil(t, "refusals", func() bool { return regionOf(t, c, m.ID()).Refused > 0 })
+	rs := regionOf(t, c, m.ID())
+	if rs.Stored > quota || rs.Evicted == 0 || rs.Error != "" {
+		t.Fatalf("quota %d: %+v", quota, *rs)
+	}
+	rng = rand.New(rand.NewPCG(5, 5))
+	for o := 0; o < size; o += 8 {
+		if binary.LittleEndian.Uint64(mem[o:]) != rng.Uint64() {
+			t.Fatalf("offset %d differs", o)
+		}
+	}
+	t.Logf("%+v", *rs)
 }

@@ -26,13 +26,16 @@ func (r *Region) evictLoop() {
 		case <-r.kick:
 		case <-tick.C:
 		}
+		if time.Now().Before(r.backoff) {
+			continue
+		}
 		for r.Err() == nil {
 			n, err := r.evictOnce(buf)
 			if err != nil {
 				r.fail(err)
 				break
 			}
-			if n == 0 {
+			if n == 0 || time.Now().Before(r.backoff) {
 				break
 			}
 			select {
@@ -137,6 +140,7 @@ func (r *Region) evictOnce(buf []byte) (int, error) {
 		r.log.Debug("region eviction not stored", "err", err)
 		r.ctr.refused.Add(uint64(len(victims)))
 		r.undo(victims, nil)
+		r.backoff = time.Now().Add(time.Second)
 		// A full store is no reason to stop serving; try again later.
 		return 0, nil
 	}
@@ -144,6 +148,7 @@ func (r *Region) evictOnce(buf []byte) (int, error) {
 	defer r.mu.Unlock()
 	punch := victims[:0:0]
 	var drop []uint64
+	refused := 0
 	for j, i := range victims {
 		switch {
 		case r.state[i]&cancelBit != 0:
@@ -154,6 +159,7 @@ func (r *Region) evictOnce(buf []byte) (int, error) {
 			}
 		case size[j] < 0:
 			r.ctr.refused.Add(1)
+			refused++
 			r.state[i] = resident
 			r.u.protect(r.addrOf(i), r.ps, false)
 		default:
@@ -181,6 +187,11 @@ func (r *Region) evictOnce(buf []byte) (int, error) {
 	r.resident -= len(punch)
 	r.evicted += len(punch)
 	r.ctr.evictions.Add(uint64(len(punch)))
+	if len(punch) == 0 && refused > 0 {
+		// Nothing stored (quota, memory limit): no use compressing the
+		// same pages again at once.
+		r.backoff = time.Now().Add(time.Second)
+	}
 	if len(drop) > 0 {
 		r.store.Drop(drop)
 	}

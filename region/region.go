@@ -86,9 +86,10 @@ type Region struct {
 	onLost  func(*Region)
 	dead    atomic.Pointer[error] // why the region stopped serving
 
-	faultBuf []byte // maxRun pages, for UFFDIO_COPY (under mu)
-	last     int    // the page the last fault brought in, and read-ahead after it
-	ahead    int    // pages to read ahead: doubles while faults are sequential
+	faultBuf []byte    // maxRun pages, for UFFDIO_COPY (under mu)
+	last     int       // the page the last fault brought in, and read-ahead after it
+	ahead    int       // pages to read ahead: doubles while faults are sequential
+	backoff  time.Time // no eviction before this (evictor only): the store refused
 	ctr      counters
 	lat      latency
 }
@@ -194,6 +195,14 @@ func checkMapping(pid int32, memfd int, addr, length uint64) error {
 		return err
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+		// A daemon that may not see other processes (systemd's
+		// ProtectProc=invisible, another user's process) cannot check:
+		// a client that hands over a memfd it does not map there harms
+		// only its own memory, and UFFDIO_REGISTER still refuses a range
+		// it does not map at all.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("reading the client's mappings: %v", err)
 	}
@@ -339,6 +348,12 @@ func (r *Region) close(restore bool, farewell []byte) error {
 		}
 		if len(keys) > 0 {
 			r.store.Drop(keys)
+		}
+		if !restore && r.spec.Lifeline >= 0 {
+			// Ended without the pages handed back: the client must learn it
+			// now (its threads may be waiting on a fault that will never be
+			// served), not when its connection idles out.
+			unix.Shutdown(r.spec.Lifeline, unix.SHUT_RDWR)
 		}
 		unix.Close(r.stop)
 		unix.Close(r.spec.Uffd)

@@ -208,3 +208,31 @@ func checkPage(t *testing.T, p []byte, i int, v uint64) {
 		}
 	}
 }
+
+// TestStoreRefuses: pages the store refuses (quota, memory limit) stay
+// resident and intact, over the budget, until it takes them again.
+func TestStoreRefuses(t *testing.T) {
+	const pages = 128
+	ps := os.Getpagesize()
+	r, mem, st := newTestRegion(t, pages*ps, 0)
+	st.full.Store(true)
+	for i := 0; i < pages; i++ {
+		mem[i*ps] = byte(i + 1)
+	}
+	waitFor(t, "a refusal", func() bool { return r.Stats().Refused > 0 })
+	if s := r.Stats(); s.Evicted != 0 || s.Err != "" {
+		t.Fatalf("%+v", s)
+	}
+	for i := 0; i < pages; i++ {
+		if mem[i*ps] != byte(i+1) {
+			t.Fatalf("page %d lost", i)
+		}
+	}
+	st.full.Store(false)
+	waitFor(t, "eviction once the store takes pages", func() bool { return r.Stats().Resident == 0 })
+	for i := 0; i < pages; i++ {
+		if mem[i*ps] != byte(i+1) {
+			t.Fatalf("page %d lost", i)
+		}
+	}
+}
