@@ -1,0 +1,153 @@
+package pagecache
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+// Reading stored pages: Get copies them out, View lends them in place
+// under the read lock, both checking every page's checksum.
+
+// Get copies out the stored form of each key, ready to decompress; the
+// returned Stored entries point into scratch, which is grown as needed and
+// returned for reuse. The read lock is held while the bytes are copied and
+// their checksums checked, on all cores for a large batch (one core copying
+// took as long as decompressing the batch on two); decompression runs
+// without the lock.
+func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out []backends.Stored, res []Result) ([]backends.Stored, []byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return out, scratch, err
+	}
+	out = out[:0]
+	need := 0
+	w := p.ix.walk(false)
+	for i, key := range keys {
+		e, ok := w.at(key).get(key)
+		res[i] = OK
+		if !ok {
+			res[i] = NotFound
+		} else if e.hasObject() {
+			need += e.objSize()
+		}
+		// Park the entry in Fill until the bytes are copied.
+		out = append(out, backends.Stored{Class: e.class(), Fill: uint64(e)})
+	}
+	w.done()
+	if cap(scratch) < need {
+		scratch = make([]byte, need)
+	}
+	scratch = scratch[:need]
+	off := 0
+	for i := range out {
+		if e := entry(out[i].Fill); res[i] == OK && e.hasObject() {
+			out[i].Data = scratch[off : off+e.objSize() : off+e.objSize()]
+			off += e.objSize()
+		}
+	}
+	inParallel(len(out), 256, func(lo, hi int) { s.copyChecked(out, res, lo, hi) })
+	return out, scratch, nil
+}
+
+// copyChecked copies the objects of out[lo:hi] into the places Get gave
+// them and checks their checksums. The caller holds the read lock.
+func (s *Store) copyChecked(out []backends.Stored, res []Result, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		e := entry(out[i].Fill)
+		out[i].Fill = 0
+		if res[i] != OK || !e.hasObject() {
+			continue
+		}
+		obj := out[i].Data
+		copy(obj, s.arena.bytes(e.handle(), e.objSize()))
+		data := obj[checksumSize:]
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
+			res[i], out[i].Data = Corrupt, nil
+			continue
+		}
+		out[i].Data = data
+		if out[i].Class == backends.ClassSame {
+			out[i].Fill = binary.LittleEndian.Uint64(data)
+		}
+	}
+}
+
+// View finds keys and calls fn with their stored forms, checksums checked
+// (on all cores for a large batch), pointing into the store's own memory:
+// they are valid only while fn runs, under the read lock, so fn decodes
+// them and keeps nothing. Nothing is copied, unlike Get; writers wait for
+// fn, so callers hand it batches of bounded size. res says what was found.
+func (s *Store) View(uid uint32, name string, keys []uint64, out []backends.Stored, res []Result, fn func([]backends.Stored) error) ([]backends.Stored, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return out, err
+	}
+	if cap(out) < len(keys) {
+		out = make([]backends.Stored, len(keys))
+	}
+	out = out[:len(keys)]
+	// Looked up on the cores too, with the checks: with 4 clients of
+	// 16 MiB GETs on 16 cores, 26.3-26.8 GB/s instead of 22.8-24.1.
+	if len(keys) <= 128 {
+		s.findInPlace(p, keys, out, res, 0, len(keys))
+	} else {
+		inParallel(len(keys), 128, func(lo, hi int) { s.findInPlace(p, keys, out, res, lo, hi) })
+	}
+	err = fn(out)
+	clear(out) // no references into the arena outlive the lock
+	return out, err
+}
+
+// findInPlace looks up keys[lo:hi] and points out[lo:hi] at their objects,
+// checksums checked. The caller holds the read lock.
+func (s *Store) findInPlace(p *pool, keys []uint64, out []backends.Stored, res []Result, lo, hi int) {
+	w := p.ix.walk(false)
+	defer w.done()
+	for i := lo; i < hi; i++ {
+		e, ok := w.at(keys[i]).get(keys[i])
+		out[i] = backends.Stored{Class: e.class()}
+		res[i] = OK
+		if !ok {
+			res[i] = NotFound
+			continue
+		}
+		if !e.hasObject() {
+			continue
+		}
+		obj := s.arena.bytes(e.handle(), e.objSize())
+		data := obj[checksumSize:len(obj):len(obj)]
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
+			res[i] = Corrupt
+			continue
+		}
+		out[i].Data = data
+		if out[i].Class == backends.ClassSame {
+			out[i].Fill = binary.LittleEndian.Uint64(data)
+		}
+	}
+}
+
+// Missing reports whether any of keys is absent (or the pool is).
+func (s *Store) Missing(uid uint32, name string, keys []uint64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return true
+	}
+	w := p.ix.walk(false)
+	defer w.done()
+	for _, k := range keys {
+		if w.at(k).find(k) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
