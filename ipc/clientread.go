@@ -141,4 +141,3 @@ func (cn *conn) refusal() error {
 	}
 	return refused(DecodeHeader(buf[4:]), buf[4+HeaderSize:4+length])
 }
-

@@ -150,4 +150,3 @@ func (s *Store) Missing(uid uint32, name string, keys []uint64) bool {
 	}
 	return false
 }
-
