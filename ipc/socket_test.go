@@ -92,3 +92,52 @@ func TestSocketDeadlineAndInterrupt(t *testing.T) {
 		a.Resume()
 	}
 }
+
+// BenchmarkSocketStream is the ceiling of any reply through the socket:
+// 64 MiB written in 1 MiB pieces by one goroutine and read by another
+// over a Unix socket pair, the kernel copying every byte twice (into the
+// socket and out of it). BenchmarkMemcpy is one copy of the same bytes.
+func BenchmarkSocketStream(b *testing.B) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	const size, piece = 64 << 20, 1 << 20
+	src, dst := make([]byte, size), make([]byte, size)
+	b.SetBytes(size)
+	for b.Loop() {
+		done := make(chan error, 1)
+		go func() {
+			for off := 0; off < size; {
+				n, err := unix.Write(fds[0], src[off:min(off+piece, size)])
+				if err != nil {
+					done <- err
+					return
+				}
+				off += n
+			}
+			done <- nil
+		}()
+		for got := 0; got < size; {
+			n, err := unix.Read(fds[1], dst[got:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += n
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMemcpy(b *testing.B) {
+	const size = 64 << 20
+	src, dst := make([]byte, size), make([]byte, size)
+	b.SetBytes(size)
+	for b.Loop() {
+		copy(dst, src)
+	}
+}
