@@ -4,7 +4,7 @@
 //  2. a match for every position (the latest earlier positions with the
 //     same hash of 4 and of 6 bytes, and the nearest of the 16 positions
 //     before it; the longest, capped at CAP);
-//  3. the greedy parse (lazy by one byte) without a serial walk: each
+//  3. the greedy parse (lazy by up to two bytes) without a serial walk: each
 //     invocation owns a 32-position segment, computes where the parse
 //     leaves it from every entry point, the entries are chained, then every
 //     segment marks its own path;
@@ -398,7 +398,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         return;
     }
     // 3. Parse. Segment [s0, s0+32): where a match is taken (lazy: not
-    // when the next position's is longer), then for every entry point e
+    // when one of the next two positions' is longer), then for every entry point e
     // the first path position at or past the segment's end.
     let seg = t < NSEGS;
     let s0 = min(t, NSEGS) * 32u;
@@ -407,11 +407,12 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // the last barrier of the rounds. Each segment owns 16 words.
     var sel = 0u;
     var lnext = lenAt(s1);
+    var lnext2 = lenAt(s1 + 1u);
     for (var k = select(-1i, 31i, seg); k >= 0i; k = k - 1i) {
         let e = s0 + u32(k);
         let l = lenAt(e);
         var nx = e + 1u;
-        if (l >= 4u && lnext <= l) {
+        if (l >= 4u && lnext <= l && lnext2 <= l) {
             sel = sel | (1u << u32(k));
             nx = e + l;
         }
@@ -424,6 +425,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         } else {
             atomicStore(&A[e >> 1u], atomicLoad(&A[e >> 1u]) | x);
         }
+        lnext2 = lnext;
         lnext = l;
     }
     if (seg) { selw[t] = sel; }
