@@ -397,6 +397,7 @@ func (c *conn) loop() {
 		c.req = request{ctx: c.d.ctx, h: h, body: body, fds: fds}
 		ok := c.serve()
 		c.spin.served = time.Since(t0)
+		c.d.observe(h.Op, c.spin.served)
 		closeAll(fds)
 		c.done()
 		if !ok {

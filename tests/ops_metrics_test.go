@@ -124,6 +124,8 @@ func TestPrometheusScrapes(t *testing.T) {
 		})
 	waitQuery("the cpu engine ok", `s4d_engine_state{engine="cpu",state="ok"}`,
 		func(m map[string]string) bool { return m["map[engine:cpu state:ok]"] == "1" })
+	waitQuery("the PUT's latency", `s4d_request_duration_seconds_count{op="put"}`,
+		func(m map[string]string) bool { return m["map[op:put]"] == "1" })
 }
 
 // An address that is not loopback is refused before the daemon starts.
