@@ -408,6 +408,10 @@ func (r *Region) fill(i, n int) error {
 		return err
 	}
 	copied, err := r.u.copyIn(r.addrOf(i), buf, false)
+	if err == unix.ENOENT && n > 1 {
+		// The run crosses into another VMA: the page touched alone.
+		copied, err = r.u.copyIn(r.addrOf(i), buf[:r.ps], false)
+	}
 	if err == unix.EEXIST && copied > 0 {
 		err = nil // a page after the first was placed by other means
 	}

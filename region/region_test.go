@@ -12,6 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -234,5 +236,39 @@ func TestStoreRefuses(t *testing.T) {
 		if mem[i*ps] != byte(i+1) {
 			t.Fatalf("page %d lost", i)
 		}
+	}
+}
+
+// TestSplitMapping: a program that splits the mapping (NumPy advises huge
+// pages from one page in) still has every fault served: runs that would
+// cross into the next VMA fall back to single pages.
+func TestSplitMapping(t *testing.T) {
+	const pages = 512
+	ps := os.Getpagesize()
+	r, mem, _ := newTestRegion(t, pages*ps, 64*ps)
+	if err := unix.Madvise(mem[ps:], unix.MADV_HUGEPAGE); err != nil {
+		t.Skip("madvise:", err)
+	}
+	unix.Madvise(mem[5*ps:9*ps], unix.MADV_NOHUGEPAGE) // and a few more VMAs
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < pages; i++ {
+			mem[i*ps] = byte(i + 1)
+		}
+		for i := 0; i < pages; i++ {
+			if mem[i*ps] != byte(i+1) {
+				t.Errorf("page %d lost", i)
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("a fault was never served: %+v", r.Stats())
+	}
+	if r.Stats().Evicted == 0 {
+		t.Fatal("nothing evicted")
 	}
 }

@@ -121,6 +121,12 @@ func (r *Region) resolve(f fault) error {
 			j++
 		}
 		zeroed, err := r.u.zero(addr, uint64(j-i)*r.ps)
+		if err == unix.ENOENT && j-i > 1 {
+			// The run crosses into another VMA (the program split the
+			// mapping, as NumPy's madvise(MADV_HUGEPAGE) does one page
+			// in): one page then.
+			zeroed, err = r.u.zero(addr, r.ps)
+		}
 		if err == unix.EEXIST || err == unix.EAGAIN {
 			// Something put a page there already: count what was zeroed
 			// and wake the thread; a retry faults again if need be.
