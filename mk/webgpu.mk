@@ -91,3 +91,11 @@ webgpu-carry: deps-dawn
 	cd $(WEBGPU_CARRY)/debs && apt-get $(APT_AMD64) download libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0
 	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d $(WEBGPU_CARRY)/whl lz4
+
+# `make test` runs the webgpu suite with the subgroup kernel where the
+# adapter offers subgroups (lavapipe does); this runs it again with the
+# workgroup-memory fallback forced, so CI covers both kernels.
+.PHONY: test-webgpu-fallback
+test: test-webgpu-fallback
+test-webgpu-fallback: deps
+	S4D_WEBGPU_NO_SUBGROUPS=1 $(GO) test -count=1 ./backends/webgpu
