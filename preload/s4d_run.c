@@ -1,0 +1,465 @@
+// libs4d-run.so: preloaded by `s4d run`, it backs a program's large heap
+// allocations with s4d regions (ipc/PROTOCOL.md, "Regions"), so that their
+// cold pages live compressed in the daemon. The program is not changed.
+//
+// Interposed: malloc, calloc, realloc, free, posix_memalign, aligned_alloc,
+// memalign and malloc_usable_size. An allocation of at least
+// S4D_RUN_MIN_SIZE bytes becomes a region: a memfd mapped shared, a
+// userfaultfd registered over it, both handed to the daemon at S4D_SOCKET.
+// Everything else, and every allocation a region cannot be made for, goes
+// to glibc's allocator (its __libc_* entry points, so no dlsym and no
+// recursion). glibc's own mmap of large chunks is internal and cannot be
+// interposed: that is why the malloc family is.
+//
+// Resident budget: S4D_RUN_RESIDENT bytes for all regions together, split
+// in proportion to their sizes (SET_BUDGET when regions come and go);
+// unset, a quarter of each region.
+//
+// The daemon's death: each region's registering connection (its lifeline)
+// is set to raise a real-time signal when it becomes readable or ends; on
+// its end the handler prints a message and exits with status 70, so the
+// program is stopped instead of reading zeros (threads touching evicted
+// pages meanwhile wait: this process keeps the userfaultfd open). On the
+// daemon's clean stop it hands the region back whole and says so on the
+// lifeline: the handler closes the userfaultfd and the memory stays.
+//
+// fork: regions are MADV_DONTFORK, so a child of fork has no mapping there
+// (touching a parent's large buffer faults with SIGSEGV) instead of holes
+// read as zeros; the child forgets the parent's regions. fork+exec, the
+// usual case (subprocess), is unaffected.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#endif
+#define FEATURES ((1ULL << 0) | (1ULL << 5) | (1ULL << 12)) // PAGEFAULT_FLAG_WP, MISSING_SHMEM, WP_HUGETLBFS_SHMEM
+#define OP_REGISTER 11
+#define OP_SET_BUDGET 12
+#define OP_UNREGISTER 13
+#define EXIT_LOST 70
+#define MAX_REGIONS 256
+
+struct region {
+	uintptr_t addr;
+	size_t size;
+	uint64_t id;
+	int memfd, uffd, life;
+	volatile int released; // handed back whole: plain memory now
+};
+
+static struct region regs[MAX_REGIONS];
+static int nregs;
+static uintptr_t lo = UINTPTR_MAX, hi; // bounds of all regions: free's fast path
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static size_t min_size = 64 << 20, resident_total, total;
+static int enabled, dry, ctl = -1, sig;
+static char sock_path[108];
+static size_t page;
+static size_t (*libc_usable)(void *); // glibc's malloc_usable_size
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+	char b[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(b, sizeof b, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof b - 1)
+		n = sizeof b - 1;
+	if (write(2, b, n) < 0) {
+	}
+}
+
+static size_t env_size(const char *name, size_t def) {
+	const char *v = getenv(name);
+	return v && *v ? strtoull(v, NULL, 10) : def;
+}
+
+// on_lifeline runs when a lifeline becomes readable or ends.
+static void on_lifeline(int signo, siginfo_t *si, void *uc) {
+	(void)signo, (void)uc;
+	int saved = errno;
+	for (int i = 0; i < nregs; i++) {
+		struct region *r = &regs[i];
+		if (r->life != si->si_fd || r->released)
+			continue;
+		unsigned char b[64];
+		ssize_t n = recv(r->life, b, sizeof b, MSG_DONTWAIT);
+		if (n >= 20 && b[5] == OP_UNREGISTER && b[8] == 1) {
+			// Handed back whole: every page is in place, the range unregistered.
+			r->released = 1;
+			close(r->uffd);
+			r->uffd = -1;
+		} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			static const char msg[] = "s4d run: the s4d daemon holding this program's compressed memory went away; its pages are lost, stopping\n";
+			if (write(2, msg, sizeof msg - 1) < 0) {
+			}
+			_exit(EXIT_LOST);
+		}
+	}
+	errno = saved;
+}
+
+// forget_all runs in a child of fork: it has none of the regions' mappings
+// (MADV_DONTFORK) and must not speak on the parent's connections.
+static void forget_all(void) {
+	for (int i = 0; i < nregs; i++) {
+		close(regs[i].memfd);
+		if (regs[i].uffd >= 0)
+			close(regs[i].uffd);
+		close(regs[i].life);
+	}
+	nregs = 0, total = 0, lo = UINTPTR_MAX, hi = 0;
+	if (ctl >= 0)
+		close(ctl);
+	ctl = -1;
+	pthread_mutex_init(&mu, NULL);
+}
+
+__attribute__((constructor)) static void init(void) {
+	page = sysconf(_SC_PAGESIZE);
+	libc_usable = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+	const char *s = getenv("S4D_SOCKET");
+	if (!s || !*s || strlen(s) >= sizeof sock_path)
+		return;
+	strcpy(sock_path, s);
+	min_size = env_size("S4D_RUN_MIN_SIZE", min_size);
+	resident_total = env_size("S4D_RUN_RESIDENT", 0);
+	dry = getenv("S4D_RUN_DRY") && *getenv("S4D_RUN_DRY") == '1';
+	sig = SIGRTMAX - 3; // glibc keeps the lowest ones; programs rarely use these
+	struct sigaction sa = {0};
+	sa.sa_sigaction = on_lifeline;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(sig, &sa, NULL) != 0)
+		return;
+	pthread_atfork(NULL, NULL, forget_all);
+	enabled = 1;
+}
+
+// xchg sends one request (descriptors on its first byte) and reads the
+// answer's status and up to 8 bytes of body into id.
+static int xchg(int fd, int op, const void *body, size_t blen, const int *fds, int nfds, uint64_t *id) {
+	unsigned char f[20 + 32];
+	uint32_t len = 16 + blen;
+	memset(f, 0, 20);
+	memcpy(f, &len, 4);
+	f[4] = 1, f[5] = op, f[12] = 1;
+	memcpy(f + 20, body, blen);
+	struct iovec iov = {f, 20 + blen};
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds > 0) {
+		m.msg_control = u.buf, m.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+	}
+	if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)(20 + blen))
+		return -1;
+	unsigned char r[20 + 256];
+	size_t got = 0;
+	while (got < 20) {
+		ssize_t n = recv(fd, r + got, sizeof r - got, 0);
+		if (n <= 0)
+			return -1;
+		got += n;
+	}
+	uint32_t rlen;
+	memcpy(&rlen, r, 4);
+	size_t want = 4 + (size_t)rlen;
+	while (got < want && got < sizeof r) {
+		ssize_t n = recv(fd, r + got, sizeof r - got, 0);
+		if (n <= 0)
+			return -1;
+		got += n;
+	}
+	int status = r[6] | r[7] << 8;
+	if (status == 0 && id && got >= 28)
+		memcpy(id, r + 20, 8);
+	if (status != 0 && got > 22) {
+		int ml = r[20] | r[21] << 8;
+		if (ml > (int)got - 22)
+			ml = got - 22;
+		say("s4d run: the daemon refused a region (%.*s); using ordinary memory\n", ml, (char *)r + 22);
+	}
+	return status;
+}
+
+static int dial(void) {
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	strcpy(a.sun_path, sock_path);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static uint64_t budget_of(size_t size) {
+	if (!resident_total)
+		return size / 4;
+	return total ? (uint64_t)((double)resident_total * size / total) : resident_total;
+}
+
+// control sends a request on the control connection (under mu), dialling
+// again once if the daemon closed it (its idle timeout).
+static void control(int op, const void *body, size_t blen) {
+	for (int try = 0; try < 2; try++) {
+		if (ctl < 0 && (ctl = dial()) < 0)
+			return;
+		if (xchg(ctl, op, body, blen, NULL, 0, NULL) >= 0)
+			return;
+		close(ctl);
+		ctl = -1;
+	}
+}
+
+// rebalance gives each region its share of the resident total (under mu).
+static void rebalance(void) {
+	if (!resident_total)
+		return;
+	for (int i = 0; i < nregs; i++) {
+		if (regs[i].released)
+			continue;
+		uint64_t b[2] = {regs[i].id, budget_of(regs[i].size)};
+		control(OP_SET_BUDGET, b, sizeof b);
+	}
+}
+
+static int new_uffd(void) {
+	int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (dev >= 0) {
+		int fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+		close(dev);
+		if (fd >= 0)
+			return fd;
+	}
+	return syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+}
+
+// region_alloc makes a region of at least size bytes, or returns NULL.
+static void *region_alloc(size_t size, const char *what) {
+	size = (size + page - 1) / page * page;
+	if (dry) {
+		say("s4d run --dry-run: would back %zu bytes (%s)\n", size, what);
+		return NULL;
+	}
+	int memfd = -1, uffd = -1, life = -1;
+	void *p = MAP_FAILED;
+	const char *why = "memfd";
+	if ((memfd = memfd_create("s4d-run", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0 || ftruncate(memfd, size) != 0)
+		goto fail;
+	fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	why = "mmap";
+	if ((p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0)) == MAP_FAILED)
+		goto fail;
+	madvise(p, size, MADV_NOHUGEPAGE);
+	why = "madvise(MADV_DONTFORK)";
+	if (madvise(p, size, MADV_DONTFORK) != 0)
+		goto fail;
+	why = "userfaultfd (is /dev/userfaultfd open to this user?)";
+	if ((uffd = new_uffd()) < 0)
+		goto fail;
+	struct uffdio_api api = {.api = UFFD_API, .features = FEATURES};
+	why = "UFFDIO_API (write-protection of shared memory needs Linux 5.19)";
+	if (ioctl(uffd, UFFDIO_API, &api) != 0)
+		goto fail;
+	struct uffdio_register reg = {.range = {(uintptr_t)p, size}, .mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP};
+	why = "UFFDIO_REGISTER";
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0)
+		goto fail;
+	why = "connecting to the daemon";
+	if ((life = dial()) < 0)
+		goto fail;
+	pthread_mutex_lock(&mu);
+	if (nregs == MAX_REGIONS) {
+		pthread_mutex_unlock(&mu);
+		why = "too many regions";
+		goto fail;
+	}
+	total += size;
+	uint64_t body[3] = {(uintptr_t)p, size, budget_of(size)}, id = 0;
+	int fds[2] = {memfd, uffd};
+	int st = xchg(life, OP_REGISTER, body, sizeof body, fds, 2, &id);
+	if (st != 0) {
+		total -= size;
+		pthread_mutex_unlock(&mu);
+		why = st < 0 ? "the daemon did not answer" : NULL;
+		goto fail;
+	}
+	// The lifeline raises sig when it ends (or says the region came back).
+	fcntl(life, F_SETOWN, getpid());
+	fcntl(life, F_SETSIG, sig);
+	fcntl(life, F_SETFL, fcntl(life, F_GETFL) | O_ASYNC | O_NONBLOCK);
+	regs[nregs] = (struct region){(uintptr_t)p, size, id, memfd, uffd, life, 0};
+	nregs++;
+	if ((uintptr_t)p < lo)
+		lo = (uintptr_t)p;
+	if ((uintptr_t)p + size > hi)
+		hi = (uintptr_t)p + size;
+	rebalance();
+	pthread_mutex_unlock(&mu);
+	return p;
+fail:
+	if (why)
+		say("s4d run: cannot back %zu bytes with a region (%s: %s); using ordinary memory\n", size, why, strerror(errno));
+	if (p != MAP_FAILED)
+		munmap(p, size);
+	if (memfd >= 0)
+		close(memfd);
+	if (uffd >= 0)
+		close(uffd);
+	if (life >= 0)
+		close(life);
+	return NULL;
+}
+
+// find returns the index of the region starting at p, or -1 (under mu).
+static int find(void *p) {
+	for (int i = 0; i < nregs; i++)
+		if (regs[i].addr == (uintptr_t)p)
+			return i;
+	return -1;
+}
+
+// region_free lets region i go (under mu): unmapped first, so no thread
+// can fault on it, then the daemon frees its pages as the lifeline closes.
+static void region_free(int i) {
+	struct region r = regs[i];
+	regs[i] = regs[--nregs];
+	total -= r.size;
+	munmap((void *)r.addr, r.size);
+	if (!r.released) {
+		uint64_t b[2] = {r.id, 0};
+		control(OP_UNREGISTER, b, 9);
+	}
+	fcntl(r.life, F_SETFL, fcntl(r.life, F_GETFL) & ~O_ASYNC);
+	close(r.life);
+	if (r.uffd >= 0)
+		close(r.uffd);
+	close(r.memfd);
+	rebalance();
+}
+
+static int ours(void *p) { return nregs > 0 && (uintptr_t)p >= lo && (uintptr_t)p < hi; }
+
+void *malloc(size_t n) {
+	if (enabled && n >= min_size) {
+		void *p = region_alloc(n, "malloc");
+		if (p)
+			return p;
+	}
+	return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m) {
+	size_t t;
+	if (enabled && !__builtin_mul_overflow(n, m, &t) && t >= min_size) {
+		void *p = region_alloc(t, "calloc"); // zero until written
+		if (p)
+			return p;
+	}
+	return __libc_calloc(n, m);
+}
+
+void free(void *p) {
+	if (p && ours(p)) {
+		pthread_mutex_lock(&mu);
+		int i = find(p);
+		if (i >= 0) {
+			region_free(i);
+			pthread_mutex_unlock(&mu);
+			return;
+		}
+		pthread_mutex_unlock(&mu);
+	}
+	__libc_free(p);
+}
+
+size_t malloc_usable_size(void *p) {
+	if (p && ours(p)) {
+		pthread_mutex_lock(&mu);
+		int i = find(p);
+		size_t s = i >= 0 ? regs[i].size : 0;
+		pthread_mutex_unlock(&mu);
+		if (i >= 0)
+			return s;
+	}
+	return libc_usable ? libc_usable(p) : 0;
+}
+
+void *realloc(void *p, size_t n) {
+	size_t old = 0;
+	int mine = 0;
+	if (p && ours(p)) {
+		pthread_mutex_lock(&mu);
+		int i = find(p);
+		if (i >= 0)
+			mine = 1, old = regs[i].size;
+		pthread_mutex_unlock(&mu);
+	}
+	if (!mine && (!enabled || n < min_size || !libc_usable))
+		return __libc_realloc(p, n);
+	if (mine && n <= old && n >= min_size)
+		return p; // shrinks in place
+	if (!mine && p)
+		old = libc_usable ? libc_usable(p) : 0;
+	void *q = malloc(n);
+	if (!q)
+		return NULL;
+	if (p) {
+		memcpy(q, p, old < n ? old : n);
+		free(p);
+	}
+	return q;
+}
+
+int posix_memalign(void **out, size_t align, size_t n) {
+	if (enabled && n >= min_size && align <= page) {
+		void *p = region_alloc(n, "posix_memalign");
+		if (p) {
+			*out = p;
+			return 0;
+		}
+	}
+	void *p = __libc_memalign(align, n);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+void *aligned_alloc(size_t align, size_t n) {
+	void *p;
+	return posix_memalign(&p, align, n) == 0 ? p : NULL;
+}
+
+void *memalign(size_t align, size_t n) { return aligned_alloc(align, n); }
