@@ -113,14 +113,16 @@ fn fsh(a: u32, b: u32, s: u32) -> u32 {
 fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
     let cw = i32(c >> 2u);
     let cs = (c & 3u) * 8u;
+    // The key first: most table candidates of other data stop there,
+    // and shared-memory loads are what the search is bound by.
     let u0 = pageWord(cw);
     let u1 = pageWord(cw + 1);
+    if (fsh(u0, u1, cs) != key) { return 0u; }
+    if ((TUNE & 4u) != 0u) { return 4u; }
     let u2 = pageWord(cw + 2);
     let u3 = pageWord(cw + 3);
     let u4 = pageWord(cw + 4);
     let u5 = pageWord(cw + 5);
-    if (fsh(u0, u1, cs) != key) { return 0u; }
-    if ((TUNE & 4u) != 0u) { return 4u; }
     let x = v ^ vec4<u32>(fsh(u1, u2, cs), fsh(u2, u3, cs), fsh(u3, u4, cs), fsh(u4, u5, cs));
     let z = countTrailingZeros(x) >> vec4<u32>(3u);
     var l = 20u;
@@ -371,7 +373,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // where position q could match at the offset of the CAP-long match at
     // q-CAP at least as long as at its own, it takes that offset. Two
     // passes carry an offset over chains of three chunks and more.
-    for (var it = 0u; it < 2u; it = it + 1u) {
+    for (var it = 0u; it < select(2u, 0u, (TUNE & 8u) != 0u); it = it + 1u) {
         for (var k = 0u; k < PS / WG; k = k + 1u) {
             let q = k * WG + t;
             var nv = 0u;
