@@ -238,7 +238,7 @@ func (d *Daemon) regionStats(uid uint32) []ipc.RegionStats {
 		s := dr.r.Stats()
 		rs := ipc.RegionStats{ID: dr.id, UID: dr.uid, PID: dr.pid, Addr: s.Addr, Size: s.Size, Budget: s.Budget,
 			Resident: s.Resident, Evicted: s.Evicted, Stored: s.Stored, Faults: s.Faults, WPFaults: s.WPFaults,
-			ZeroFills: s.ZeroFills, Evictions: s.Evictions, Cancelled: s.Cancelled, Refused: s.Refused,
+			ZeroFills: s.ZeroFills, Evictions: s.Evictions, Cancelled: s.Cancelled, Refused: s.Refused, Throttled: s.Throttled,
 			FaultP50: float64(s.FaultP50.Nanoseconds()) / 1e3, FaultP99: float64(s.FaultP99.Nanoseconds()) / 1e3, Error: s.Err}
 		if s.Stored > 0 {
 			rs.Ratio = float64(s.Evicted) / float64(s.Stored)

@@ -88,6 +88,7 @@ type RegionStats struct {
 	Evictions uint64  `json:"evictions"`
 	Cancelled uint64  `json:"evictions_cancelled"` // undone by a write during the eviction
 	Refused   uint64  `json:"evictions_refused"`   // refused by the quota or the memory limit
+	Throttled uint64  `json:"faults_throttled"`    // held while the region ran well over its budget
 	FaultP50  float64 `json:"fault_p50_us"`        // time the daemon took to serve a fault
 	FaultP99  float64 `json:"fault_p99_us"`
 	Error     string  `json:"error,omitempty"` // why the region stopped serving

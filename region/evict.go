@@ -31,6 +31,10 @@ func (r *Region) evictLoop() {
 		}
 		for r.Err() == nil {
 			n, err := r.evictOnce(buf)
+			select {
+			case r.progress <- struct{}{}:
+			default:
+			}
 			if err != nil {
 				r.fail(err)
 				break

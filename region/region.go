@@ -78,13 +78,14 @@ type Region struct {
 	stored   uint64 // bytes the evicted pages take in the store
 	budget   atomic.Uint64
 
-	stop    int // eventfd: wakes the fault loop to stop
-	kick    chan struct{}
-	quit    chan struct{}
-	wg      sync.WaitGroup
-	closing sync.Once
-	onLost  func(*Region)
-	dead    atomic.Pointer[error] // why the region stopped serving
+	stop     int // eventfd: wakes the fault loop to stop
+	kick     chan struct{}
+	progress chan struct{} // the evictor finished a batch (for throttle)
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	closing  sync.Once
+	onLost   func(*Region)
+	dead     atomic.Pointer[error] // why the region stopped serving
 
 	faultBuf []byte    // maxRun pages, for UFFDIO_COPY (under mu)
 	last     int       // the page the last fault brought in, and read-ahead after it
@@ -95,7 +96,7 @@ type Region struct {
 }
 
 type counters struct {
-	missing, wp, zeroFills, evictions, cancelled, refused atomic.Uint64
+	missing, wp, zeroFills, evictions, cancelled, refused, throttled atomic.Uint64
 }
 
 // ErrClosed is returned by operations on a closed region.
@@ -159,7 +160,7 @@ func newRegion(spec Spec, store Store, log *slog.Logger, onLost func(*Region)) (
 	n := int(spec.Length / ps)
 	r := &Region{spec: spec, ps: ps, pages: n, store: store, log: log, u: u,
 		state: make([]uint8, n), size: make([]int32, n), stop: stop,
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), onLost: onLost,
+		kick: make(chan struct{}, 1), progress: make(chan struct{}, 1), quit: make(chan struct{}), onLost: onLost,
 		faultBuf: alignedPages(maxRun * int(ps)), last: -2}
 	r.budget.Store(spec.Budget)
 	// Pages already in the memfd (written before registering) are resident.
@@ -440,6 +441,7 @@ type Stats struct {
 	ZeroFills          uint64
 	Evictions          uint64
 	Cancelled, Refused uint64 // evictions undone by a write, or refused by the store
+	Throttled          uint64 // faults held until the evictor caught up
 	FaultP50, FaultP99 time.Duration
 	Err                string
 }
@@ -452,6 +454,7 @@ func (r *Region) Stats() Stats {
 	r.mu.Unlock()
 	s.Faults, s.WPFaults, s.ZeroFills = r.ctr.missing.Load(), r.ctr.wp.Load(), r.ctr.zeroFills.Load()
 	s.Evictions, s.Cancelled, s.Refused = r.ctr.evictions.Load(), r.ctr.cancelled.Load(), r.ctr.refused.Load()
+	s.Throttled = r.ctr.throttled.Load()
 	s.FaultP50, s.FaultP99 = r.lat.quantile(0.5), r.lat.quantile(0.99)
 	if err := r.Err(); err != nil {
 		s.Err = err.Error()
