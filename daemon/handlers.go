@@ -546,6 +546,7 @@ func (d *Daemon) poolStats(uid uint32) []ipc.PoolStats {
 // Stats builds the STATS answer as uid may see it: store-wide totals, every
 // backend, and uid's own pools (all pools for root).
 func (d *Daemon) Stats(uid uint32) *ipc.Stats {
+	used, peak := d.mem.InUse()
 	s := d.store.Stats()
 	return &ipc.Stats{
 		Server: Version, PageSize: d.cfg.PageSize, Codec: d.cfg.Codec,
@@ -556,7 +557,8 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			PagesCompacted: s.PagesCompacted, MetadataBytes: s.MetadataBytes},
 		IO: ipc.IOStats{FailedReads: d.failedRd.Load(), FailedWrites: d.failedWr.Load(),
 			InvalidIO: d.invalid.Load(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.Fallbacks(),
-			ChecksumErrors: d.corrupt.Load()},
+			ChecksumErrors: d.corrupt.Load(), RefusedConnections: d.refused.Load(), Busy: d.busy.Load(),
+			RequestBytes: used, RequestBytesMax: peak, RequestBudget: d.mem.Total()},
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),
 		Regions:  d.regionStats(uid),

@@ -58,6 +58,7 @@ type Daemon struct {
 	live     map[*conn]struct{}
 	perUser  map[uint32]int // live connections by user
 	refused  atomic.Uint64  // connections refused at a limit
+	busy     atomic.Uint64  // requests answered BUSY
 	invalid  atomic.Uint64
 	failedRd atomic.Uint64
 	failedWr atomic.Uint64
@@ -500,6 +501,7 @@ func (c *conn) finish(h ipc.Header, resp []byte, err error) bool {
 			e = &ipc.Error{Code: ipc.CodeInternal, Msg: err.Error()}
 		}
 		c.d.invalid.Add(1)
+		c.countBusy(e)
 		c.writeError(h, e.Code, e.Msg)
 		return true
 	}
@@ -534,6 +536,13 @@ func budgetErr(err error) error {
 		return &ipc.Error{Code: ipc.CodeTooLarge, Msg: err.Error()}
 	}
 	return &ipc.Error{Code: ipc.CodeBusy, Msg: err.Error()}
+}
+
+// countBusy counts the requests answered BUSY.
+func (c *conn) countBusy(err error) {
+	if ipc.CodeOf(err) == ipc.CodeBusy {
+		c.d.busy.Add(1)
+	}
 }
 
 // respond fills in the frame header of resp (from startResponse) and sends it.

@@ -38,6 +38,14 @@ type IOStats struct {
 	Fallbacks    uint64 `json:"fallbacks"`  // batches redone on another backend
 	// Pages whose stored bytes failed their checksum; never returned.
 	ChecksumErrors uint64 `json:"checksum_errors"`
+	// Connections refused at a connection limit, and requests answered
+	// BUSY because the request memory budget was taken.
+	RefusedConnections uint64 `json:"refused_connections"`
+	Busy               uint64 `json:"busy"`
+	// Request memory reserved now, the most ever at once, and the budget.
+	RequestBytes    int64 `json:"request_bytes"`
+	RequestBytesMax int64 `json:"request_bytes_max"`
+	RequestBudget   int64 `json:"request_budget"`
 }
 
 // BackendStats reports one backend and what it has done.

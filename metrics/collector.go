@@ -49,6 +49,10 @@ var (
 	fallbacks       = desc("fallbacks_total", "Batches redone on another engine after one failed.")
 	checksumErrors  = desc("checksum_errors_total", "Stored pages whose checksum did not match; never returned as data.")
 	uptime          = desc("uptime_seconds", "Seconds since the daemon started.")
+	refusedConns    = desc("connections_refused_total", "Connections refused at a connection limit (in all or per user).")
+	busy            = desc("requests_busy_total", "Requests answered BUSY: the request memory budget was taken.")
+	requestBytes    = desc("request_memory_bytes", "Memory reserved now by requests and replies in flight.")
+	requestBudget   = desc("request_memory_budget_bytes", "The budget of memory for requests and replies in flight.")
 	info            = desc("build_info", "Always 1; the labels say which s4d this is.", "version", "commit", "codec", "page_size")
 
 	poolPages = desc("pool_stored_pages", "Pages stored in a pool.", "pool", "uid")
@@ -70,6 +74,7 @@ var (
 
 var all = []*prometheus.Desc{storedPages, dataBytes, comprBytes, memUsed, memLimit, memUsedMax, metadataBytes,
 	pagesByClass, compacted, failedReads, failedWrites, invalidRequests, noSpace, fallbacks, checksumErrors, uptime,
+	refusedConns, busy, requestBytes, requestBudget,
 	info, poolPages, poolData, poolCompr, poolClass, engineState, engineInUse, engineBatches, enginePages, engineIn,
 	engineOut, engineErrors, requestSeconds, calibration}
 
@@ -122,6 +127,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(noSpace, io.NoSpace)
 	counter(fallbacks, io.Fallbacks)
 	counter(checksumErrors, io.ChecksumErrors)
+	counter(refusedConns, io.RefusedConnections)
+	counter(busy, io.Busy)
+	gauge(requestBytes, float64(io.RequestBytes))
+	gauge(requestBudget, float64(io.RequestBudget))
 
 	for _, p := range st.Pools {
 		uid := strconv.FormatUint(uint64(p.UID), 10)

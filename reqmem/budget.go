@@ -96,6 +96,9 @@ func (b *Budget) Release(uid uint32, n int64) {
 	b.mu.Unlock()
 }
 
+// Total is the budget's size.
+func (b *Budget) Total() int64 { return b.total }
+
 // InUse returns the bytes reserved now and the most ever reserved at once.
 func (b *Budget) InUse() (used, peak int64) {
 	b.mu.Lock()
