@@ -109,7 +109,7 @@ func (r *Region) resolve(f fault) error {
 		n := r.evictedRun(i, r.ahead)
 		r.last = i + n - 1
 		err := r.fill(i, n)
-		r.wakeEvictor()
+		r.kickIfOver()
 		return r.ignoreGone(err)
 	default:
 		r.ctr.missing.Add(1)
@@ -138,7 +138,7 @@ func (r *Region) resolve(f fault) error {
 			r.state[i+k] = resident | refBit
 			r.resident++
 		}
-		r.wakeEvictor()
+		r.kickIfOver()
 		return r.ignoreGone(err)
 	}
 }
@@ -176,6 +176,14 @@ func (r *Region) throttle() {
 // slack is how far over its budget a region may run before faults wait:
 // two eviction batches, or a sixteenth of the budget if more.
 func (r *Region) slack() int { return max(2*evictBatch, int(r.budget.Load()/r.ps)/16) }
+
+// kickIfOver wakes the evictor when the region is over its budget (under
+// r.mu): waking it after every fault cost the fault path a thread wake-up.
+func (r *Region) kickIfOver() {
+	if r.resident > int(r.budget.Load()/r.ps) {
+		r.wakeEvictor()
+	}
+}
 
 // ignoreGone tells the errors that mean the client's memory is gone (it
 // exited or unmapped the range) from real failures: those only end the
