@@ -395,7 +395,8 @@ func (c *conn) loop() {
 			return
 		}
 		t0 := time.Now()
-		c.req = request{ctx: c.d.ctx, h: h, body: body, fds: fds}
+		// What readFrame reserved for the body stays with the request.
+		c.req.ctx, c.req.h, c.req.body, c.req.fds = c.d.ctx, h, body, fds
 		ok := c.serve()
 		c.spin.served = time.Since(t0)
 		c.d.observe(h.Op, c.spin.served)

@@ -33,9 +33,9 @@ type BudgetError struct {
 
 func (e *BudgetError) Error() string {
 	if e.Never {
-		return "request needs more memory than one user's share of the daemon's request Budget"
+		return "request needs more memory than one user's share of the daemon's request budget"
 	}
-	return "the daemon's request memory Budget is in use; try again"
+	return "the daemon's request memory budget is in use; try again"
 }
 
 // Reserve takes n bytes for uid, waiting until deadline (or stop closes)

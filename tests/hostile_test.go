@@ -451,3 +451,32 @@ func TestHostileShutdownFinishesReply(t *testing.T) {
 		t.Fatal("daemon did not exit after the reply")
 	}
 }
+
+// Request memory is handed back after every request: many large requests
+// in a row through the socket, each near the user's share, never find the
+// budget taken, and nothing stays reserved afterwards.
+func TestRequestMemoryReturned(t *testing.T) {
+	d := start(t, "--backend", "cpu", "--io-budget", "300M", "--user-io-budget", "150M")
+	c := d.client()
+	ks := keys(0, 4096) // 16 MiB: body and output take 32 MiB of the 150
+	pages := corpus.Pages(corpus.Mixed, len(ks), 4096, 5)
+	for i := 0; i < 12; i++ { // 12 x 32 MiB: over twice the share if any leaked
+		codes, err := c.Put(ctx(t), "again", ks, pages)
+		if err != nil {
+			t.Fatalf("PUT %d: %v", i, err)
+		}
+		allOK(t, "put", ks, codes)
+		got, codes, err := c.Get(ctx(t), "again", ks)
+		if err != nil || !bytes.Equal(got, pages) {
+			t.Fatalf("GET %d: %v", i, err)
+		}
+		allOK(t, "get", ks, codes)
+	}
+	st, err := c.Stats(ctx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.IO.RequestBytes != 0 || st.IO.Busy != 0 || st.IO.RequestBytesMax == 0 || st.IO.RequestBudget != 300<<20 {
+		t.Fatalf("request memory: %d reserved now, %d at most, budget %d, %d busy", st.IO.RequestBytes, st.IO.RequestBytesMax, st.IO.RequestBudget, st.IO.Busy)
+	}
+}
