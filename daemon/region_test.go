@@ -453,3 +453,32 @@ func TestRegionQuota(t *testing.T) {
 	}
 	t.Logf("%+v", *rs)
 }
+
+// TestRegionDetach: UNREGISTER with RESTORE leaves the program its memory
+// whole, no longer served.
+func TestRegionDetach(t *testing.T) {
+	needUffd(t)
+	c := serveInProcess(t, "cpu")
+	ctx := context.Background()
+	const size = 8 << 20
+	m, err := c.Map(ctx, size, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	fillPattern(m.Bytes(), 0xd7)
+	waitUntil(t, "eviction", func() bool { return regionOf(t, c, m.ID()).Evicted >= size/2 })
+	if err := m.Detach(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rs := regionOf(t, c, m.ID()); rs != nil {
+		t.Fatalf("region still served: %+v", rs)
+	}
+	if err := checkPattern(m.Bytes(), 0xd7); err != nil {
+		t.Fatal(err)
+	}
+	pools, _ := c.Pools(ctx)
+	if len(pools) != 1 || pools[0].Pages != 0 {
+		t.Fatalf("pages left in the store: %+v", pools)
+	}
+}

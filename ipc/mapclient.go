@@ -290,6 +290,25 @@ func (m *Mapping) SetBudget(ctx context.Context, budget int) error {
 	return err
 }
 
+// Detach has the daemon place every evicted page back and let the region
+// go: the memory stays, as ordinary shared memory, until Close. It needs
+// the memory for every page.
+func (m *Mapping) Detach(ctx context.Context) error {
+	if _, err := m.c.call(ctx, OpUnregister, EncodeUnregister(m.id, UnregisterRestore)); err != nil {
+		return err
+	}
+	// The daemon wrote the release frame on the lifeline before answering:
+	// the watcher is reading it.
+	for !m.Released() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // Close unmaps the memory and has the daemon free everything the region
 // holds. The memory must not be touched afterwards.
 func (m *Mapping) Close() error {
