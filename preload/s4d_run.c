@@ -82,6 +82,11 @@ static size_t (*libc_usable)(void *); // glibc's malloc_usable_size
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
+	// A program allocating in a loop would repeat the same complaint:
+	// the first few tell the story.
+	static int said;
+	if (__atomic_fetch_add(&said, 1, __ATOMIC_RELAXED) >= 5 && strncmp(fmt, "s4d run --dry-run", 17) != 0)
+		return;
 	char b[512];
 	va_list ap;
 	va_start(ap, fmt);
