@@ -357,8 +357,20 @@ func TestRegionHelper(t *testing.T) {
 				}
 			}
 		}
+	case "fds":
+		// Hands its region memory's descriptors to the parent over fd 3
+		// and waits for stdin to close.
+		rm, err := ipc.NewRegionMemory(1 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := binary.LittleEndian.AppendUint64(nil, uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))))
+		if err := unix.Sendmsg(3, addr, unix.UnixRights(rm.Memfd, rm.Uffd), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, os.Stdin)
 	default:
-		t.Skip("helper process for TestRegionDaemonKilled")
+		t.Skip("helper process for TestRegionDaemonKilled and TestRegionOtherProcess")
 	}
 }
 
@@ -480,5 +492,70 @@ func TestRegionDetach(t *testing.T) {
 	pools, _ := c.Pools(ctx)
 	if len(pools) != 1 || pools[0].Pages != 0 {
 		t.Fatalf("pages left in the store: %+v", pools)
+	}
+}
+
+// TestRegionOtherProcess: descriptors of another process's memory are
+// refused with a clear error, and nobody is harmed.
+func TestRegionOtherProcess(t *testing.T) {
+	needUffd(t)
+	c := serveInProcess(t, "cpu")
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := os.NewFile(uintptr(sp[0]), "sp0")
+	theirs := os.NewFile(uintptr(sp[1]), "sp1")
+	defer mine.Close()
+	child := exec.Command(os.Args[0], "-test.run=^TestRegionHelper$")
+	child.Env = append(os.Environ(), "S4D_REGION_HELPER=fds")
+	child.ExtraFiles = []*os.File{theirs}
+	stdin, _ := child.StdinPipe()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	theirs.Close()
+	defer func() { stdin.Close(); child.Wait() }()
+	buf, oob := make([]byte, 8), make([]byte, unix.CmsgSpace(8))
+	_, oobn, _, _, err := unix.Recvmsg(sp[0], buf, oob, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+	fds, _ := unix.ParseUnixRights(&msgs[0])
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	addr := binary.LittleEndian.Uint64(buf)
+	rm, err := ipc.NewRegionMemory(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rm.Close()
+	own := uint64(uintptr(unsafe.Pointer(&rm.Mem[0])))
+	for _, tc := range []struct {
+		name string
+		addr uint64
+		fds  []int
+		msg  string
+	}{
+		{"its memfd and userfaultfd", addr, []int{fds[0], fds[1]}, "does not map"},
+		{"its memfd at my address", own, []int{fds[0], rm.Uffd}, "not the memfd"},
+		{"its userfaultfd over my memory", own, []int{rm.Memfd, fds[1]}, "UFFDIO_REGISTER"},
+	} {
+		code, msg, _ := rawRegister(t, c.Socket, ipc.RegisterRequest{Addr: tc.addr, Length: 1 << 20}, tc.fds...)
+		if code != ipc.CodeMalformed || !strings.Contains(msg, tc.msg) {
+			t.Errorf("%s: %v %q, want MALFORMED containing %q", tc.name, code, msg, tc.msg)
+		} else {
+			t.Logf("%s: %s", tc.name, msg)
+		}
+	}
+	// My own memory still registers, and serves.
+	code, msg, _ := rawRegister(t, c.Socket, ipc.RegisterRequest{Addr: own, Length: 1 << 20}, rm.Memfd, rm.Uffd)
+	if code != ipc.OK {
+		t.Fatal(code, msg)
+	}
+	fillPattern(rm.Mem, 9)
+	if err := checkPattern(rm.Mem, 9); err != nil {
+		t.Fatal(err)
 	}
 }
