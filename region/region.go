@@ -99,9 +99,6 @@ type counters struct {
 	missing, wp, zeroFills, evictions, cancelled, refused, throttled atomic.Uint64
 }
 
-// ErrClosed is returned by operations on a closed region.
-var ErrClosed = errors.New("region closed")
-
 // New checks what the client handed over and starts serving it: faults at
 // once, eviction whenever the resident pages exceed the budget. onLost is
 // called (on its own goroutine) when the lifeline closes or serving fails.
@@ -350,7 +347,7 @@ func (r *Region) close(restore bool, farewell []byte) error {
 		if len(keys) > 0 {
 			r.store.Drop(keys)
 		}
-		if !restore && r.spec.Lifeline >= 0 {
+		if !(restore && err == nil) && r.spec.Lifeline >= 0 {
 			// Ended without the pages handed back: the client must learn it
 			// now (its threads may be waiting on a fault that will never be
 			// served), not when its connection idles out.
