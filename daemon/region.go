@@ -21,24 +21,74 @@ import (
 // a region's pages through the dispatcher into the owner's pool.
 
 const (
-	maxRegionBytes   = 64 << 30 // per region: its bookkeeping takes 5 bytes a page
-	maxRegionsOfUser = 16
+	maxRegionBytes       = 64 << 30 // per region: its bookkeeping takes 3 bytes a page
+	maxRegionsOfUser     = 16
+	maxRegionBytesOfUser = 256 << 30 // bounds one user's bookkeeping to 192 MiB
 )
 
 // regionSet is a daemon's regions. It hangs off the daemon through
 // daemonRegions rather than a field, so that this feature touches
 // server.go in one line only.
 type regionSet struct {
-	mu   sync.Mutex
-	next uint64
-	regs map[uint64]*daemonRegion
+	mu       sync.Mutex
+	next     uint64
+	regs     map[uint64]*daemonRegion
+	reserved map[uint32]usage // registrations under way, counted against the limits
+}
+
+type usage struct {
+	n     int
+	bytes uint64
 }
 
 type daemonRegion struct {
-	id  uint64
-	uid uint32
-	pid int32
-	r   *region.Region
+	id   uint64
+	uid  uint32
+	pid  int32
+	size uint64
+	r    *region.Region
+}
+
+// reserve counts a region of size bytes against uid's limits, or says
+// which limit refuses it; release undoes it once the region is in the set
+// (or failed).
+func (s *regionSet) reserve(uid uint32, size uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.reserved[uid]
+	for _, dr := range s.regs {
+		if dr.uid == uid {
+			u.n++
+			u.bytes += dr.size
+		}
+	}
+	if u.n >= maxRegionsOfUser {
+		return 0, errorf(ipc.CodeLimit, "user %d has %d regions; the limit is %d", uid, u.n, maxRegionsOfUser)
+	}
+	if u.bytes+size > maxRegionBytesOfUser {
+		return 0, errorf(ipc.CodeLimit, "user %d has %d bytes in regions; the limit is %d", uid, u.bytes, uint64(maxRegionBytesOfUser))
+	}
+	if s.reserved == nil {
+		s.reserved = map[uint32]usage{}
+	}
+	r := s.reserved[uid]
+	s.reserved[uid] = usage{r.n + 1, r.bytes + size}
+	s.next++
+	return s.next, nil
+}
+
+func (s *regionSet) release(uid uint32, size uint64, dr *daemonRegion) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.reserved[uid]
+	if r.n <= 1 {
+		delete(s.reserved, uid)
+	} else {
+		s.reserved[uid] = usage{r.n - 1, r.bytes - size}
+	}
+	if dr != nil {
+		s.regs[dr.id] = dr
+	}
 }
 
 var daemonRegions sync.Map // *Daemon -> *regionSet
@@ -130,18 +180,9 @@ func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 		return nil, storeErr(err, regionPool(c.uid))
 	}
 	set := c.d.regions()
-	set.mu.Lock()
-	n := 0
-	for _, dr := range set.regs {
-		if dr.uid == c.uid {
-			n++
-		}
-	}
-	set.next++
-	id := set.next
-	set.mu.Unlock()
-	if n >= maxRegionsOfUser {
-		return nil, errorf(ipc.CodeLimit, "user %d has %d regions; the limit is %d", c.uid, n, maxRegionsOfUser)
+	id, err := set.reserve(c.uid, req.Length)
+	if err != nil {
+		return nil, err
 	}
 	// The connection closes the descriptors it received once answered;
 	// the region keeps copies, and one of the connection's socket.
@@ -149,6 +190,7 @@ func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 	for i, fd := range []int{fds[0], fds[1], c.sock.Fd()} {
 		if own[i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 			closeAll(own[:i])
+			set.release(c.uid, req.Length, nil)
 			return nil, errorf(ipc.CodeInternal, "dup: %v", err)
 		}
 	}
@@ -157,11 +199,13 @@ func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 		Budget: req.Budget, PID: c.pid}
 	r, err := region.New(spec, st, c.d.log, func(r *region.Region) { set.lost(id) })
 	if err != nil {
+		set.release(c.uid, req.Length, nil)
 		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
-	set.mu.Lock()
-	set.regs[id] = &daemonRegion{id: id, uid: c.uid, pid: c.pid, r: r}
-	set.mu.Unlock()
+	set.release(c.uid, req.Length, &daemonRegion{id: id, uid: c.uid, pid: c.pid, size: req.Length, r: r})
+	if r.Err() != nil {
+		set.lost(id) // it stopped before it was in the set: onLost missed it
+	}
 	c.d.log.Debug("region registered", "id", id, "uid", c.uid, "pid", c.pid, "bytes", req.Length, "budget", req.Budget)
 	return c.reply(ipc.EncodeRegionID(id)), nil
 }

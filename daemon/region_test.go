@@ -559,3 +559,23 @@ func TestRegionOtherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRegionLimits: a user's regions are limited in number.
+func TestRegionLimits(t *testing.T) {
+	needUffd(t)
+	c := serveInProcess(t, "cpu")
+	for i := 0; i <= maxRegionsOfUser; i++ {
+		rm, err := ipc.NewRegionMemory(64 << 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rm.Close()
+		code, msg, _ := rawRegister(t, c.Socket, ipc.RegisterRequest{Addr: uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))), Length: 64 << 10}, rm.Memfd, rm.Uffd)
+		if want := map[bool]ipc.Code{true: ipc.OK, false: ipc.CodeLimit}[i < maxRegionsOfUser]; code != want {
+			t.Fatalf("region %d: %v %s, want %v", i, code, msg, want)
+		}
+		if code != ipc.OK {
+			t.Log(msg)
+		}
+	}
+}

@@ -168,7 +168,7 @@ func (r *Region) evictOnce(buf []byte) (int, error) {
 			r.u.protect(r.addrOf(i), r.ps, false)
 		default:
 			punch = append(punch, i)
-			r.size[i] = size[j]
+			r.size[i] = uint16(min(size[j], 65535))
 		}
 	}
 	err = runs(punch, func(at, n int) error {

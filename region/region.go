@@ -71,8 +71,8 @@ type Region struct {
 
 	mu       sync.Mutex
 	state    []uint8
-	size     []int32 // stored size of an evicted page
-	hand     int     // the clock's hand
+	size     []uint16 // stored size of an evicted page (at most a page)
+	hand     int      // the clock's hand
 	resident int
 	evicted  int
 	stored   uint64 // bytes the evicted pages take in the store
@@ -156,7 +156,7 @@ func newRegion(spec Spec, store Store, log *slog.Logger, onLost func(*Region)) (
 	}
 	n := int(spec.Length / ps)
 	r := &Region{spec: spec, ps: ps, pages: n, store: store, log: log, u: u,
-		state: make([]uint8, n), size: make([]int32, n), stop: stop,
+		state: make([]uint8, n), size: make([]uint16, n), stop: stop,
 		kick: make(chan struct{}, 1), progress: make(chan struct{}, 1), quit: make(chan struct{}), onLost: onLost,
 		faultBuf: alignedPages(maxRun * int(ps)), last: -2}
 	r.budget.Store(spec.Budget)
