@@ -15,8 +15,14 @@ import (
 // output buffer, and per page it writes class, size and fill word or
 // packed offset.
 //
+// It is compress.wgsl with its helpers (compress_fns.wgsl) appended.
+var Compress = compressMain + "\n" + compressFns
+
 //go:embed compress.wgsl
-var Compress string
+var compressMain string
+
+//go:embed compress_fns.wgsl
+var compressFns string
 
 // scanSG is the subgroup prefix sum spliced into Compress when the
 // adapter has subgroups.

@@ -1,0 +1,141 @@
+// Helpers of compress.wgsl (appended to it: WGSL declarations at module
+// scope may come in any order): byte and word access to the page in
+// workgroup memory, hashing, match lengths, LZ4 length bytes and the
+// workgroup-memory prefix sum.
+
+fn byteAt(i: u32) -> u32 {
+    return (page[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+// Four bytes at any byte position i <= PS-4 (little endian).
+fn load32(i: u32) -> u32 {
+    let w = i >> 2u;
+    let s = (i & 3u) * 8u;
+    if (s == 0u) {
+        return page[w];
+    }
+    return (page[w] >> s) | (page[w + 1u] << (32u - s));
+}
+
+fn hashOf(k: u32) -> u32 {
+    return (k * 2654435761u) >> (32u - HASH_BITS);
+}
+
+fn mtAt(p: u32) -> u32 {
+    return (atomicLoad(&mt[p >> 1u]) >> ((p & 1u) * 16u)) & 0xffffu;
+}
+
+// Match length taken at p (0: none); positions past MFLIMIT have none.
+fn lenAt(p: u32) -> u32 {
+    if (p > MFLIMIT) { return 0u; }
+    let e = mtAt(p);
+    if (e == 0u) { return 0u; }
+    return (e >> 12u) + 4u;
+}
+
+// Hash of 6 bytes: k and the 2 bytes after (k6).
+fn hash6(k: u32, k6: u32) -> u32 {
+    return ((k * 2654435761u) ^ (k6 * 2246822519u)) >> (32u - HASH_BITS);
+}
+
+// Page word i; 0 outside the page (windows at its edges).
+fn pageWord(i: i32) -> u32 {
+    if (i < 0 || i > i32(PAGE_WORDS)) { return 0u; }
+    return page[i];
+}
+
+// The 4 bytes starting s/8 bytes into a (s a multiple of 8 below 32).
+fn fsh(a: u32, b: u32, s: u32) -> u32 {
+    return select((a >> s) | (b << ((32u - s) & 31u)), a, s == 0u);
+}
+
+// Length of the match of candidate c against p's key and the 16 bytes
+// after it (v), capped at lim (<= CAP); 0 when the keys differ.
+fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
+    let cw = i32(c >> 2u);
+    let cs = (c & 3u) * 8u;
+    // The key first: most table candidates of other data stop there,
+    // and shared-memory loads are what the search is bound by.
+    let u0 = pageWord(cw);
+    let u1 = pageWord(cw + 1);
+    if (fsh(u0, u1, cs) != key) { return 0u; }
+    if ((TUNE & 4u) != 0u) { return 4u; }
+    let u2 = pageWord(cw + 2);
+    let u3 = pageWord(cw + 3);
+    let u4 = pageWord(cw + 4);
+    let u5 = pageWord(cw + 5);
+    let x = v ^ vec4<u32>(fsh(u1, u2, cs), fsh(u2, u3, cs), fsh(u3, u4, cs), fsh(u4, u5, cs));
+    let z = countTrailingZeros(x) >> vec4<u32>(3u);
+    var l = 20u;
+    l = select(l, 16u + z.w, x.w != 0u);
+    l = select(l, 12u + z.z, x.z != 0u);
+    l = select(l, 8u + z.y, x.y != 0u);
+    l = select(l, 4u + z.x, x.x != 0u);
+    return min(l, lim);
+}
+
+// Length of the match of p against c (c < p), capped at lim.
+fn matchLen(p: u32, c: u32, lim: u32) -> u32 {
+    var l = 0u;
+    loop {
+        if (l >= lim) { break; }
+        let x = load32(p + l) ^ load32(c + l);
+        if (x != 0u) {
+            l = l + (countTrailingZeros(x) >> 3u);
+            break;
+        }
+        l = l + 4u;
+    }
+    return min(l, lim);
+}
+
+// The last of the 4 positions rel0..rel0+3 of word a (b after it) in
+// [lo, hi) whose 4 bytes equal key, else brel.
+fn bscan(brel: u32, a: u32, b: u32, rel0: u32, key: u32, lo: u32, hi: u32) -> u32 {
+    var r = brel;
+    r = select(r, rel0, rel0 >= lo && rel0 < hi && a == key);
+    r = select(r, rel0 + 1u, rel0 + 1u >= lo && rel0 + 1u < hi && ((a >> 8u) | (b << 24u)) == key);
+    r = select(r, rel0 + 2u, rel0 + 2u >= lo && rel0 + 2u < hi && ((a >> 16u) | (b << 16u)) == key);
+    r = select(r, rel0 + 3u, rel0 + 3u >= lo && rel0 + 3u < hi && ((a >> 24u) | (b << 8u)) == key);
+    return r;
+}
+
+fn extra(n: u32) -> u32 {
+    if (n < 15u) { return 0u; }
+    return (n - 15u) / 255u + 1u;
+}
+
+fn putByte(o: u32, b: u32) {
+    atomicOr(&A[OUT + (o >> 2u)], b << ((o & 3u) * 8u));
+}
+
+// Extra length bytes of n (>= 15) at o; returns the position after them.
+fn putLen(o0: u32, n: u32) -> u32 {
+    var o = o0;
+    var r = n - 15u;
+    loop {
+        if (r < 255u) { break; }
+        putByte(o, 255u);
+        o = o + 1u;
+        r = r - 255u;
+    }
+    putByte(o, r);
+    return o + 1u;
+}
+
+// Exclusive prefix sum over the invocations (in index order) and total.
+// Must be called from uniform control flow.
+fn scanWG(t: u32, v: u32) -> vec2<u32> {
+    scanBuf[t] = v;
+    workgroupBarrier();
+    for (var d = 1u; d < WG; d = d * 2u) {
+        var x = 0u;
+        if (t >= d) { x = scanBuf[t - d]; }
+        workgroupBarrier();
+        scanBuf[t] = scanBuf[t] + x;
+        workgroupBarrier();
+    }
+    let r = vec2<u32>(scanBuf[t] - v, scanBuf[WG - 1u]);
+    workgroupBarrier();
+    return r;
+}
