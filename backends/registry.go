@@ -26,12 +26,15 @@ type Status struct {
 
 // Options are the settings backends read when they are opened.
 type Options struct {
-	PageSize    int
-	Workers     int    // CPU workers; 0 means one per core
-	WebGPULib   string // path of a webgpu.h implementation; "" searches
-	WebGPUCPU   bool   // webgpu may use a CPU adapter (lavapipe)
-	NvcompLib   string // path of libnvcomp; "" searches
-	GPUMemLimit int64  // bytes of device memory a GPU backend may hold; 0 = its default
+	PageSize  int
+	Workers   int    // CPU workers; 0 means one per core
+	WebGPULib string // path of a webgpu.h implementation; "" searches
+	WebGPUCPU bool   // webgpu may use a CPU adapter (lavapipe)
+	// webgpu uses workgroup-memory scans even where the adapter offers
+	// subgroups (the same bytes; for testing the fallback)
+	WebGPUNoSubgroups bool
+	NvcompLib         string // path of libnvcomp; "" searches
+	GPUMemLimit       int64  // bytes of device memory a GPU backend may hold; 0 = its default
 }
 
 // Opener opens a backend or says why it cannot. Return an error made by

@@ -82,7 +82,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("backend %q: not built in (have auto, %v)", cfg.Backend, backends.Names())
 	}
 	set := backends.Open(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
-		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit})
+		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, WebGPUNoSubgroups: cfg.WebGPUNoSG, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit})
 	for _, st := range set.Statuses() {
 		cfg.Log.Info("backend", "name", st.Name, "state", st.State, "reason", st.Reason, "describe", st.Describe)
 	}

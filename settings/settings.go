@@ -40,6 +40,7 @@ type Config struct {
 	Workers      int
 	WebGPULib    string
 	WebGPUCPU    bool // use a CPU adapter (lavapipe) for webgpu
+	WebGPUNoSG   bool // webgpu: workgroup-memory scans even with subgroups
 	NvcompLib    string
 	GPUMemLimit  int64
 	CoalesceWait time.Duration // how long a small batch may wait for others; 0 = never merge

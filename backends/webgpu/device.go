@@ -237,14 +237,14 @@ func (d *device) fault() error {
 // openDevice finds an adapter and opens a device with the adapter's own
 // limits. A Null adapter, or a CPU adapter unless allowCPU, is reported
 // unavailable.
-func openDevice(libPath string, allowCPU bool) (*device, error) {
+func openDevice(libPath string, allowCPU, noSubgroups bool) (*device, error) {
 	p, path, err := loadLib(libPath)
 	if err != nil {
 		return nil, err
 	}
 	d := &device{p: p, jobs: make(chan func())}
 	go d.loop()
-	err = d.do(func() error { return d.init(allowCPU) })
+	err = d.do(func() error { return d.init(allowCPU, noSubgroups) })
 	if err != nil {
 		d.do(func() error { d.release(); return nil })
 		close(d.jobs)
@@ -254,7 +254,7 @@ func openDevice(libPath string, allowCPU bool) (*device, error) {
 	return d, nil
 }
 
-func (d *device) init(allowCPU bool) error {
+func (d *device) init(allowCPU, noSubgroups bool) error {
 	p := d.p
 	d.inst = C.s4d_create_instance(p)
 	if d.inst == nil {
@@ -304,7 +304,7 @@ func (d *device) init(allowCPU bool) error {
 	feats := (*[4]C.uint32_t)(C.calloc(4, 4))
 	defer C.free(unsafe.Pointer(feats))
 	nf := 0
-	if os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") != "1" {
+	if !noSubgroups {
 		for _, f := range []uint32{0x11, 0x12} {
 			if C.s4d_has_feature(p, d.adapter, C.uint32_t(f)) != 0 {
 				feats[nf] = C.uint32_t(f)

@@ -65,9 +65,9 @@ type Backend struct {
 
 // New opens the WebGPU backend. allowCPU accepts a CPU adapter (Mesa's
 // lavapipe): it is correct but slower than the cpu backend, so the
-// registry only uses one when S4D_WEBGPU_ALLOW_CPU=1.
+// registry only uses one when the webgpu-cpu setting says so.
 func New(o backends.Options, allowCPU bool) (*Backend, error) {
-	d, err := openDevice(o.WebGPULib, allowCPU)
+	d, err := openDevice(o.WebGPULib, allowCPU, o.WebGPUNoSubgroups)
 	if err != nil {
 		return nil, err
 	}

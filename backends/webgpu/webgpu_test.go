@@ -54,7 +54,8 @@ func open(t testing.TB) *Backend {
 		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_ROUND_SPLIT")); err == nil {
 			roundSplit = v
 		}
-		shared, sharedErr = New(backends.Options{}, true)
+		// CI runs the suite a second time with the fallback forced.
+		shared, sharedErr = New(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}, true)
 	})
 	if sharedErr != nil {
 		t.Fatalf("open webgpu backend with %s: %v", lib, sharedErr)
@@ -488,14 +489,13 @@ func TestSubgroupFallbackSame(t *testing.T) {
 	if !b.Subgroups() {
 		t.Skip("the shared backend already runs the fallback")
 	}
-	t.Setenv("S4D_WEBGPU_NO_SUBGROUPS", "1")
-	f, err := New(backends.Options{}, true)
+	f, err := New(backends.Options{WebGPUNoSubgroups: true}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	if f.Subgroups() {
-		t.Fatal("S4D_WEBGPU_NO_SUBGROUPS=1 did not force the fallback")
+		t.Fatal("WebGPUNoSubgroups did not force the fallback")
 	}
 	var pages []byte
 	for _, kind := range corpus.Kinds {
