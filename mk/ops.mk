@@ -71,8 +71,9 @@ DEB_COMPRESS ?= xz
 deb:
 	rm -rf $(DEB_ROOT)
 	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr UNITDIR=/lib/systemd/system \
-		INSTALL_TARGETS='install-docs install-metrics-socket' EXTRA_BUILDFLAGS='$(DEB_BUILDFLAGS)' EXTRA_LDFLAGS='-s -w' >/dev/null
+		INSTALL_TARGETS='install-docs install-metrics-socket install-run-lib' EXTRA_BUILDFLAGS='$(DEB_BUILDFLAGS)' EXTRA_LDFLAGS='-s -w' >/dev/null
 	gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1
+	strip --strip-unneeded --remove-section=.comment --remove-section=.note $(DEB_ROOT)/usr/lib/s4d/libs4d-run.so
 	install -m 0644 packaging/deb/copyright $(DEB_DOC)/copyright
 	printf 's4d (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
 		'$(VERSION)' '$(COMMIT)' "$$(sed -n 's/^Maintainer: //p' packaging/deb/control.in)" \

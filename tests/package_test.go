@@ -141,6 +141,8 @@ func TestDebianPackage(t *testing.T) {
 	if out := step("/usr/bin/s4d", "ctl", "pools", "--raw", "--noheadings", "--output", "pool,pages"); strings.TrimSpace(out) != "pkg 16" {
 		t.Fatalf("pages after the upgrade: %q", out)
 	}
+	// s4d run's preload library is where the binary looks for it.
+	step("test", "-f", "/usr/lib/s4d/libs4d-run.so")
 	if out := step("/usr/bin/s4d", "--version"); !strings.Contains(out, "0.1.0+test2") {
 		t.Fatalf("--version after the upgrade: %s", out)
 	}
