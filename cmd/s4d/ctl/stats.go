@@ -80,6 +80,29 @@ var poolTable = &table[ipc.PoolStats]{
 	},
 }
 
+// regionTable is one row per region (s4d run, Client.Map).
+var regionTable = &table[ipc.RegionStats]{
+	name:     "regions",
+	defaults: strings.Fields("REGION UID PID SIZE BUDGET RESIDENT EVICTED COMPR RATIO FAULTS FAULT-P50-US FAULT-P99-US"),
+	columns: []column[ipc.RegionStats]{
+		{"REGION", "region id", count, func(r ipc.RegionStats) any { return r.ID }},
+		{"UID", "owner's user id", count, func(r ipc.RegionStats) any { return uint64(r.UID) }},
+		{"PID", "the client's process", count, func(r ipc.RegionStats) any { return uint64(r.PID) }},
+		{"SIZE", "bytes of the region", size, func(r ipc.RegionStats) any { return r.Size }},
+		{"BUDGET", "bytes that may stay resident", size, func(r ipc.RegionStats) any { return r.Budget }},
+		{"RESIDENT", "bytes in the client's memory", size, func(r ipc.RegionStats) any { return r.Resident }},
+		{"EVICTED", "bytes kept compressed", size, func(r ipc.RegionStats) any { return r.Evicted }},
+		{"COMPR", "their compressed size", size, func(r ipc.RegionStats) any { return r.Stored }},
+		{"RATIO", "EVICTED/COMPR", float, func(r ipc.RegionStats) any { return r.Ratio }},
+		{"FAULTS", "pages brought back", count, func(r ipc.RegionStats) any { return r.Faults }},
+		{"ZERO-FILLS", "first touches", count, func(r ipc.RegionStats) any { return r.ZeroFills }},
+		{"EVICTIONS", "pages evicted", count, func(r ipc.RegionStats) any { return r.Evictions }},
+		{"FAULT-P50-US", "median time to serve a fault", float, func(r ipc.RegionStats) any { return r.FaultP50 }},
+		{"FAULT-P99-US", "99th percentile time to serve a fault", float, func(r ipc.RegionStats) any { return r.FaultP99 }},
+		{"ERROR", "why the region stopped serving", text, func(r ipc.RegionStats) any { return oneLine(r.Error) }},
+	},
+}
+
 func nonZero(n uint64) any {
 	if n == 0 {
 		return nil
@@ -123,7 +146,7 @@ func detail(b ipc.BackendStats) string {
 var statsCommand = &cli.Command{
 	Name:  "stats",
 	Usage: "show the store's size, ratio, backends and pools",
-	Description: "Without --output: the store, its engines, its error counters and your pools (all pools for root).\n" +
+	Description: "Without --output: the store, its engines, its error counters, your pools and your regions (all for root).\n" +
 		"With --output: the store's one row, with the columns named. --json alone prints the daemon's whole answer.\n" +
 		"Columns:" + storeTable.help(),
 	UsageText: "s4d ctl stats [--pool P] [--output COLS] [--noheadings] [--raw] [--bytes] [--json]",
@@ -166,6 +189,14 @@ func printStats(w io.Writer, st *ipc.Stats, o listOpts) error {
 	io := st.IO
 	fmt.Fprintf(w, "\nfailed reads %d, failed writes %d, invalid requests %d, refused for space %d, fallbacks %d, checksum errors %d\n",
 		io.FailedReads, io.FailedWrites, io.InvalidIO, io.NoSpace, io.Fallbacks, io.ChecksumErrors)
+	fmt.Fprintf(w, "connections refused %d, requests busy %d, request memory %s of %s (most %s)\n",
+		io.RefusedConnections, io.Busy, human(uint64(io.RequestBytes)), human(uint64(io.RequestBudget)), human(uint64(io.RequestBytesMax)))
+	if len(st.Regions) > 0 {
+		fmt.Fprintln(w)
+		if err := regionTable.print(w, st.Regions, o); err != nil {
+			return err
+		}
+	}
 	if len(st.Pools) > 0 {
 		fmt.Fprintln(w)
 		return poolTable.print(w, st.Pools, o)

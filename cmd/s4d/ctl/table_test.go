@@ -96,3 +96,22 @@ func TestRates(t *testing.T) {
 		t.Fatalf("after a restart: %+v", r)
 	}
 }
+
+// The full report shows regions, and the request memory line.
+func TestStatsShowsRegions(t *testing.T) {
+	st := &ipc.Stats{Codec: "lz4", Regions: []ipc.RegionStats{{ID: 3, UID: 7, PID: 99, Size: 1 << 30, Budget: 128 << 20,
+		Resident: 100 << 20, Evicted: 900 << 20, Stored: 300 << 20, Ratio: 3, Faults: 12, FaultP50: 21.5, FaultP99: 40}},
+		IO: ipc.IOStats{RefusedConnections: 2, Busy: 1, RequestBytes: 1 << 20, RequestBudget: 1 << 30, RequestBytesMax: 64 << 20}}
+	var b bytes.Buffer
+	if err := printStats(&b, st, listOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"REGION  UID  PID  SIZE  BUDGET  RESIDENT  EVICTED  COMPR  RATIO  FAULTS  FAULT-P50-US  FAULT-P99-US",
+		"3       7    99   1G    128M    100M      900M     300M   3.00   12      21.50         40.00",
+		"connections refused 2, requests busy 1, request memory 1M of 1G (most 64M)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+}
