@@ -162,10 +162,13 @@ func (p *Pool) GetOut() *backends.Compressed {
 func (p *Pool) PutOut(c *backends.Compressed) { p.outs.put(c) }
 
 // Sweep drops what was not used since the last sweep and returns about
-// how many bytes of the Go heap that let go.
-func (p *Pool) Sweep() int {
+// how many bytes of the Go heap that let go, and how many mapped bytes it
+// unmapped.
+func (p *Pool) Sweep() (heap, unmapped int) {
 	for i := range p.bytes {
-		p.kept.Add(-int64(p.bytes[i].sweep(unmap)))
+		n := p.bytes[i].sweep(unmap)
+		p.kept.Add(-int64(n))
+		unmapped += n
 	}
-	return p.outs.sweep(func(c *backends.Compressed) int { return cap(c.Data) })
+	return p.outs.sweep(func(c *backends.Compressed) int { return cap(c.Data) }), unmapped
 }
