@@ -27,7 +27,7 @@ const chunk = 16
 // Backend compresses on the CPU. It is safe for concurrent use.
 type Backend struct {
 	workers int
-	lz4     sync.Pool // *lz4.Compressor, reused for its hash table
+	lz4     sync.Pool // *pageLZ4, reused for its hash table
 	zenc    *zstd.Encoder
 	zdec    *zstd.Decoder
 }
@@ -59,7 +59,7 @@ func New(o backends.Options) (*Backend, error) {
 		return nil, fmt.Errorf("zstd decoder: %w", err)
 	}
 	b := &Backend{workers: w, zenc: enc, zdec: dec}
-	b.lz4.New = func() any { return new(lz4.Compressor) }
+	b.lz4.New = func() any { return new(pageLZ4) }
 	return b, nil
 }
 
@@ -116,9 +116,9 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		out.Sum = out.Sum[:n]
 	}
 	b.parallel(n, func(lo, hi int) {
-		var lc *lz4.Compressor
+		var lc *pageLZ4
 		if in.Codec == backends.CodecLZ4 {
-			lc = b.lz4.Get().(*lz4.Compressor)
+			lc = b.lz4.Get().(*pageLZ4)
 			defer b.lz4.Put(lc)
 		}
 		for i := lo; i < hi; i++ {
@@ -133,7 +133,7 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	return ctx.Err()
 }
 
-func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i int, lc *lz4.Compressor) {
+func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i int, lc *pageLZ4) {
 	page := in.Page(i)
 	if c, fill := backends.Classify(page); c != 0 {
 		out.Class[i], out.Fill[i], out.Off[i], out.Size[i] = c, fill, 0, 8
@@ -147,11 +147,9 @@ func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i i
 	n := 0
 	switch in.Codec {
 	case backends.CodecLZ4:
-		// A block that does not fit in the threshold comes back as 0 or an
-		// error: either way the page is stored raw.
-		if m, err := lc.CompressBlock(page, dst); err == nil {
-			n = m
-		}
+		// A block that does not fit in the threshold comes back as 0: the
+		// page is then stored raw.
+		n = lc.compress(page, dst)
 	case backends.CodecZstd:
 		if r := b.zenc.EncodeAll(page, dst[:0]); len(r) <= t {
 			n = len(r)
