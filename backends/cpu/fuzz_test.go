@@ -2,6 +2,7 @@ package cpu_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/pierrec/lz4/v4"
@@ -77,5 +78,72 @@ func FuzzRoundTrip(f *testing.F) {
 		if !b.DecodePage(backends.Stored{Class: out.Class[0], Fill: out.Fill[0], Data: out.Bytes(0, in)}, got) || !bytes.Equal(got, page) {
 			t.Fatalf("round trip lost the page (class %v)", out.Class[0])
 		}
+		if out.Class[0] == backends.ClassLZ4 {
+			if err := endRules(out.Bytes(0, in), ps); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
+}
+
+// endRules checks LZ4's end-of-block rules, which decoders do not all
+// enforce: the last sequence is literals only, at least 5 of them, and the
+// last match starts at least 12 bytes before the end of the page.
+func endRules(b []byte, n int) error {
+	pos, lastMatch := 0, -1
+	for i := 0; i < len(b); {
+		tok := int(b[i])
+		i++
+		lits := tok >> 4
+		if lits == 15 {
+			for ; i < len(b); i++ {
+				lits += int(b[i])
+				if b[i] != 255 {
+					i++
+					break
+				}
+			}
+		}
+		i += lits
+		pos += lits
+		if i == len(b) { // the last sequence
+			if lits < 5 {
+				return fmt.Errorf("block ends with %d literals", lits)
+			}
+			if lastMatch >= 0 && lastMatch > n-12 {
+				return fmt.Errorf("last match starts %d bytes before the end", n-lastMatch)
+			}
+			return nil
+		}
+		i += 2
+		ml := tok&15 + 4
+		if tok&15 == 15 {
+			for ; i < len(b); i++ {
+				ml += int(b[i])
+				if b[i] != 255 {
+					i++
+					break
+				}
+			}
+		}
+		lastMatch = pos
+		pos += ml
+	}
+	return fmt.Errorf("block ends inside a sequence")
+}
+
+func TestEndRulesCheck(t *testing.T) {
+	if err := endRules([]byte{0x50, 'a', 'b', 'c', 'd', 'e'}, 5); err != nil {
+		t.Fatal(err)
+	}
+	if endRules([]byte{0x30, 'a', 'b', 'c'}, 3) == nil {
+		t.Fatal("3 final literals accepted")
+	}
+	// 16 literals, a match of 4 at offset 16 starting 8 bytes before the
+	// end, then 5 literals: the match starts too late.
+	late := append([]byte{0xf0, 1}, make([]byte, 16)...)
+	late = append(late, 16, 0, 0x50, 'a', 'b', 'c', 'd', 'e')
+	if endRules(late, 25) == nil {
+		t.Fatal("a match 9 bytes before the end accepted")
+	}
 }
