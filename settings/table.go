@@ -55,9 +55,7 @@ var Table = []Setting{
 	integer("workers", "", "CPU compression goroutines per batch; 0 = one per core", false, func(c *Config) *int { return &c.Workers }),
 	text("webgpu-lib", "S4D_WEBGPU_LIB", "path of a webgpu.h library (Dawn); default: search", false, func(c *Config) *string { return &c.WebGPULib }),
 	boolean("webgpu-cpu", "S4D_WEBGPU_ALLOW_CPU", "let webgpu run on a CPU adapter (lavapipe): correct, but slower than the cpu backend", false, func(c *Config) *bool { return &c.WebGPUCPU }),
-	{Name: "webgpu-no-subgroups", Env: "S4D_WEBGPU_NO_SUBGROUPS", Hidden: true, Usage: "webgpu: use the workgroup-memory scans even where the adapter has subgroups (the same bytes; for testing)",
-		parse: boolean("", "", "", false, func(c *Config) *bool { return &c.WebGPUNoSG }).parse,
-		show:  boolean("", "", "", false, func(c *Config) *bool { return &c.WebGPUNoSG }).show},
+	hidden(boolean("webgpu-no-subgroups", "S4D_WEBGPU_NO_SUBGROUPS", "webgpu: use the workgroup-memory scans even where the adapter has subgroups (the same bytes; for testing)", false, func(c *Config) *bool { return &c.WebGPUNoSG })),
 	text("nvcomp-lib", "S4D_NVCOMP_LIB", "path of libnvcomp.so; default: search", false, func(c *Config) *string { return &c.NvcompLib }),
 	size64("gpu-mem-limit", "", "device memory a GPU backend may use; 0 = its default", false, func(c *Config) *int64 { return &c.GPUMemLimit }),
 	duration("coalesce-wait", "", "how long a small batch may wait to travel with others to a GPU; 0 = never", false, func(c *Config) *time.Duration { return &c.CoalesceWait }),
@@ -174,6 +172,9 @@ func FromEnv() map[string]string {
 	}
 	return set
 }
+
+// hidden keeps a setting out of the help (testing knobs).
+func hidden(s Setting) Setting { s.Hidden = true; return s }
 
 func text(name, env, usage string, reload bool, f func(*Config) *string) Setting {
 	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
