@@ -350,6 +350,14 @@ func (c *conn) fetch(pool string, keys []uint64, dst []byte, inPlace bool) ([]pa
 		c.s.viewFn = c.decodeViewed
 	}
 	got := 0
+	if inPlace {
+		// Pages decoded in place where some are missing go through a
+		// scratch buffer of up to a chunk (decodeViewed), reserved here:
+		// the store's lock is held while they decode.
+		if err := c.reserve(int64(min(n, fetchChunk)*ps), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
+			return nil, 0, budgetErr(err)
+		}
+	}
 	for lo := 0; lo < n; lo += fetchChunk {
 		hi := min(lo+fetchChunk, n)
 		v := &c.s.view
