@@ -8,6 +8,9 @@ import "github.com/s4d-project/s4d/backends"
 //	bits 32-48  stored size in bytes (up to 65536)
 //	bits 49-51  class (1..5; never 0, so a live entry is never 0)
 //	bits 52-55  backend that compressed the page
+//	bits 56-62  reserved for the cold tier's idle age
+//	bit  63     reserved for the cold tier: the page lives on the backing
+//	            file, and the handle names its place there
 //
 // A same-filled page keeps its 8-byte word in the arena; a zero page
 // keeps nothing. Every arena object starts with a CRC-32C of the stored
