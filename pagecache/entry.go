@@ -8,7 +8,8 @@ import "github.com/s4d-project/s4d/backends"
 //	bits 32-48  stored size in bytes (up to 65536)
 //	bits 49-51  class (1..5; never 0, so a live entry is never 0)
 //	bits 52-55  backend that compressed the page
-//	bits 56-62  reserved for the cold tier's idle age
+//	bits 56-61  idle age in epochs, saturating (idle.go)
+//	bit  62     recompression was tried on these bytes (recompress.go)
 //	bit  63     reserved for the cold tier: the page lives on the backing
 //	            file, and the handle names its place there
 //

@@ -50,7 +50,7 @@ func (ix *index) find(key uint64) int {
 	pos := ix.home(key)
 	for d := 0; ; d++ {
 		s := &ix.slots[pos]
-		if s.e == 0 || ix.dist(s.key, pos) < d {
+		if s.load() == 0 || ix.dist(s.key, pos) < d {
 			return -1
 		}
 		if s.key == key {
@@ -64,7 +64,7 @@ func (ix *index) find(key uint64) int {
 
 func (ix *index) get(key uint64) (entry, bool) {
 	if p := ix.find(key); p >= 0 {
-		return ix.slots[p].e, true
+		return ix.slots[p].load(), true
 	}
 	return 0, false
 }

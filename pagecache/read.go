@@ -27,7 +27,7 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 	need := 0
 	w := p.ix.walk(false)
 	for i, key := range keys {
-		e, ok := w.at(key).get(key)
+		e, ok := w.at(key).getTouch(key) // a read: the page's age starts again
 		res[i] = OK
 		if !ok {
 			res[i] = NotFound
@@ -110,7 +110,7 @@ func (s *Store) findInPlace(p *pool, keys []uint64, out []backends.Stored, res [
 	w := p.ix.walk(false)
 	defer w.done()
 	for i := lo; i < hi; i++ {
-		e, ok := w.at(keys[i]).get(keys[i])
+		e, ok := w.at(keys[i]).getTouch(keys[i])
 		out[i] = backends.Stored{Class: e.class()}
 		res[i] = OK
 		if !ok {

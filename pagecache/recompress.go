@@ -1,0 +1,138 @@
+package pagecache
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/s4d-project/s4d/backends"
+)
+
+// Recompression in the background: a job picks pages (Coldest), reads
+// their stored bytes (ReadRefs), compresses them harder elsewhere, and
+// hands back what it wants kept (Replace). The store's part is to do that
+// without a foreground request ever waiting on the job for more than a
+// short lock hold, and without a newer write ever being undone.
+
+// triedBit marks an entry whose bytes recompression has tried: kept or
+// not, the job leaves them alone until the page is written again (a
+// write makes a fresh entry, without the bit).
+const triedBit entry = 1 << 62
+
+// ReadRefs copies out the stored bytes of refs, checksums checked, into
+// scratch (grown as needed and returned), without refreshing their ages:
+// a background job is not a use. out[i] is valid where ok[i]; a page that
+// changed or went since it was found, or fails its checksum, is not.
+func (s *Store) ReadRefs(refs []PageRef, scratch []byte, out []backends.Stored, ok []bool) ([]backends.Stored, []byte) {
+	out = out[:0]
+	need := 0
+	for _, r := range refs {
+		need += checksumSize + r.Size
+	}
+	if cap(scratch) < need {
+		scratch = make([]byte, need)
+	}
+	scratch = scratch[:0]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for i, r := range refs {
+		out = append(out, backends.Stored{Class: r.Class})
+		ok[i] = false
+		sh := &r.p.ix[shardOf(r.Key)]
+		sh.mu.RLock()
+		e, found := sh.ix.get(r.Key)
+		sh.mu.RUnlock()
+		// The shard's lock may go: the store's read lock keeps the
+		// object where it is (compaction and frees take the write lock).
+		if !found || !sameBytes(e, r.e) {
+			continue
+		}
+		if !e.hasObject() {
+			ok[i] = true
+			continue
+		}
+		off := len(scratch)
+		scratch = append(scratch, s.arena.bytes(e.handle(), e.objSize())...)
+		obj := scratch[off:]
+		data := obj[checksumSize:]
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
+			continue
+		}
+		out[i].Data = data
+		if r.Class == backends.ClassSame {
+			out[i].Fill = binary.LittleEndian.Uint64(data)
+		}
+		ok[i] = true
+	}
+	return out, scratch
+}
+
+// sameBytes says whether two entries hold the same stored bytes in the
+// same place: they may differ in age only.
+func sameBytes(a, b entry) bool { return a&^ageMask == b&^ageMask }
+
+// Replace stores page i of c (compressed from b by backend) in place of
+// refs[i] for every i with keep[i], and marks the other refs tried. Each
+// change is made only if the page is still as Coldest found it, whatever
+// its age since: a PUT or DEL that came in between wins, and the new
+// bytes are dropped. A replaced page keeps its age. Kept pages that the
+// memory limit leaves no room for are dropped too. It returns how many
+// pages were replaced and the stored bytes that saved.
+func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compressed, backend uint8, keep []bool) (replaced int, saved uint64) {
+	n := len(refs)
+	h := make([]handle, n)
+	buf := make([][]byte, n)
+	// As in Put: slots reserved under the lock, filled without it, and
+	// compaction (which moves objects) kept out meanwhile.
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	s.mu.Lock()
+	for i := range refs {
+		if keep[i] {
+			var err error
+			if h[i], buf[i], err = s.arena.alloc(checksumSize + int(c.Size[i])); err != nil {
+				keep[i] = false
+			}
+		}
+	}
+	s.mu.Unlock()
+	for i := range refs {
+		if keep[i] {
+			data := c.Bytes(i, b)
+			binary.LittleEndian.PutUint32(buf[i], crc32.Checksum(data, backends.Castagnoli))
+			copy(buf[i][checksumSize:], data)
+		}
+	}
+	old := make([]entry, n) // what each replaced page held; 0: not replaced
+	for i, r := range refs {
+		sh := &r.p.ix[shardOf(r.Key)]
+		sh.mu.Lock()
+		if pos := sh.ix.find(r.Key); pos >= 0 {
+			sl := &sh.ix.slots[pos]
+			if cur := sl.e; sameBytes(cur, r.e) {
+				if keep[i] {
+					sl.e = makeEntry(h[i], int(c.Size[i]), c.Class[i], backend) | cur&ageMask | triedBit
+					old[i] = cur
+				} else {
+					sl.e = cur | triedBit
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	s.mu.Lock()
+	for i, r := range refs {
+		switch {
+		case old[i] != 0:
+			s.forget(r.p, old[i])
+			s.account(r.p, makeEntry(h[i], int(c.Size[i]), c.Class[i], backend), +1)
+			replaced++
+			if d := old[i].size() - int(c.Size[i]); d > 0 {
+				saved += uint64(d)
+			}
+		case keep[i]:
+			s.arena.free(h[i]) // the page changed: a newer write won
+		}
+	}
+	s.mu.Unlock()
+	return replaced, saved
+}
