@@ -86,6 +86,10 @@ type Batch struct {
 	// pass. One that cannot leaves Sum empty; one may fill it unasked
 	// when they cost it nothing.
 	Sums bool
+	// Strong asks for a higher compression level than the foreground's,
+	// at several times the cost (background recompression). A backend
+	// with only one level ignores it.
+	Strong bool
 }
 
 // Len is the number of pages in the batch.

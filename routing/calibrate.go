@@ -46,13 +46,20 @@ var CalibrationBudget = 1500 * time.Millisecond
 // within CalibrationBudget per backend. Compression and decompression are
 // ranked separately.
 func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, codec backends.Codec, sizes []int) (*Calibration, error) {
+	return calibrate(ctx, usable, backends.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4}, sizes)
+}
+
+// calibrate times batches made like proto (its pages aside).
+func calibrate(ctx context.Context, usable []backends.Backend, proto backends.Batch, sizes []int) (*Calibration, error) {
+	pageSize := proto.PageSize
 	// The pages are made as the sizes need them: making 64 MiB that a slow
 	// engine never gets to would cost more than its budget.
 	var pages []byte
 	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}, Measured: map[string]int{}}
 	var out backends.Compressed
 	for _, be := range usable {
-		b := &backends.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4}
+		b := &backends.Batch{}
+		*b = proto
 		rates := make([]float64, len(sizes))
 		drates := make([]float64, len(sizes))
 		deadline := time.Now().Add(CalibrationBudget)

@@ -36,9 +36,10 @@ type Router struct {
 	inFlight  atomic.Int64 // batches being compressed or decompressed now
 	progress  atomic.Int64 // unix nanoseconds of the last finished or first started batch
 
-	mu     sync.Mutex
-	prefer string // "auto" or a backend name
-	ctr    map[ctrKey]*counters
+	mu       sync.Mutex
+	prefer   string // "auto" or a backend name
+	ctr      map[ctrKey]*counters
+	codecCal map[backends.Codec]*Calibration // codec.go
 }
 
 type ctrKey struct {
@@ -230,15 +231,20 @@ func (d *Router) Compress(ctx context.Context, b *backends.Batch, out *backends.
 
 // compressBatch runs a batch down the chain of backends.
 func (d *Router) compressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
+	return d.compressWith(ctx, d.codec, d.chain(b.Len()), b, out, deliver)
+}
+
+// compressWith runs a batch of codec down chain.
+func (d *Router) compressWith(ctx context.Context, codec backends.Codec, chain []backends.Backend, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
 	d.begin()
 	defer d.end()
-	b.Codec, b.Threshold, b.Sums = d.codec, d.threshold, true
+	b.Codec, b.Threshold, b.Sums = codec, d.threshold, true
 	pages := b.Pages
-	for i, be := range d.chain(b.Len()) {
+	for i, be := range chain {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}
-		c := d.counters(be.Name(), d.codec, "compress")
+		c := d.counters(be.Name(), codec, "compress")
 		c.batches.Add(1)
 		stored, derr, err := d.run(ctx, be, b, out, deliver)
 		if derr != nil {

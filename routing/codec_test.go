@@ -1,0 +1,92 @@
+package routing
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
+)
+
+// recorder is the cpu backend under another name, noting the codec and
+// level of every batch it compresses.
+type recorder struct {
+	*cpu.Backend
+	mu   sync.Mutex
+	seen []backends.Batch
+}
+
+func (r *recorder) Name() string { return "recorder" }
+
+func (r *recorder) Compress(ctx context.Context, b *backends.Batch, out *backends.Compressed) error {
+	r.mu.Lock()
+	r.seen = append(r.seen, backends.Batch{Codec: b.Codec, Strong: b.Strong})
+	r.mu.Unlock()
+	return r.Backend.Compress(ctx, b, out)
+}
+
+func (r *recorder) last() backends.Batch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return backends.Batch{}
+	}
+	return r.seen[len(r.seen)-1]
+}
+
+var theRecorder *recorder
+
+func init() {
+	backends.Register("recorder", 50, func(o backends.Options) (backends.Backend, error) {
+		c, err := cpu.New(o)
+		theRecorder = &recorder{Backend: c}
+		return theRecorder, err
+	})
+}
+
+func TestCompressAs(t *testing.T) {
+	set := backends.Open(backends.Options{PageSize: 4096}, "recorder", "cpu")
+	defer set.Close()
+	d := New(set, Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
+	pages := corpus.Pages(corpus.Text, 64, 4096, 1)
+	var out backends.Compressed
+	b := &backends.Batch{PageSize: 4096, Pages: pages, Strong: true}
+	// Not calibrated for zstd: the backends in their order.
+	if name, err := d.CompressAs(context.Background(), b, backends.CodecZstd, &out); err != nil || name != "recorder" {
+		t.Fatalf("CompressAs went to %s: %v", name, err)
+	}
+	if got := theRecorder.last(); got.Codec != backends.CodecZstd || !got.Strong || out.Class[0] != backends.ClassZstd {
+		t.Fatalf("the backend was asked for %v strong=%v, gave %v", got.Codec, got.Strong, out.Class[0])
+	}
+	// Calibrated for zstd: its ranking, not the foreground's.
+	cal, err := CalibrateAs(context.Background(), set.Usable(), 4096, backends.CodecZstd, true, []int{1, 64})
+	if err != nil || !theRecorder.last().Strong {
+		t.Fatalf("calibration: %v, strong batches timed: %v", err, theRecorder.last().Strong)
+	}
+	cal.Order = [][]string{{"cpu", "recorder"}, {"cpu", "recorder"}}
+	d.SetCodecCalibration(backends.CodecZstd, cal)
+	d.SetCalibration(&Calibration{Sizes: []int{1}, Order: [][]string{{"recorder", "cpu"}}}, 0)
+	if name, _ := d.CompressAs(context.Background(), b, backends.CodecZstd, &out); name != "cpu" {
+		t.Fatalf("calibrated zstd went to %s", name)
+	}
+	// The foreground keeps its codec and calibration.
+	fg := &backends.Batch{PageSize: 4096, Pages: pages}
+	if name, _ := d.Compress(context.Background(), fg, &out, nil); name != "recorder" || theRecorder.last().Codec != backends.CodecLZ4 || theRecorder.last().Strong {
+		t.Fatalf("foreground batch went to %s as %+v", name, theRecorder.last())
+	}
+	st := d.Stats()
+	var zstdOut uint64
+	for _, bs := range st {
+		for _, c := range bs.Counters {
+			if c.Codec == "zstd" && c.Direction == "compress" && bs.Name == "cpu" {
+				zstdOut = c.Pages
+			}
+		}
+	}
+	if zstdOut != 64 {
+		t.Fatalf("zstd pages counted on cpu: %d", zstdOut)
+	}
+}
