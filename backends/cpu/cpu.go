@@ -188,8 +188,11 @@ func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i i
 		if in.Strong {
 			enc = b.zstrong
 		}
+		// EncodeAll may move its output to a larger buffer on the way to
+		// a frame that fits after all (seen at the stronger levels): the
+		// bytes must end up in dst.
 		if r := enc.EncodeAll(page, dst[:0]); len(r) <= t {
-			n = len(r)
+			n = copy(dst, r)
 		}
 	}
 	out.Fill[i], out.Off[i] = 0, uint32(i*t)
