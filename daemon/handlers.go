@@ -52,6 +52,10 @@ func (c *conn) handle(op ipc.Op, body []byte) ([]byte, error) {
 		return c.pools(body)
 	case ipc.OpCompact:
 		return c.compact(body)
+	case ipc.OpIdle: // recompress.go
+		return c.idle(body)
+	case ipc.OpRecompress:
+		return c.recompress(body)
 	}
 	return nil, errorf(ipc.CodeUnknownOp, "operation %d is not known", uint8(op))
 }
@@ -570,6 +574,8 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),
 		Regions:  d.regionStats(uid),
+
+		IdleEpoch: d.cfg.IdleEpoch.Seconds(), Recompress: d.recompressStats(), // recompress.go
 	}
 }
 

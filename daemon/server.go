@@ -64,6 +64,7 @@ type Daemon struct {
 	failedWr atomic.Uint64
 	noSpace  atomic.Uint64
 	corrupt  atomic.Uint64
+	cold     coldState // recompress.go
 }
 
 // New opens the backends and the store. It does not listen yet.
@@ -196,6 +197,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	sweeperDone := make(chan struct{})
 	defer close(sweeperDone)
 	go d.sweepEvery(2*time.Second, sweeperDone)
+	d.startCold() // recompress.go
 	var err error
 	for {
 		var nc net.Conn
@@ -311,6 +313,7 @@ func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
 // client has the write deadline (the frame timeout) to read it.
 func (d *Daemon) shutdown() {
 	d.releaseRegions() // daemon/region.go
+	d.stopCold()       // recompress.go: a recompression stops before the backends close
 	d.mu.Lock()
 	for c := range d.live {
 		c.sock.Interrupt()

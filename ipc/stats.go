@@ -12,6 +12,10 @@ type Stats struct {
 	Backends []BackendStats `json:"backends"`
 	Pools    []PoolStats    `json:"pools"`             // only the caller's pools (all for root)
 	Regions  []RegionStats  `json:"regions,omitempty"` // the caller's regions (all for root)
+	// The cold tier (cold.go): how long an idle epoch is, and what
+	// recompression has done since the start.
+	IdleEpoch  float64          `json:"idle_epoch_seconds,omitempty"`
+	Recompress *RecompressStats `json:"recompress,omitempty"`
 }
 
 // MemStats describes the compressed store as a whole.

@@ -143,7 +143,7 @@ func TestColdest(t *testing.T) {
 
 // recompress compresses refs' pages again with zstd, as the cold tier's
 // job does, and replaces those that shrank.
-func recompress(t *testing.T, s *Store, refs []PageRef, between func()) (int, uint64) {
+func recompress(t *testing.T, s *Store, refs []PageRef, between func()) Replaced {
 	t.Helper()
 	ps := s.PageSize()
 	ok := make([]bool, len(refs))
@@ -179,14 +179,14 @@ func TestReplaceLosesToNewerWrites(t *testing.T) {
 	s.AgeTick()
 	refs, _ := s.Coldest(n, ColdFilter{Pool: "p"})
 	newer := corpus.Pages(corpus.Pointers, 8, ps, 4)
-	replaced, saved := recompress(t, s, refs, func() {
+	r := recompress(t, s, refs, func() {
 		// While the job worked: keys 0-7 rewritten, 8-15 deleted, 16-23 read.
 		putPages(t, s, 1, "p", keysFrom(0, 8), newer)
 		s.Del(1, "p", keysFrom(8, 8), make([]Result, 8))
 		getAll(t, s, 1, "p", keysFrom(16, 8))
 	})
-	if replaced != n-16 || saved == 0 {
-		t.Fatalf("replaced %d pages (want %d), saved %d bytes", replaced, n-16, saved)
+	if r.Pages != n-16 || r.Changed != 16 || r.After >= r.Before {
+		t.Fatalf("%+v, want %d pages replaced and 16 changed", r, n-16)
 	}
 	if a := ages(t, s, "p"); a[20] != 0 || a[40] != 1 {
 		t.Fatalf("replaced pages' ages: %d and %d, want 0 (read meanwhile) and 1", a[20], a[40])

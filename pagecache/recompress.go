@@ -75,9 +75,9 @@ func sameBytes(a, b entry) bool { return a&^ageMask == b&^ageMask }
 // change is made only if the page is still as Coldest found it, whatever
 // its age since: a PUT or DEL that came in between wins, and the new
 // bytes are dropped. A replaced page keeps its age. Kept pages that the
-// memory limit leaves no room for are dropped too. It returns how many
-// pages were replaced and the stored bytes that saved.
-func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compressed, backend uint8, keep []bool) (replaced int, saved uint64) {
+// memory limit leaves no room for are dropped too.
+func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compressed, backend uint8, keep []bool) Replaced {
+	var out Replaced
 	n := len(refs)
 	h := make([]handle, n)
 	buf := make([][]byte, n)
@@ -108,14 +108,17 @@ func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compresse
 		sh.mu.Lock()
 		if pos := sh.ix.find(r.Key); pos >= 0 {
 			sl := &sh.ix.slots[pos]
-			if cur := sl.e; sameBytes(cur, r.e) {
-				if keep[i] {
-					sl.e = makeEntry(h[i], int(c.Size[i]), c.Class[i], backend) | cur&ageMask | triedBit
-					old[i] = cur
-				} else {
-					sl.e = cur | triedBit
-				}
+			switch cur := sl.e; {
+			case !sameBytes(cur, r.e):
+				out.Changed++
+			case keep[i]:
+				sl.e = makeEntry(h[i], int(c.Size[i]), c.Class[i], backend) | cur&ageMask | triedBit
+				old[i] = cur
+			default:
+				sl.e = cur | triedBit
 			}
+		} else {
+			out.Changed++
 		}
 		sh.mu.Unlock()
 	}
@@ -125,14 +128,20 @@ func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compresse
 		case old[i] != 0:
 			s.forget(r.p, old[i])
 			s.account(r.p, makeEntry(h[i], int(c.Size[i]), c.Class[i], backend), +1)
-			replaced++
-			if d := old[i].size() - int(c.Size[i]); d > 0 {
-				saved += uint64(d)
-			}
+			out.Pages++
+			out.Before += uint64(old[i].size())
+			out.After += uint64(c.Size[i])
 		case keep[i]:
 			s.arena.free(h[i]) // the page changed: a newer write won
 		}
 	}
 	s.mu.Unlock()
-	return replaced, saved
+	return out
+}
+
+// Replaced says what Replace did.
+type Replaced struct {
+	Pages         int    // replaced
+	Changed       int    // left alone: written or deleted since they were found
+	Before, After uint64 // stored bytes of the pages replaced, before and after
 }

@@ -57,3 +57,6 @@ func (d *Router) chainAs(codec backends.Codec, n int) []backends.Backend {
 	}
 	return usable
 }
+
+// Usable lists the backends in service, in their order of preference.
+func (d *Router) Usable() []backends.Backend { return d.set.Usable() }

@@ -48,6 +48,15 @@ type Config struct {
 	PoolsPerUser int           // pools one user may create; 0 = no limit
 	UserQuota    uint64        // stored bytes one user may hold; 0 = no limit
 	LogLevel     slog.Level
+	// The cold tier: ages count in epochs of IdleEpoch; every
+	// RecompressEvery (0 = never) pages idle for RecompressIdle, and raw
+	// ones if RecompressHuge, are recompressed, each kept when it saves
+	// RecompressMinSaving percent of its stored bytes.
+	IdleEpoch           time.Duration
+	RecompressEvery     time.Duration
+	RecompressIdle      time.Duration
+	RecompressHuge      bool
+	RecompressMinSaving int
 	// Where /metrics is served: a Unix socket path or a loopback
 	// host:port (checked by the metrics package); "" = not served.
 	MetricsListen string
@@ -72,6 +81,11 @@ func Defaults() Config {
 		PollWait:      200 * time.Microsecond,
 		IdleTimeout:   10 * time.Minute,
 		FrameTimeout:  30 * time.Second,
+
+		IdleEpoch:           time.Minute,
+		RecompressIdle:      30 * time.Minute,
+		RecompressHuge:      true,
+		RecompressMinSaving: 10,
 	}
 }
 
@@ -91,6 +105,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IOBudget < 0 || c.UserIOBudget < 0 {
 		return fmt.Errorf("io budgets cannot be negative")
+	}
+	if err := c.validateCold(); err != nil {
+		return err
 	}
 	if c.MaxBatchPages < 1 {
 		return fmt.Errorf("max batch pages must be at least 1")
@@ -178,4 +195,18 @@ func physicalMemory() int64 {
 		return 0
 	}
 	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// validateCold checks the cold tier's settings.
+func (c *Config) validateCold() error {
+	if c.IdleEpoch < time.Second {
+		return fmt.Errorf("idle epoch %v: must be at least 1s", c.IdleEpoch)
+	}
+	if c.RecompressEvery < 0 || c.RecompressIdle < 0 {
+		return fmt.Errorf("recompress-every and recompress-idle cannot be negative")
+	}
+	if c.RecompressMinSaving < 0 || c.RecompressMinSaving > 99 {
+		return fmt.Errorf("recompress min saving %d%%: must be 0 to 99", c.RecompressMinSaving)
+	}
+	return nil
 }

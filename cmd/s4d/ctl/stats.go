@@ -191,6 +191,9 @@ func printStats(w io.Writer, st *ipc.Stats, o listOpts) error {
 		io.FailedReads, io.FailedWrites, io.InvalidIO, io.NoSpace, io.Fallbacks, io.ChecksumErrors)
 	fmt.Fprintf(w, "connections refused %d, requests busy %d, request memory %s of %s (most %s)\n",
 		io.RefusedConnections, io.Busy, human(uint64(io.RequestBytes)), human(uint64(io.RequestBudget)), human(uint64(io.RequestBytesMax)))
+	if r := st.Recompress; r != nil && r.Runs > 0 {
+		printRecompress(w, "cold pages: ", r) // idle.go
+	}
 	if len(st.Regions) > 0 {
 		fmt.Fprintln(w)
 		if err := regionTable.print(w, st.Regions, o); err != nil {
