@@ -91,7 +91,7 @@ func NewCollector(src Source, version, commit string) *Collector {
 }
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range all {
+	for _, d := range append(all, coldDescs...) { // cold.go
 		ch <- d
 	}
 }
@@ -170,6 +170,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(requestSeconds, n, op.Sum.Seconds(), buckets, op.Op)
 	}
 
+	collectCold(st, ch) // cold.go
 	for _, r := range c.src.CalibratedRates() {
 		gauge(calibration, r.BytesPerS, r.Backend, r.Direction, strconv.Itoa(r.Pages))
 	}

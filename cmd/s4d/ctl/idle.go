@@ -135,15 +135,17 @@ var recompressCommand = &cli.Command{
 
 // printRecompress says what recompression did, in one line.
 func printRecompress(w io.Writer, prefix string, r *ipc.RecompressResult) {
-	rate := ""
+	took := time.Duration(r.Seconds * float64(time.Second)).Round(time.Millisecond)
+	fmt.Fprintf(w, "%srecompressed %d of %d pages tried, %s saved of %s, in %v", prefix,
+		r.PagesKept, r.PagesTried, human(r.BytesSaved), human(r.BytesBefore), took)
 	if r.Seconds > 0 && r.BytesIn > 0 {
-		rate = fmt.Sprintf(" (%.2f GB/s of pages)", float64(r.BytesIn)/r.Seconds/1e9)
+		fmt.Fprintf(w, " (%.2f GB/s of pages)", float64(r.BytesIn)/r.Seconds/1e9)
 	}
-	fmt.Fprintf(w, "%srecompressed %d of %d pages tried, saved %s of %s (%s changed meanwhile, left as written), %v%s",
-		prefix, r.PagesKept, r.PagesTried, human(r.BytesSaved), human(r.BytesBefore), fmt.Sprint(r.PagesChanged),
-		time.Duration(r.Seconds*float64(time.Second)).Round(time.Millisecond), rate)
 	if r.Backend != "" {
 		fmt.Fprintf(w, " on %s", r.Backend)
+	}
+	if r.PagesChanged > 0 {
+		fmt.Fprintf(w, "; %d pages written or deleted meanwhile were left as written", r.PagesChanged)
 	}
 	fmt.Fprintln(w)
 }
