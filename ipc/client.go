@@ -89,7 +89,11 @@ type conn struct {
 	rpos, rend int
 	big        []byte // a body too large for rbuf, being received
 	bigGot     int
+	bigSize    int
 	bigHdr     Header
+	bigSink    *sink // the body goes to the reader's own GetInto destination instead
+	want       *call // the reader's own request, and its id
+	wantID     uint64
 	// Polling pays only for small requests, and only while answers come
 	// within the window: when more than half of the last 16 polls found
 	// nothing, lone requests sleep straight away, but for every 16th.
@@ -101,7 +105,8 @@ type conn struct {
 
 // call is one request waiting for its response.
 type call struct {
-	ch chan result // a response read by another goroutine, or a failure
+	ch   chan result // a response read by another goroutine, or a failure
+	sink *sink       // GetInto's destination, filled by the caller's own read
 }
 
 type result struct {
@@ -111,6 +116,11 @@ type result struct {
 }
 
 var calls = sync.Pool{New: func() any { return &call{ch: make(chan result, 1)} }}
+
+func putCall(cl *call) {
+	cl.sink = nil
+	calls.Put(cl)
+}
 
 const (
 	clientRbuf = 64 << 10 // responses up to this size are read in place
@@ -265,12 +275,19 @@ func (cn *conn) closeWhenIdle() {
 // valid during the call only, unless owned. quick says the daemon should
 // answer within microseconds (a few pages), so polling for it may pay.
 func (cn *conn) roundTrip(ctx context.Context, quick bool, write func(id uint64) error, decode func(h Header, body []byte, owned bool) error) error {
+	return cn.roundTripInto(ctx, quick, nil, write, decode)
+}
+
+// roundTripInto is roundTrip with a GET reply received straight into
+// s.dst when the caller reads it itself.
+func (cn *conn) roundTripInto(ctx context.Context, quick bool, s *sink, write func(id uint64) error, decode func(h Header, body []byte, owned bool) error) error {
 	cl := calls.Get().(*call)
+	cl.sink = s
 	cn.mu.Lock()
 	if cn.err != nil {
 		err := cn.err
 		cn.mu.Unlock()
-		calls.Put(cl)
+		putCall(cl)
 		return err
 	}
 	cn.next++
@@ -289,7 +306,7 @@ func (cn *conn) roundTrip(ctx context.Context, quick bool, write func(id uint64)
 	for {
 		select {
 		case r := <-cl.ch:
-			calls.Put(cl)
+			putCall(cl)
 			if r.err != nil {
 				return r.err
 			}
@@ -298,7 +315,7 @@ func (cn *conn) roundTrip(ctx context.Context, quick bool, write func(id uint64)
 			select {
 			case r := <-cl.ch: // answered before we took over the reading
 				<-cn.rtok
-				calls.Put(cl)
+				putCall(cl)
 				if r.err != nil {
 					return r.err
 				}
@@ -313,7 +330,7 @@ func (cn *conn) roundTrip(ctx context.Context, quick bool, write func(id uint64)
 			if err == errCancelled {
 				return ctx.Err()
 			}
-			calls.Put(cl)
+			putCall(cl)
 			return err
 		case <-ctx.Done():
 			cn.mu.Lock()
@@ -321,7 +338,7 @@ func (cn *conn) roundTrip(ctx context.Context, quick bool, write func(id uint64)
 			delete(cn.pending, id)
 			cn.mu.Unlock()
 			if mine {
-				calls.Put(cl)
+				putCall(cl)
 				return ctx.Err()
 			}
 			// Taken by a reader just now: its answer is on the way.
@@ -349,6 +366,8 @@ var errCancelled = errors.New("cancelled")
 // ends (errCancelled, with the request withdrawn) or the connection
 // breaks (the error every waiter got). A lone quick request may poll first.
 func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, poll bool) (Header, []byte, bool, error) {
+	cn.want, cn.wantID = cl, id
+	defer func() { cn.want = nil }()
 	cn.spinArmed = false
 	if poll && cn.poll > 0 {
 		if bits.OnesCount16(cn.misses) > 8 && cn.idle < 16 {
@@ -384,6 +403,7 @@ func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, poll bool) (He
 				delete(cn.pending, id)
 				cn.mu.Unlock()
 				if mine {
+					cn.dropSink()
 					return Header{}, nil, false, errCancelled
 				}
 				r := <-cl.ch // failed meanwhile

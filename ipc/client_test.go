@@ -30,7 +30,9 @@ func pageOf(key uint64) []byte {
 // answers to whatever arrived together and sending them in a random
 // order, so that a client's requests are answered out of order and its
 // goroutines hand responses to each other. Key 999 is never answered;
-// key 998 is answered after 100ms.
+// key 998 is answered after 100ms; a request starting with key 997 gets
+// half its answer at once and the rest 100ms later. In pool "holes",
+// keys k with k%3 == 1 are not found.
 func fakeServer(t *testing.T) string {
 	sock := filepath.Join(t.TempDir(), "fake.sock")
 	ln, err := net.Listen("unix", sock)
@@ -83,6 +85,12 @@ func serveFake(c net.Conn) {
 		for _, b := range batch {
 			switch {
 			case b == nil:
+			case bytes.HasPrefix(b, []byte("slow")):
+				mu.Lock()
+				c.Write(b[4 : 4+len(b[4:])/2])
+				time.Sleep(100 * time.Millisecond)
+				c.Write(b[4+len(b[4:])/2:])
+				mu.Unlock()
 			case bytes.HasPrefix(b, []byte("late")):
 				go func(b []byte) {
 					time.Sleep(100 * time.Millisecond)
@@ -114,20 +122,33 @@ func answer(h Header, body []byte) []byte {
 		}
 		out := binary.LittleEndian.AppendUint32(nil, testPage)
 		out = binary.LittleEndian.AppendUint32(out, uint32(len(k.Keys)))
-		out = append(out, make([]byte, len(k.Keys))...)
 		for _, key := range k.Keys {
-			out = append(out, pageOf(key)...)
+			out = append(out, uint8(fakeCode(k.Pool, key)))
+		}
+		for _, key := range k.Keys {
+			if fakeCode(k.Pool, key) == OK {
+				out = append(out, pageOf(key)...)
+			}
 		}
 		switch k.Keys[0] {
 		case 999:
 			return nil
 		case 998:
 			return append([]byte("late"), Frame(rh, out)...)
+		case 997:
+			return append([]byte("slow"), Frame(rh, out)...)
 		}
 		return Frame(rh, out)
 	}
 	rh.Status = CodeUnknownOp
 	return Frame(rh, EncodeString("not in the fake"))
+}
+
+func fakeCode(pool string, key uint64) Code {
+	if pool == "holes" && key%3 == 1 {
+		return CodeNotFound
+	}
+	return OK
 }
 
 // Many goroutines share one connection: responses come back out of order,

@@ -41,20 +41,82 @@ func (cn *conn) readFrame() (Header, []byte, bool, error) {
 			cn.rpos += total
 			return h, body, false, nil
 		}
-		cn.big, cn.bigHdr = make([]byte, int(length)-HeaderSize), h
-		cn.bigGot = copy(cn.big, cn.rbuf[cn.rpos+4+HeaderSize:cn.rend])
+		size := int(length) - HeaderSize
+		cn.bigHdr, cn.bigSize, cn.bigGot, cn.bigSink = h, size, 0, cn.sinkFor(h, size)
+		if cn.bigSink == nil {
+			cn.big = make([]byte, size)
+		} else {
+			cn.big = cn.bigSink.head
+		}
+		cn.rpos += 4 + HeaderSize
+		for cn.rpos < cn.rend && cn.bigGot < size {
+			n := copy(cn.bodyPart(), cn.rbuf[cn.rpos:cn.rend])
+			cn.rpos += n
+			cn.bigGot += n
+		}
 		cn.rpos, cn.rend = 0, 0
 	}
-	for cn.bigGot < len(cn.big) {
-		n, err := cn.recv(cn.big[cn.bigGot:])
+	for {
+		p := cn.bodyPart()
+		if len(p) == 0 {
+			break
+		}
+		n, err := cn.recv(p)
 		if err != nil {
 			return Header{}, nil, false, err
 		}
 		cn.bigGot += n
 	}
 	h, body := cn.bigHdr, cn.big
-	cn.big = nil
+	if s := cn.bigSink; s != nil {
+		s.got, s.done = cn.bigGot-len(s.head), true
+	}
+	cn.big, cn.bigSink = nil, nil
 	return h, body, true, nil
+}
+
+// sink is where GetInto wants its reply: the page size and codes in head,
+// the pages received straight into dst, back to back.
+type sink struct {
+	head []byte // 4 + one byte a key
+	dst  []byte
+	got  int  // bytes received into dst
+	done bool // the reply came this way
+}
+
+// sinkFor returns the reader's own GetInto destination when the reply h,
+// of size bytes, can go there: a successful GET whose pages fit.
+func (cn *conn) sinkFor(h Header, size int) *sink {
+	if cn.want == nil || cn.want.sink == nil || h.ID != cn.wantID || h.Op != OpGet || h.Status != OK {
+		return nil
+	}
+	s := cn.want.sink
+	if size < len(s.head) || size-len(s.head) > len(s.dst) {
+		return nil
+	}
+	return s
+}
+
+// dropSink sends the rest of a body being sunk into a buffer of its own:
+// its request was withdrawn, and dst is its caller's again.
+func (cn *conn) dropSink() {
+	if cn.bigSink != nil {
+		cn.big, cn.bigSink = make([]byte, cn.bigSize), nil
+	}
+}
+
+// bodyPart is the memory the rest of the big body is received into: the
+// body itself, or, sunk, what is left of the head and then of dst.
+func (cn *conn) bodyPart() []byte {
+	size := cn.bigSize
+	if cn.bigSink == nil {
+		return cn.big[cn.bigGot:size]
+	}
+	h := len(cn.bigSink.head)
+	if cn.bigGot < h {
+		return cn.bigSink.head[cn.bigGot:]
+	}
+	return cn.bigSink.dst[cn.bigGot-h : size-h]
 }
 
 func (cn *conn) shift() {

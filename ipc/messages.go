@@ -329,27 +329,21 @@ func readCodes(r *reader, n int) []Code {
 }
 
 // GetResponseSize is the size of a GET response with ok pages present.
-func GetResponseSize(n, ok, pageSize int) int { return 8 + n + ok*pageSize }
+func GetResponseSize(n, ok, pageSize int) int { return getHeadSize(n) + ok*pageSize }
+
+// getHeadSize is the size of what precedes the pages in a GET response:
+// the page size, the status count and a status a key.
+func getHeadSize(n int) int { return 8 + n }
 
 // DecodeGet parses a GET response into pages (zeroed where a key failed).
 func DecodeGet(body []byte, n int) (pageSize int, pages []byte, codes []Code, err error) {
-	r := reader{b: body}
-	pageSize = int(r.u32())
-	codes = readCodes(&r, n)
-	if r.err != nil {
-		return 0, nil, nil, r.err
+	head := min(len(body), getHeadSize(n))
+	r := reader{b: body[:head]}
+	pageSize, codes, ok, err := decodeGetHead(&r, n, len(body)-head)
+	if err != nil {
+		return 0, nil, nil, err
 	}
-	ok := 0
-	for _, c := range codes {
-		if c == OK {
-			ok++
-		}
-	}
-	// The page size comes from the peer: nothing is allocated for it until
-	// the body is seen to hold exactly the pages it announces.
-	if pageSize <= 0 || pageSize > MaxPageSize || len(r.b) != ok*pageSize {
-		return 0, nil, nil, fmt.Errorf("%w: GET response holds %d bytes for %d pages of %d bytes", errMalformed, len(r.b), ok, pageSize)
-	}
+	r.b = body[head:]
 	if ok == n {
 		// Every page is there: hand out the body itself, no copy.
 		pages = r.take(n * pageSize)
@@ -362,6 +356,28 @@ func DecodeGet(body []byte, n int) (pageSize int, pages []byte, codes []Code, er
 		}
 	}
 	return pageSize, pages, codes, r.done()
+}
+
+// decodeGetHead reads a GET response's page size and codes from r, and
+// checks that the pages following them, of pagesLen bytes, are exactly
+// the ones the codes announce. It returns how many there are.
+func decodeGetHead(r *reader, n, pagesLen int) (pageSize int, codes []Code, ok int, err error) {
+	pageSize = int(r.u32())
+	codes = readCodes(r, n)
+	if r.err != nil {
+		return 0, nil, 0, r.err
+	}
+	for _, c := range codes {
+		if c == OK {
+			ok++
+		}
+	}
+	// The page size comes from the peer: nothing is allocated for it until
+	// the body is seen to hold exactly the pages it announces.
+	if pageSize <= 0 || pageSize > MaxPageSize || pagesLen != ok*pageSize {
+		return 0, nil, 0, fmt.Errorf("%w: GET response holds %d bytes for %d pages of %d bytes", errMalformed, pagesLen, ok, pageSize)
+	}
+	return pageSize, codes, ok, nil
 }
 
 // AppendPageInfo appends one INSPECT entry.
