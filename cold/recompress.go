@@ -81,7 +81,7 @@ func (r *Recompressor) run(ctx context.Context, job Job) (res ipc.RecompressResu
 	}()
 	r.calibrate(ctx)
 	want := func(p *pagecache.PageRef) bool {
-		if p.Tried() {
+		if p.Tried() || p.OnFile() {
 			return false
 		}
 		switch p.Class {

@@ -195,6 +195,11 @@ type PageRef struct {
 // Tried says whether recompression was tried on the page's bytes already.
 func (r *PageRef) Tried() bool { return r.e&triedBit != 0 }
 
+// OnFile says whether the page lives on the backing file (entry bit 63):
+// its handle is no arena object then, and ReadRefs and Replace are not
+// for it.
+func (r *PageRef) OnFile() bool { return r.e>>63 != 0 }
+
 // ColdFilter chooses the pages Coldest looks at.
 type ColdFilter struct {
 	UID    uint32 // pages of this user's pools only; 0: every user's

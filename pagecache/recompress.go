@@ -43,7 +43,7 @@ func (s *Store) ReadRefs(refs []PageRef, scratch []byte, out []backends.Stored, 
 		sh.mu.RUnlock()
 		// The shard's lock may go: the store's read lock keeps the
 		// object where it is (compaction and frees take the write lock).
-		if !found || !sameBytes(e, r.e) {
+		if !found || !sameBytes(e, r.e) || r.OnFile() {
 			continue
 		}
 		if !e.hasObject() {
