@@ -33,7 +33,7 @@ type Recompressor struct {
 	buf   scratch // the running job's, under mu
 
 	runs, tried, kept, changed, before, saved, in, nanos atomic.Uint64
-	backend                                             atomic.Pointer[string]
+	backend                                              atomic.Pointer[string]
 }
 
 // Job says which pages to recompress.
