@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/settings"
 )
@@ -32,7 +34,9 @@ func roundTrip(b *testing.B, kind corpus.Kind) {
 }
 
 // BenchmarkGet times a GET of 4096 stored pages through an in-process
-// daemon, and the memfd variant.
+// daemon: over the socket into fresh memory (Get) or the caller's (GetInto),
+// into a memfd, and, as the reference, the cpu engine decoding the same
+// pages in this process with nothing around it.
 func BenchmarkGet(b *testing.B) {
 	c := serveInProcess(b, "cpu")
 	const n = 4096
@@ -45,6 +49,36 @@ func BenchmarkGet(b *testing.B) {
 		b.SetBytes(int64(len(pages)))
 		for b.Loop() {
 			if _, _, err := c.Get(context.Background(), "g", keys); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("into", func(b *testing.B) {
+		dst := make([]byte, len(pages))
+		b.SetBytes(int64(len(pages)))
+		for b.Loop() {
+			if _, err := c.GetInto(context.Background(), "g", keys, dst); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("engine", func(b *testing.B) {
+		e, err := cpu.New(backends.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		in := backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecLZ4, Threshold: 3072}
+		var out backends.Compressed
+		if err := e.Compress(context.Background(), &in, &out); err != nil {
+			b.Fatal(err)
+		}
+		d := backends.Decompression{PageSize: 4096, Src: make([]backends.Stored, n), Dst: make([]byte, len(pages))}
+		for i := range d.Src {
+			d.Src[i] = backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, &in)}
+		}
+		b.SetBytes(int64(len(pages)))
+		for b.Loop() {
+			if err := e.Decompress(context.Background(), &d); err != nil {
 				b.Fatal(err)
 			}
 		}
