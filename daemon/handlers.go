@@ -341,6 +341,11 @@ func (c *conn) getFD(body []byte, fd int) ([]byte, error) {
 // lock, so that a large GET does not keep writers waiting for long.
 const fetchChunk = routing.DecodeChunk
 
+// scatterChunk bounds the scratch that pages decoded in place pass
+// through when keys are missing among them (decodeViewed): a connection
+// reserves no more than this, whatever the chunk.
+const scatterChunk = 1024
+
 // fetch decodes the stored pages of keys straight from the store into dst:
 // the found ones back to back in key order, or, in place, page i at i
 // (what is not found is left as it was). It says what happened to each key
@@ -358,7 +363,7 @@ func (c *conn) fetch(pool string, keys []uint64, dst []byte, inPlace bool) ([]pa
 		// Pages decoded in place where some are missing go through a
 		// scratch buffer of up to a chunk (decodeViewed), reserved here:
 		// the store's lock is held while they decode.
-		if err := c.reserve(int64(min(n, fetchChunk)*ps), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
+		if err := c.reserve(int64(min(n, scatterChunk)*ps), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
 			return nil, 0, budgetErr(err)
 		}
 	}
@@ -403,6 +408,7 @@ type viewing struct {
 	got     int
 	err     error
 	src     []backends.Stored
+	pos     []int // where each page of a scattered run belongs
 }
 
 // decodeViewed decodes a chunk of stored pages while the store holds them
@@ -419,43 +425,67 @@ func (c *conn) decodeViewed(stored []backends.Stored) error {
 	if len(src) == 0 {
 		return nil
 	}
-	// In place with every page there: decoded where it belongs. Otherwise
-	// back to back, into scratch when the pages must then move apart.
-	into := v.dst
-	scatter := v.inPlace && len(src) < len(stored)
-	if scatter {
-		into = c.d.bufs.Get(len(src) * ps)
-		defer c.d.bufs.Put(into)
+	v.src, v.got = src, 0
+	defer clear(src)
+	if !v.inPlace || len(src) == len(stored) {
+		// Every page decodes where it belongs, or back to back as wanted.
+		return c.decodeRun(src, v.res, v.dst, false)
 	}
+	// In place with keys missing: back to back into scratch, then each
+	// page to its place, scatterChunk pages at a time.
+	into := c.d.bufs.Get(min(len(src), scatterChunk) * ps)
+	defer c.d.bufs.Put(into)
+	for lo, i := 0, 0; lo < len(src); lo += scatterChunk {
+		hi := min(lo+scatterChunk, len(src))
+		at, pos := i, v.pos[:0] // pos: where src[lo:hi] belong
+		for ; len(pos) < hi-lo; i++ {
+			if v.res[i] == pagecache.OK {
+				pos = append(pos, i)
+			}
+		}
+		v.pos = pos
+		if err := c.decodeRun(src[lo:hi], v.res[at:i], into, true); err != nil {
+			return err
+		}
+		for j, k := range pos {
+			if v.res[k] == pagecache.OK {
+				copy(v.dst[k*ps:(k+1)*ps], into[j*ps:(j+1)*ps])
+			}
+		}
+	}
+	return nil
+}
+
+// decodeRun decodes src, the found pages among res (res[i] OK in order),
+// into dst back to back. A page that does not decode is marked Failed in
+// res; the others close up behind it unless keepSlots, when each stays at
+// its slot (the caller moves them by res). It adds the decoded pages to
+// v.got.
+func (c *conn) decodeRun(src []backends.Stored, res []pagecache.Result, dst []byte, keepSlots bool) error {
+	v, ps := &c.s.view, c.d.cfg.PageSize
 	dd := &c.s.dec
-	dd.PageSize, dd.Src, dd.Dst = ps, src, into[:len(src)*ps]
+	dd.PageSize, dd.Src, dd.Dst = ps, src, dst[:len(src)*ps]
 	v.err = c.d.disp.Decompress(c.req.ctx, dd)
 	dd.Src, dd.Dst = nil, nil
-	clear(src)
-	v.src = src
 	if v.err != nil {
 		return v.err
 	}
-	squeeze := !v.inPlace || scatter
 	w, j := 0, 0
-	for i := range v.res {
-		if v.res[i] != pagecache.OK {
+	for i := range res {
+		if res[i] != pagecache.OK {
 			continue
 		}
 		if dd.Failed[j] {
-			v.res[i] = pagecache.Failed
+			res[i] = pagecache.Failed
 		} else {
-			if squeeze && w != j {
-				copy(into[w*ps:], into[j*ps:(j+1)*ps])
-			}
-			if scatter {
-				copy(v.dst[i*ps:(i+1)*ps], into[w*ps:(w+1)*ps])
+			if !keepSlots && w != j {
+				copy(dst[w*ps:], dst[j*ps:(j+1)*ps])
 			}
 			w++
 		}
 		j++
 	}
-	v.got = w
+	v.got += w
 	return nil
 }
 
