@@ -32,6 +32,7 @@ type scratch struct {
 	putFn   routing.Deliver
 	dec     backends.Decompression
 	sorted  []uint64
+	codec   backends.Codec // the pool's, for the PUT being served
 }
 
 // handle runs one request and returns the response (from startResponse),
@@ -56,6 +57,8 @@ func (c *conn) handle(op ipc.Op, body []byte) ([]byte, error) {
 		return c.idle(body)
 	case ipc.OpRecompress:
 		return c.recompress(body)
+	case ipc.OpPoolCodec: // poolcodec.go
+		return c.poolCodec(body)
 	}
 	return nil, errorf(ipc.CodeUnknownOp, "operation %d is not known", uint8(op))
 }
@@ -181,9 +184,11 @@ func (c *conn) checkPut(pool string, pageSize uint32, keys []uint64) error {
 	if err := c.checkKeys(pool, keys); err != nil {
 		return err
 	}
-	if err := c.d.store.CheckPool(c.uid, pool); err != nil {
+	codec, err := c.d.store.PoolCodec(c.uid, pool)
+	if err != nil {
 		return storeErr(err, pool)
 	}
+	c.s.codec = codec // the pool's own, if it chose one (poolcodec.go)
 	return nil
 }
 
@@ -226,7 +231,7 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, error) {
 	if c.s.putFn == nil {
 		c.s.putFn = c.storePart
 	}
-	_, err := c.d.disp.Compress(c.req.ctx, batch, out, c.s.putFn)
+	_, err := c.d.disp.CompressCodec(c.req.ctx, batch, c.s.codec, out, c.s.putFn)
 	if c.s.putting.err != nil {
 		return nil, storeErr(c.s.putting.err, pool)
 	}
@@ -574,7 +579,7 @@ func (c *conn) jsonBody(v any) ([]byte, error) {
 
 func poolStats(p pagecache.PoolInfo, pageSize int) ipc.PoolStats {
 	return ipc.PoolStats{Name: p.Name, UID: p.UID, Pages: p.Pages, OrigBytes: p.Pages * uint64(pageSize),
-		StoredBytes: p.StoredBytes, ZeroPages: p.Zero, SamePages: p.Same, HugePages: p.Huge}
+		StoredBytes: p.StoredBytes, ZeroPages: p.Zero, SamePages: p.Same, HugePages: p.Huge, Codec: codecName(p.Codec)}
 }
 
 func (d *Daemon) poolStats(uid uint32) []ipc.PoolStats {

@@ -37,3 +37,16 @@ func TestColdMessages(t *testing.T) {
 		t.Error("unknown IDLE flag accepted")
 	}
 }
+
+func TestPoolCodecMessage(t *testing.T) {
+	p, c, err := DecodePoolCodec(EncodePoolCodec("pool", "zstd"))
+	if err != nil || p != "pool" || c != "zstd" {
+		t.Fatalf("%q %q %v", p, c, err)
+	}
+	if _, _, err := DecodePoolCodec(EncodePoolCodec("pool", "lzma")); err == nil {
+		t.Fatal("unknown codec accepted")
+	}
+	if _, _, err := DecodePoolCodec(EncodePoolCodec("pool", "")[:3]); err == nil {
+		t.Fatal("short body accepted")
+	}
+}

@@ -83,6 +83,7 @@ type PoolStats struct {
 	ZeroPages   uint64 `json:"zero_pages"`
 	SamePages   uint64 `json:"same_pages"`
 	HugePages   uint64 `json:"huge_pages"`
+	Codec       string `json:"codec,omitempty"` // the pool's own codec, if it chose one (POOL_CODEC)
 }
 
 // CompactResult is the COMPACT answer, sent as JSON.

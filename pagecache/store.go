@@ -74,10 +74,11 @@ type Store struct {
 }
 
 type pool struct {
-	name string
-	uid  uint32
-	ix   shards
-	st   PoolStats // guarded by Store.mu
+	name  string
+	uid   uint32
+	ix    shards
+	st    PoolStats      // guarded by Store.mu
+	codec backends.Codec // poolcodec.go
 }
 
 // PoolStats counts one pool's pages.
@@ -191,6 +192,22 @@ func (s *Store) lookup(uid uint32, name string) (*pool, error) {
 	return p, nil
 }
 
+// lookupOrCreate is lookup that creates a pool for uid where there is none,
+// within its limit of pools. The caller holds the write lock.
+func (s *Store) lookupOrCreate(uid uint32, name string) (*pool, error) {
+	p, err := s.lookup(uid, name)
+	if err != ErrNoPool {
+		return p, err
+	}
+	if s.limits.PoolsPerUser > 0 && s.user(uid).pools >= s.limits.PoolsPerUser {
+		return nil, ErrPoolLimit
+	}
+	p = &pool{name: name, uid: uid}
+	s.pools[name] = p
+	s.user(uid).pools++
+	return p, nil
+}
+
 // CheckPool reports whether uid may use pool (nil if it does not exist yet
 // and would be created by a PUT).
 func (s *Store) CheckPool(uid uint32, name string) error {
@@ -230,16 +247,8 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 	defer s.gate.RUnlock()
 
 	s.mu.Lock()
-	p, err := s.lookup(uid, name)
-	if err == ErrNoPool {
-		if s.limits.PoolsPerUser > 0 && s.user(uid).pools >= s.limits.PoolsPerUser {
-			s.mu.Unlock()
-			return ErrPoolLimit
-		}
-		p = &pool{name: name, uid: uid}
-		s.pools[name] = p
-		s.user(uid).pools++
-	} else if err != nil {
+	p, err := s.lookupOrCreate(uid, name)
+	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -481,6 +490,7 @@ type PoolInfo struct {
 	Name string
 	UID  uint32
 	PoolStats
+	Codec backends.Codec // the pool's own (poolcodec.go); 0: the daemon's
 }
 
 // Pools lists the pools uid may see (all for root), by name.
@@ -490,7 +500,7 @@ func (s *Store) Pools(uid uint32) []PoolInfo {
 	var out []PoolInfo
 	for _, p := range s.pools {
 		if uid == 0 || p.uid == uid {
-			out = append(out, PoolInfo{Name: p.name, UID: p.uid, PoolStats: p.st})
+			out = append(out, PoolInfo{Name: p.name, UID: p.uid, PoolStats: p.st, Codec: p.codec})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -505,7 +515,7 @@ func (s *Store) PoolInfo(uid uint32, name string) (PoolInfo, error) {
 	if err != nil {
 		return PoolInfo{}, err
 	}
-	return PoolInfo{Name: p.name, UID: p.uid, PoolStats: p.st}, nil
+	return PoolInfo{Name: p.name, UID: p.uid, PoolStats: p.st, Codec: p.codec}, nil
 }
 
 // ResetMemUsedMax sets mem_used_max back to the current usage.

@@ -60,3 +60,14 @@ func (d *Router) chainAs(codec backends.Codec, n int) []backends.Backend {
 
 // Usable lists the backends in service, in their order of preference.
 func (d *Router) Usable() []backends.Backend { return d.set.Usable() }
+
+// CompressCodec is Compress for a batch that a pool wants compressed with
+// its own codec (0: the foreground's): one of another codec than the
+// foreground's goes to the backend fastest for that codec, never merged
+// with other batches.
+func (d *Router) CompressCodec(ctx context.Context, b *backends.Batch, codec backends.Codec, out *backends.Compressed, deliver Deliver) (string, error) {
+	if codec == 0 || codec == d.codec {
+		return d.Compress(ctx, b, out, deliver)
+	}
+	return d.compressWith(ctx, codec, d.chainAs(codec, b.Len()), b, out, deliver)
+}

@@ -77,6 +77,14 @@ func TestCompressAs(t *testing.T) {
 	if name, _ := d.Compress(context.Background(), fg, &out, nil); name != "recorder" || theRecorder.last().Codec != backends.CodecLZ4 || theRecorder.last().Strong {
 		t.Fatalf("foreground batch went to %s as %+v", name, theRecorder.last())
 	}
+	// A pool's own codec: zstd, at the foreground's level.
+	if name, err := d.CompressCodec(context.Background(), fg, backends.CodecZstd, &out, nil); err != nil || name != "cpu" ||
+		out.Class[0] != backends.ClassZstd || fg.Strong {
+		t.Fatalf("CompressCodec zstd: %s %v %v", name, err, out.Class[0])
+	}
+	if name, _ := d.CompressCodec(context.Background(), fg, 0, &out, nil); name != "recorder" || out.Class[0] != backends.ClassLZ4 {
+		t.Fatalf("CompressCodec 0: %s %v", name, out.Class[0])
+	}
 	st := d.Stats()
 	var zstdOut uint64
 	for _, bs := range st {
@@ -86,7 +94,7 @@ func TestCompressAs(t *testing.T) {
 			}
 		}
 	}
-	if zstdOut != 64 {
+	if zstdOut != 128 {
 		t.Fatalf("zstd pages counted on cpu: %d", zstdOut)
 	}
 }

@@ -77,6 +77,7 @@ var poolTable = &table[ipc.PoolStats]{
 		{"ZERO", "zero pages", count, func(p ipc.PoolStats) any { return p.ZeroPages }},
 		{"SAME", "same-filled pages", count, func(p ipc.PoolStats) any { return p.SamePages }},
 		{"HUGE", "pages stored raw", count, func(p ipc.PoolStats) any { return p.HugePages }},
+		{"CODEC", "the pool's own codec for new pages (s4d ctl codec), - for the daemon's", text, func(p ipc.PoolStats) any { return p.Codec }},
 	},
 }
 

@@ -1,0 +1,34 @@
+package daemon
+
+import (
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// poolCodec sets the codec a pool's later writes are compressed with.
+func (c *conn) poolCodec(body []byte) ([]byte, error) {
+	pool, name, err := ipc.DecodePoolCodec(body)
+	if err != nil {
+		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
+	}
+	if !ipc.ValidPool(pool) {
+		return nil, errorf(ipc.CodeBadPool, "pool name %q: want 1-%d printable characters, no spaces", pool, ipc.MaxPoolName)
+	}
+	var codec backends.Codec
+	if name != "" {
+		codec, _ = backends.ParseCodec(name) // checked by DecodePoolCodec
+	}
+	if err := c.d.store.SetPoolCodec(c.uid, pool, codec); err != nil {
+		return nil, storeErr(err, pool)
+	}
+	c.d.log.Info("pool codec", "pool", pool, "uid", c.uid, "codec", codecName(codec))
+	return c.reply(nil), nil
+}
+
+// codecName is a pool's codec as STATS shows it: "" for the daemon's.
+func codecName(c backends.Codec) string {
+	if c == 0 {
+		return ""
+	}
+	return c.String()
+}
