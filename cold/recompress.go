@@ -6,6 +6,7 @@ package cold
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ type Recompressor struct {
 	MinSaving float64     // fraction of a page's stored bytes to save, or the page stays as it is
 	Batch     int         // pages per batch; 0: routing.DecodeChunk
 	Busy      func() bool // whether foreground requests are being served; nil: never
+	Log       *slog.Logger
 
 	mu    sync.Mutex // one job at a time
 	calib sync.Once
@@ -130,11 +132,23 @@ func (r *Recompressor) calibrate(ctx context.Context) {
 			return
 		}
 		if usable := r.Router.Usable(); len(usable) > 1 {
-			if cal, err := routing.CalibrateAs(ctx, usable, r.Store.PageSize(), backends.CodecZstd, true, []int{r.batchSize()}); err == nil {
+			cal, err := routing.CalibrateAs(ctx, usable, r.Store.PageSize(), backends.CodecZstd, true, []int{r.batchSize()})
+			switch {
+			case err == nil:
 				r.Router.SetCodecCalibration(backends.CodecZstd, cal)
+				r.log().Info("calibrated for recompression (strong zstd)", "rates", cal.String())
+			case ctx.Err() == nil:
+				r.log().Warn("calibration for recompression failed; using backends in preference order", "err", err)
 			}
 		}
 	})
+}
+
+func (r *Recompressor) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Log
 }
 
 // waitQuiet waits, up to busyWait, while the foreground is busy.

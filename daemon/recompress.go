@@ -28,7 +28,7 @@ type coldState struct {
 func (d *Daemon) coldInit() *coldState {
 	d.cold.once.Do(func() {
 		d.cold.rc = &cold.Recompressor{Store: d.store, Router: d.disp,
-			MinSaving: float64(d.cfg.RecompressMinSaving) / 100, Busy: d.disp.Busy}
+			MinSaving: float64(d.cfg.RecompressMinSaving) / 100, Busy: d.disp.Busy, Log: d.log}
 		d.cold.ctx, d.cold.cancel = context.WithCancel(context.Background())
 	})
 	return &d.cold
