@@ -231,4 +231,3 @@ func (c *conn) decodeRun(src []backends.Stored, res []pagecache.Result, dst []by
 	v.got += w
 	return nil
 }
-
