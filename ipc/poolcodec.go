@@ -6,8 +6,8 @@ import (
 )
 
 // OpPoolCodec sets the codec a pool's pages are compressed with when
-// written (PROTOCOL.md, "22 POOL_CODEC").
-const OpPoolCodec Op = 22
+// written (PROTOCOL.md, "23 POOL_CODEC").
+const OpPoolCodec Op = 23
 
 func init() { opNames[OpPoolCodec] = "POOL_CODEC" }
 
