@@ -90,6 +90,9 @@ type Batch struct {
 	// at several times the cost (background recompression). A backend
 	// with only one level ignores it.
 	Strong bool
+	// Placed says the parts delivered by CompressParts may come with Place
+	// set instead of Data (see Placer): the caller writes them with it.
+	Placed bool
 }
 
 // Len is the number of pages in the batch.
@@ -111,6 +114,9 @@ type Compressed struct {
 	// Bytes; 0 for zero pages), for backends that compute it on the way;
 	// empty otherwise, and the store computes it.
 	Sum []uint32
+	// Place, in a part delivered for a Batch with Placed set, writes the
+	// part's objects where the caller wants them; Data is then empty.
+	Place Placer
 }
 
 // Reset sizes the per-page slices for n pages, keeping their capacity.
@@ -121,6 +127,7 @@ func (c *Compressed) Reset(n int) {
 	c.Size = resize(c.Size, n)
 	c.Data = c.Data[:0]
 	c.Sum = c.Sum[:0]
+	c.Place = nil
 }
 
 // Bytes returns the stored bytes of page i (nil for zero, the 8-byte word

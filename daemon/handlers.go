@@ -264,8 +264,11 @@ func (c *conn) storePart(backend string, lo int, part *backends.Compressed) erro
 	p := &c.s.putting
 	n := len(part.Class)
 	b := c.s.batch.Part(lo, n)
-	p.err = c.d.store.Put(c.uid, p.pool, p.keys[lo:lo+n], &b, part, c.d.store.BackendID(backend), p.res[lo:lo+n])
-	return p.err
+	err := c.d.store.Put(c.uid, p.pool, p.keys[lo:lo+n], &b, part, c.d.store.BackendID(backend), p.res[lo:lo+n])
+	if !backends.IsPlaceError(err) { // the engine's failure: the router redoes the batch
+		p.err = err
+	}
+	return err
 }
 
 func (c *conn) keys(op ipc.Op, body []byte) (*ipc.KeysRequest, error) {

@@ -105,6 +105,10 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
+	// A GPU engine writes compressed pages straight into the store's slabs.
+	if p := d.pinners(); len(p) > 0 {
+		d.store.SetPinner(p[0])
+	}
 	d.disp = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
 	if usable := set.Usable(); len(usable) > 1 {
 		// Only a choice needs measuring: with one backend there is none.

@@ -16,7 +16,7 @@ PIP_WHEEL     := python3 -m pip download --no-deps --only-binary=:all: --python-
 
 # Needs nvcc (the CUDA toolkit); the result is committed.
 ptx: ptx/s4d.ptx
-ptx/s4d.ptx: ptx/s4d.cu ptx/s4d_read.cuh
+ptx/s4d.ptx: ptx/s4d.cu ptx/s4d_read.cuh ptx/s4d_place.cuh
 	$(NVCC) -ptx -arch=$(PTX_ARCH) -O3 -o $@ $<
 
 # Downloads the nvCOMP wheel and unpacks libnvcomp.so.N next to it.

@@ -186,7 +186,7 @@ func (a *arena) slabMemory() ([]byte, error) {
 // since before the last one, for the caller to give back (giveBack) and
 // then file for reuse (slabMem.reuse).
 func (a *arena) sweep() [][]byte {
-	let := a.keptOld
+	let := a.keepPinned(a.keptOld)
 	a.keptOld, a.kept = a.kept, nil
 	return let
 }

@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/backends"
 )
 
 // slabMem hands out slab memory from anonymous mappings of its own, off
@@ -21,13 +23,18 @@ type slabMem struct {
 	free     [][]byte // slabs let go, their pages returned
 	rest     []byte   // what the newest region has not handed out
 	maps     *regions
+	pin      backends.Pinner // registers new regions with a device (direct.go)
 }
 
 // regions are the mappings slabs come from.
-type regions struct{ all [][]byte }
+type regions struct {
+	all    [][]byte
+	pinned []pinnedRange // those registered with a device
+}
 
 // unmap unmaps every region: no slab may be used after.
 func (r *regions) unmap() {
+	r.unpinAll()
 	for _, m := range r.all {
 		unix.Munmap(m)
 	}
@@ -45,12 +52,17 @@ func (m *slabMem) get() ([]byte, error) {
 		return s, nil
 	}
 	if len(m.rest) < m.slabSize {
-		r, err := unix.Mmap(-1, 0, regionSlabs*m.slabSize, unix.PROT_READ|unix.PROT_WRITE,
+		slabs := regionSlabs
+		if m.pin != nil {
+			slabs = pinnedRegionSlabs
+		}
+		r, err := unix.Mmap(-1, 0, slabs*m.slabSize, unix.PROT_READ|unix.PROT_WRITE,
 			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 		if err != nil {
 			return nil, fmt.Errorf("mapping slab memory: %w", err)
 		}
 		m.maps.all = append(m.maps.all, r)
+		m.maps.register(r, m.pin)
 		m.rest = r
 	}
 	s := m.rest[:m.slabSize:m.slabSize]

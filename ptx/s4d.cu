@@ -519,3 +519,4 @@ s4d_lz4(u64 n, u8 *cls, const u32 *pos, u64 din, u64 page_size, u64 dout, u64 st
 
 // s4d_crc and s4d_unpack: in s4d_read.cuh, part of this translation unit.
 #include "s4d_read.cuh"
+#include "s4d_place.cuh"

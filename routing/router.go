@@ -205,7 +205,10 @@ func (d *Router) Progress(limit time.Duration) error {
 }
 
 // Deliver takes the results of pages [lo, lo+len(part.Class)) of a batch
-// from the backend named, valid only during the call.
+// from the backend named, valid only during the call. A part may come with
+// Place set instead of its bytes (backends.Placer): the deliverer writes
+// them with it (pagecache.Store.Put does), and returns Place's error as it
+// is, for the batch to be redone on the next backend.
 type Deliver func(backend string, lo int, part *backends.Compressed) error
 
 // Compress compresses b (PageSize and Pages set; the rest is filled in)
@@ -238,7 +241,7 @@ func (d *Router) compressBatch(ctx context.Context, b *backends.Batch, out *back
 func (d *Router) compressWith(ctx context.Context, codec backends.Codec, chain []backends.Backend, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
 	d.begin()
 	defer d.end()
-	b.Codec, b.Threshold, b.Sums = codec, d.threshold, true
+	b.Codec, b.Threshold, b.Sums, b.Placed = codec, d.threshold, true, deliver != nil
 	pages := b.Pages
 	for i, be := range chain {
 		if i > 0 {
@@ -279,6 +282,9 @@ func (d *Router) run(ctx context.Context, be backends.Backend, b *backends.Batch
 			derr = deliver(be.Name(), lo, part)
 			return derr
 		})
+		if backends.IsPlaceError(derr) {
+			derr = nil // the backend's failure, met while placing its part
+		}
 		if derr != nil {
 			return 0, derr, nil
 		}

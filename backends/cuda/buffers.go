@@ -13,8 +13,9 @@ import (
 type layout struct {
 	// nvCOMP's arrays; for decompression the host fills the first four.
 	inPtr, inSize, outPtr, bufSize, outSize, status int
-	// Our kernels' arrays.
-	need, pos int
+	// Our kernels' arrays; dst: where s4d_place writes each page, or
+	// s4d_fetch reads it.
+	need, pos, dst int
 	// What comes back to the host after compression, contiguous.
 	meta, err, fill, offs, psize, sums, cls int
 	total                                   int
@@ -30,7 +31,7 @@ func newLayout(p int) layout {
 	}
 	l.inPtr, l.inSize, l.outPtr, l.bufSize = next(8*p), next(8*p), next(8*p), next(8*p)
 	l.outSize, l.status = next(8*p), next(4*p)
-	l.need, l.pos = next(4*p), next(4*(p+1))
+	l.need, l.pos, l.dst = next(4*p), next(4*(p+1)), next(8*p)
 	l.meta = at
 	l.err, l.fill, l.offs, l.psize, l.sums, l.cls = next(8), next(8*p), next(4*(p+1)), next(4*p), next(4*p), next(p)
 	l.total = at
@@ -45,8 +46,12 @@ type slot struct {
 	hin, hpacked, harr       []byte
 	hpackedDev               devptr              // hpacked's device address: kernels may pack straight into it
 	packedOnHost             bool                // the piece queued packed its output into hpacked itself
+	placing                  bool                // the piece queued is placed by the store, not packed
 	part                     backends.Compressed // a delivered piece's results, pointing into hpacked
 	runs                     []int               // s4d_unpack: where each run of adjacent pages starts
+	times                    slotTimes           // timing events of the stage breakdown
+	placer                   slotPlacer          // a delivered part's Place
+	bounce                   []int               // pages placed through hpacked
 }
 
 func u64s(b []byte, off, n int) []uint64 {
@@ -84,7 +89,11 @@ type config struct {
 // numSlots is how many pieces of batches can be on the GPU or being
 // unpacked at once: enough that batches of several callers keep both the
 // copy engines and the kernels busy.
-const numSlots = 4
+//
+// Eight: a piece now holds its slot for two round trips (its sizes come
+// down, then the store's slots go up for s4d_place), and the daemon's
+// clients each keep one piece in flight.
+const numSlots = 8
 
 func tempIndex(codec backends.Codec, compress bool) int {
 	i := 0
@@ -133,6 +142,9 @@ func (c *config) free(d *driver) {
 		}
 		d.StreamDestroy(s.s)
 		d.EventDestroy(s.nvDone)
+		for _, e := range s.times {
+			d.EventDestroy(e)
+		}
 		for _, p := range []devptr{s.din, s.dout, s.dpacked, s.darr} {
 			d.Free(p)
 		}
@@ -202,6 +214,12 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 		if s.nvDone, err = d.EventCreate(); err != nil {
 			c.free(d)
 			return nil, err
+		}
+		for i := range s.times {
+			if s.times[i], err = d.TimingEvent(); err != nil {
+				c.free(d)
+				return nil, err
+			}
 		}
 		for _, a := range []struct {
 			p *devptr

@@ -81,6 +81,7 @@ static CUresult t_memsetd32(void *f, CUdeviceptr d, unsigned v, size_t n, CUstre
 static CUresult t_streamcreate(void *f, CUstream *s, unsigned flags) { return ((CUresult(*)(CUstream *, unsigned))f)(s, flags); }
 static CUresult t_stream(void *f, CUstream s) { return ((CUresult(*)(CUstream))f)(s); }
 typedef void *CUevent;
+static CUresult t_elapsed(void *f, float *ms, CUevent a, CUevent b) { return ((CUresult(*)(float *, CUevent, CUevent))f)(ms, a, b); }
 static CUresult t_eventcreate(void *f, CUevent *e, unsigned flags) { return ((CUresult(*)(CUevent *, unsigned))f)(e, flags); }
 static CUresult t_event(void *f, CUevent e) { return ((CUresult(*)(CUevent))f)(e); }
 static CUresult t_eventrecord(void *f, CUevent e, CUstream s) { return ((CUresult(*)(CUevent, CUstream))f)(e, s); }
@@ -154,7 +155,7 @@ var driverSyms = []string{
 	"cuStreamDestroy_v2", "cuStreamSynchronize", "cuLaunchKernel", "cuGetErrorName",
 	"cuEventCreate", "cuEventDestroy_v2", "cuEventRecord", "cuStreamWaitEvent",
 	"cuMemHostRegister_v2", "cuMemHostUnregister", "cuDevicePrimaryCtxSetFlags_v2",
-	"cuMemHostGetDevicePointer_v2",
+	"cuMemHostGetDevicePointer_v2", "cuEventElapsedTime",
 }
 
 type driver struct {
@@ -162,7 +163,7 @@ type driver struct {
 	ctxRetain, ctxRelease, ctxSet, modLoad, modUnload, modFunc, memAlloc, memFree,
 	hostAlloc, hostFree, htod, dtoh, memsetD32, streamCreate, streamDestroy, streamSync,
 	launch, errName, eventCreate, eventDestroy, eventRecord, streamWait,
-	hostRegister, hostUnregister, ctxSetFlags, hostDevPtr unsafe.Pointer
+	hostRegister, hostUnregister, ctxSetFlags, hostDevPtr, eventElapsed unsafe.Pointer
 }
 
 func (d *driver) ptrs() []*unsafe.Pointer {
@@ -171,7 +172,7 @@ func (d *driver) ptrs() []*unsafe.Pointer {
 		&d.modFunc, &d.memAlloc, &d.memFree, &d.hostAlloc, &d.hostFree, &d.htod, &d.dtoh, &d.memsetD32,
 		&d.streamCreate, &d.streamDestroy, &d.streamSync, &d.launch, &d.errName,
 		&d.eventCreate, &d.eventDestroy, &d.eventRecord, &d.streamWait,
-		&d.hostRegister, &d.hostUnregister, &d.ctxSetFlags, &d.hostDevPtr}
+		&d.hostRegister, &d.hostUnregister, &d.ctxSetFlags, &d.hostDevPtr, &d.eventElapsed}
 }
 
 // cuError is a failed driver call.
@@ -339,15 +340,28 @@ func (d *driver) HostFree(b []byte) {
 // client's memfd), so the copy engines reach it as they reach HostAlloc's.
 // Memory mapped read-only (a client's pages to compress) is registered as
 // such (CU_MEMHOSTREGISTER_READ_ONLY): locking it for writing would fail.
+//
+// It is mapped into the device's address space too (DEVICEMAP), so that
+// kernels read and write it across PCIe (HostDevPtr gives the address).
 func (d *driver) HostRegister(b []byte) error {
-	err := d.check(C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), 0), "cuMemHostRegister")
+	const deviceMap = 0x02
+	err := d.check(C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), deviceMap), "cuMemHostRegister")
 	if err != nil {
 		const readOnly = 0x08
-		if C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), readOnly) == 0 {
+		if C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), readOnly|deviceMap) == 0 {
 			return nil
 		}
 	}
 	return err
+}
+
+// HostDevPtr is the device address of pinned host memory (0 if it has none).
+func (d *driver) HostDevPtr(b []byte) devptr {
+	var dp C.CUdeviceptr
+	if C.t_hostdevptr(d.hostDevPtr, &dp, unsafe.Pointer(&b[0])) != 0 {
+		return 0
+	}
+	return devptr(dp)
 }
 
 func (d *driver) HostUnregister(b []byte) error {
@@ -399,6 +413,20 @@ func (d *driver) EventCreate() (cuEvent, error) {
 	var e C.CUevent
 	// CU_EVENT_DISABLE_TIMING: ordering only, the cheapest kind.
 	return e, d.check(C.t_eventcreate(d.eventCreate, &e, 2), "cuEventCreate")
+}
+
+// TimingEvent returns an event that records when the stream reached it,
+// for the stage breakdown (Elapsed).
+func (d *driver) TimingEvent() (cuEvent, error) {
+	var e C.CUevent
+	return e, d.check(C.t_eventcreate(d.eventCreate, &e, 0), "cuEventCreate")
+}
+
+// Elapsed is the time between two completed timing events.
+func (d *driver) Elapsed(from, to cuEvent) (float64, error) {
+	var ms C.float
+	err := d.check(C.t_elapsed(d.eventElapsed, &ms, from, to), "cuEventElapsedTime")
+	return float64(ms) / 1e3, err
 }
 
 func (d *driver) EventDestroy(e cuEvent) {

@@ -98,6 +98,8 @@ func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, o
 	ps, n := in.PageSize, in.Len()
 	t := min(max(in.Threshold, 0), ps)
 	direct := b.inPinned(in.Pages)
+	// The caller's store takes the objects from the GPU itself (Placer).
+	placing := deliver != nil && in.Placed
 	var pending []piece
 	// On an error every queued piece is waited for before its slot is
 	// reused; the first error is the one reported.
@@ -145,7 +147,12 @@ func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, o
 			src = s.hin[:cnt*ps]
 		}
 		t1 := time.Now()
+		if !direct {
+			b.stages.add(stStaged, t1.Sub(t0).Seconds(), cnt*ps)
+		}
+		s.placing = placing
 		err := b.do(ctx, func() error { return b.submitCompress(c, s, src, in.Codec, t) })
+		b.stages.add(stHost, t1.Sub(t0).Seconds(), 0)
 		b.trace[0].Add(int64(t1.Sub(t0)))
 		b.trace[1].Add(int64(time.Since(t1)))
 		if err != nil {
@@ -208,7 +215,9 @@ func (b *Backend) submitCompress(c *config, s *slot, src []byte, codec backends.
 	}
 	s.packedOnHost = false
 	steps := []func() error{
+		func() error { return d.Record(s.times[0], s.s) },
 		func() error { return d.HtoD(s.din, src, s.s) },
+		func() error { return d.Record(s.times[1], s.s) },
 		func() error { return d.MemsetD32(a(l.err), 0, 1, s.s) },
 		func() error {
 			return d.Launch(b.fClassify, grid(cnt*32, blockThreads), blockThreads, s.s,
@@ -245,15 +254,11 @@ func (b *Backend) submitCompress(c *config, s *slot, src []byte, codec backends.
 			return d.Launch(b.fFixup, grid(cnt, 128), 128, s.s, uint64(cnt), a(l.cls), a(l.pos), a(l.psize),
 				s.dout, uint64(c.stride), uint64(ps))
 		},
-		func() error {
-			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.psize), a(l.offs), uint64(cnt), 8)
-		},
-		func() error {
-			return d.Launch(b.fGather, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.pos),
-				a(l.psize), a(l.offs), s.dout, uint64(c.stride), s.dpacked)
-		},
+		func() error { return b.pack(c, s, cnt, s.dpacked) },
 		func() error { return b.launchCRC(c, s, cnt) },
+		func() error { return d.Record(s.times[2], s.s) },
 		func() error { return d.DtoH(s.harr[l.meta:l.total], a(l.meta), s.s) },
+		func() error { return d.Record(s.times[3], s.s) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -277,7 +282,9 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 	cnt := len(src) / ps
 	a := func(off int) uint64 { return s.darr + uint64(off) }
 	steps := []func() error{
+		func() error { return d.Record(s.times[0], s.s) },
 		func() error { return d.HtoD(s.din, src, s.s) },
+		func() error { return d.Record(s.times[1], s.s) },
 		func() error { return d.MemsetD32(a(l.err), 0, 1, s.s) },
 		func() error {
 			return d.Launch(b.fClassify, grid(cnt*32, blockThreads), blockThreads, s.s,
@@ -290,16 +297,12 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 			return d.Launch(b.fLZ4, cnt, lz4Threads, s.s, uint64(cnt), a(l.cls), a(l.pos),
 				s.din, uint64(ps), s.dout, uint64(c.stride), uint64(t), a(l.psize))
 		},
-		func() error {
-			return d.Launch(b.fScan, 1, scanThreads, s.s, a(l.psize), a(l.offs), uint64(cnt), 8)
-		},
 		// Packed straight into host memory: no copy back to wait for.
-		func() error {
-			return d.Launch(b.fGather, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.pos),
-				a(l.psize), a(l.offs), s.dout, uint64(c.stride), s.hpackedDev)
-		},
+		func() error { return b.pack(c, s, cnt, s.hpackedDev) },
 		func() error { return b.launchCRC(c, s, cnt) },
+		func() error { return d.Record(s.times[2], s.s) },
 		func() error { return d.DtoH(s.harr[l.meta:l.total], a(l.meta), s.s) },
+		func() error { return d.Record(s.times[3], s.s) },
 	}
 	s.packedOnHost = true
 	for _, step := range steps {
@@ -308,6 +311,21 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 		}
 	}
 	return nil
+}
+
+// pack queues the packing of a piece's compressed pages back to back at
+// to, unless the store is to take them from the slot (placing).
+func (b *Backend) pack(c *config, s *slot, cnt int, to devptr) error {
+	if s.placing {
+		return nil
+	}
+	l, d := c.lay, &b.drv
+	a := func(off int) uint64 { return s.darr + uint64(off) }
+	if err := d.Launch(b.fScan, 1, scanThreads, s.s, a(l.psize), a(l.offs), uint64(cnt), 8); err != nil {
+		return err
+	}
+	return d.Launch(b.fGather, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.pos),
+		a(l.psize), a(l.offs), s.dout, uint64(c.stride), to)
 }
 
 // launchCRC queues s4d_crc: each page's checksum, for the store.
@@ -328,12 +346,30 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 		return err
 	}
 	t1 := time.Now()
+	var delivering time.Duration // the caller's time, not the engine's
 	defer func() {
 		b.trace[2].Add(int64(t1.Sub(t0)))
 		b.trace[4].Add(int64(time.Since(t1)))
+		b.stages.add(stHost, (time.Since(t1) - delivering).Seconds(), 0)
 	}()
+	b.account(&s.times, cnt*c.pageSize, l.total-l.meta)
 	if st := binary.LittleEndian.Uint32(h[l.err:]); st != 0 {
 		return b.nv.status(int(int32(st)), "nvCOMP compress chunk")
+	}
+	if s.placing {
+		part := &s.part
+		part.Reset(cnt)
+		part.Sum = u32s(h, l.sums, cnt)
+		if err := unpack(part, 0, 0, h, l, cnt, nil, c.pageSize); err != nil {
+			return err
+		}
+		s.placer = slotPlacer{b: b, c: c, s: s, cnt: cnt}
+		part.Place = &s.placer
+		t2 := time.Now()
+		err := deliver(lo, part)
+		delivering = time.Since(t2)
+		part.Sum, part.Place = nil, nil
+		return err
 	}
 	offs := u32s(h, l.offs, cnt+1)
 	total := int(offs[cnt])
@@ -347,6 +383,7 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 		if err := d.Sync(s.s); err != nil {
 			return err
 		}
+		b.stages.add(stDownload, 0, total)
 	}
 	if deliver != nil {
 		part := &s.part
@@ -356,7 +393,9 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 		if err := unpack(part, 0, 0, h, l, cnt, offs, c.pageSize); err != nil {
 			return err
 		}
+		t2 := time.Now()
 		err := deliver(lo, part)
+		delivering = time.Since(t2)
 		part.Data, part.Sum = nil, nil // the slot's memory is not the caller's to keep
 		return err
 	}
@@ -371,12 +410,14 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 	}
 	out.Data = out.Data[:base+total]
 	parallelCopy(out.Data[base:], s.hpacked[:total])
+	b.stages.add(stStaged, 0, total)
 	copy(out.Sum[lo:lo+cnt], u32s(h, l.sums, cnt))
 	return unpack(out, lo, uint32(base), h, l, cnt, offs, c.pageSize)
 }
 
 // unpack fills pages [at, at+cnt) of out from a piece's per-page results
-// in h; the piece's packed bytes start at base in out.Data.
+// in h; the piece's packed bytes start at base in out.Data (offs nil: the
+// bytes were not packed, the store places them).
 func unpack(out *backends.Compressed, at int, base uint32, h []byte, l layout, cnt int, offs []uint32, pageSize int) error {
 	fill, psize, cls := u64s(h, l.fill, cnt), u32s(h, l.psize, cnt), h[l.cls:l.cls+cnt]
 	ps := uint32(pageSize)
@@ -391,7 +432,10 @@ func unpack(out *backends.Compressed, at int, base uint32, h []byte, l layout, c
 		case backends.ClassRaw:
 			out.Size[i] = ps
 		case backends.ClassLZ4, backends.ClassZstd:
-			out.Off[i], out.Size[i] = base+offs[k], psize[k]
+			out.Size[i] = psize[k]
+			if offs != nil {
+				out.Off[i] = base + offs[k]
+			}
 		default:
 			return fmt.Errorf("cuda: kernel left page %d with class %d", i, cls[k])
 		}

@@ -88,7 +88,7 @@ type Backend struct {
 	ctx                                                  cuContext
 	mod                                                  cuModule
 	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
-	fLZ4, fCRC, fUnpack                                  cuFunc
+	fLZ4, fCRC, fUnpack, fPlace, fFetch                  cuFunc
 	limit                                                int64
 	slotBytes                                            int     // bytes of pages per slot
 	cfg                                                  *config // buffers for the current page size
@@ -99,7 +99,8 @@ type Backend struct {
 	pinned []hostRange  // memory the GPU reads directly
 	// Time spent staging, submitting, waiting for the GPU and unpacking
 	// (index 3 unused), summed over batches, for tuning; read by tests.
-	trace [5]atomic.Int64
+	trace  [5]atomic.Int64
+	stages stageClock // the breakdown by stage (Stages)
 }
 
 // Open loads the driver and nvCOMP, picks GPU 0 and prepares buffers for
@@ -356,7 +357,8 @@ func (b *Backend) loadKernels() error {
 		name string
 	}{{&b.fClassify, "s4d_classify"}, {&b.fScan, "s4d_scan"}, {&b.fBuild, "s4d_build"},
 		{&b.fFinalize, "s4d_finalize"}, {&b.fFixup, "s4d_fixup"}, {&b.fGather, "s4d_gather"},
-		{&b.fLZ4, "s4d_lz4"}, {&b.fCRC, "s4d_crc"}, {&b.fUnpack, "s4d_unpack"}} {
+		{&b.fLZ4, "s4d_lz4"}, {&b.fCRC, "s4d_crc"}, {&b.fUnpack, "s4d_unpack"},
+		{&b.fPlace, "s4d_place"}, {&b.fFetch, "s4d_fetch"}} {
 		if *f.p, err = b.drv.Function(b.mod, f.name); err != nil {
 			return err
 		}
@@ -405,6 +407,7 @@ func (b *Backend) codec(c backends.Codec) (*nvcompCodec, nvOpts, nvOpts) {
 type hostRange struct {
 	mem        []byte
 	registered bool
+	dev        devptr // where kernels reach mem (0: copies only)
 }
 
 func (r hostRange) release(d *driver) {
@@ -429,7 +432,7 @@ func (b *Backend) HostBuffer(n int) ([]byte, error) {
 		var err error
 		if buf, err = b.drv.HostAlloc(n); err == nil {
 			b.pinMu.Lock()
-			b.pinned = append(b.pinned, hostRange{mem: buf})
+			b.pinned = append(b.pinned, hostRange{mem: buf, dev: b.drv.HostDevPtr(buf)})
 			b.pinMu.Unlock()
 		}
 		return err
@@ -453,7 +456,7 @@ func (b *Backend) Pin(mem []byte) (func(), error) {
 			return err
 		}
 		b.pinMu.Lock()
-		b.pinned = append(b.pinned, hostRange{mem: mem, registered: true})
+		b.pinned = append(b.pinned, hostRange{mem: mem, registered: true, dev: b.drv.HostDevPtr(mem)})
 		b.pinMu.Unlock()
 		return nil
 	})

@@ -43,6 +43,8 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 		}
 	}
 	host := func() {
+		t := time.Now()
+		defer func() { b.stages.add(stHost, time.Since(t).Seconds(), 0) }()
 		parallelFor(n, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				if c := d.Src[i].Class; c != backends.ClassLZ4 && c != backends.ClassZstd {
@@ -97,8 +99,10 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 const maxRuns = 64
 
 // unpack decodes the LZ4 pages idx of d (at most a slot's worth) with
-// s4d_unpack: their blocks are packed into the slot's pinned buffer on the
-// caller's cores, go up in one copy, and come back decoded. Into pinned
+// s4d_unpack. Blocks in memory registered with the GPU (the store's slabs)
+// are fetched from there by s4d_fetch, across PCIe, with nothing done on
+// the host; others are packed into the slot's pinned buffer on the
+// caller's cores and go up in one copy. They come back decoded. Into pinned
 // memory (a client's registered shared buffer) each run of adjacent pages
 // comes back straight to its place; otherwise the pages come back to the
 // slot's pinned buffer, back to back, and are copied to their places.
@@ -114,41 +118,73 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 	}
 	s.runs = runs
 	direct := len(runs) <= maxRuns && b.inPinned(d.Dst)
-	offs, size := u32s(s.harr, l.offs, m), u32s(s.harr, l.psize, m)
-	used := 0
+	offs, size, src := u32s(s.harr, l.offs, m), u32s(s.harr, l.psize, m), u64s(s.harr, l.dst, m)
+	used, hosted := 0, 0
+	look := b.lookup()
 	for j, i := range idx {
 		data := d.Src[i].Data
-		offs[j], size[j] = uint32(used), uint32(len(data))
+		offs[j], size[j], src[j] = uint32(used), uint32(len(data)), 0
 		// A block longer than a page is no valid stored page; the kernel
 		// reports a size of 0 as failed.
 		if len(data) > ps {
 			size[j] = 0
 			continue
 		}
+		if a := look.devAddr(data); a != 0 && a%4 == 0 {
+			src[j] = uint64(a)
+		} else if len(data) > 0 {
+			hosted++
+		}
 		used += (len(data) + 7) &^ 7
 	}
-	parallelFor(m, func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			if size[j] > 0 {
-				copy(s.hpacked[offs[j]:], d.Src[idx[j]].Data)
+	look.done()
+	if hosted > 0 {
+		defer b.stages.add(stStaged, 0, used)
+		parallelFor(m, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				if size[j] > 0 && src[j] == 0 {
+					copy(s.hpacked[offs[j]:], d.Src[idx[j]].Data)
+				}
 			}
-		}
-	})
+		})
+	}
 	t1 := time.Now()
 	// Queued from this thread, not the worker's: the slot's stream is this
 	// batch's alone, and concurrent GETs would otherwise queue one behind
 	// the other (and behind PUTs) for the worker.
 	err := b.onThread(func() error {
 		dr, a := &b.drv, func(off int) uint64 { return s.darr + uint64(off) }
-		if err := dr.HtoD(s.dpacked, s.hpacked[:used], s.s); err != nil {
+		if err := dr.Record(s.times[0], s.s); err != nil {
 			return err
+		}
+		if hosted > 0 {
+			if err := dr.HtoD(s.dpacked, s.hpacked[:used], s.s); err != nil {
+				return err
+			}
 		}
 		// offs and psize are adjacent: one upload.
 		if err := dr.HtoD(a(l.offs), s.harr[l.offs:l.psize+4*m], s.s); err != nil {
 			return err
 		}
+		// The fetch comes after the host's upload, which also covers the
+		// places of the fetched blocks.
+		if hosted < m {
+			if err := dr.HtoD(a(l.dst), s.harr[l.dst:l.dst+8*m], s.s); err != nil {
+				return err
+			}
+			if err := dr.Launch(b.fFetch, grid(m*32, blockThreads), blockThreads, s.s, uint64(m), a(l.dst),
+				a(l.psize), a(l.offs), s.dpacked); err != nil {
+				return err
+			}
+		}
+		if err := dr.Record(s.times[1], s.s); err != nil {
+			return err
+		}
 		if err := dr.Launch(b.fUnpack, grid(m, unpackWarps), unpackWarps*32, s.s, uint64(m), a(l.offs), a(l.psize),
 			s.dpacked, s.din, uint64(ps), a(l.status)); err != nil {
+			return err
+		}
+		if err := dr.Record(s.times[2], s.s); err != nil {
 			return err
 		}
 		if direct {
@@ -165,7 +201,10 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 		} else if err := dr.DtoH(s.hin[:m*ps], s.din, s.s); err != nil {
 			return err
 		}
-		return dr.DtoH(s.harr[l.status:l.status+4*m], a(l.status), s.s)
+		if err := dr.DtoH(s.harr[l.status:l.status+4*m], a(l.status), s.s); err != nil {
+			return err
+		}
+		return dr.Record(s.times[3], s.s)
 	})
 	if meanwhile != nil {
 		meanwhile()
@@ -179,6 +218,7 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 		return err
 	}
 	t3 := time.Now()
+	b.account(&s.times, used+16*m, m*ps+4*m)
 	status := u32s(s.harr, l.status, m)
 	parallelFor(m, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
@@ -194,6 +234,7 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 	b.trace[1].Add(int64(t2.Sub(t1)))
 	b.trace[2].Add(int64(t3.Sub(t2)))
 	b.trace[4].Add(int64(time.Since(t3)))
+	b.stages.add(stHost, t1.Sub(t0).Seconds()+time.Since(t3).Seconds(), 0)
 	return nil
 }
 

@@ -29,6 +29,7 @@ var Command = &cli.Command{
 		"in this process on the same pages, and every figure is printed with its ratio to it (x cpu-inproc).",
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "inproc", Usage: "run the engines in this process instead of through a daemon"},
+		&cli.BoolFlag{Name: "store", Usage: "with --inproc: engines that pin memory (cuda) work as in the daemon: pages in registered memory, compressed straight into a store and read back from it"},
 		&cli.StringFlag{Name: "backend", Value: "all", Usage: "with --inproc: cpu, webgpu, cuda or all"},
 		&cli.StringFlag{Name: "codec", Value: "both", Usage: "with --inproc: lz4, zstd or both (end to end, the daemon's codec is used)"},
 		&cli.StringFlag{Name: "socket", EnvVars: []string{"S4D_SOCKET"}, Value: ipc.DefaultSocketPath, Usage: "daemon socket"},
@@ -238,6 +239,9 @@ func run(cx *cli.Context) error {
 					var run func() (Result, error)
 					if b.Name() != "cpu" {
 						run = func() (Result, error) { return runInproc(ctx, b, codec, pages, pageSize, batch, clients, prog) }
+						if _, ok := b.(backends.Pinner); ok && cx.Bool("store") {
+							run = func() (Result, error) { return runStored(ctx, b, codec, pages, pageSize, batch, clients, prog) }
+						}
 					}
 					if err := measure(codec, batch, run); err != nil {
 						return err

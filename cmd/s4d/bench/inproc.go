@@ -89,7 +89,7 @@ func runInproc(ctx context.Context, b backends.Backend, codec backends.Codec, pa
 	label := fmt.Sprintf("inproc %s %s batch %d", b.Name(), codec, batch)
 	prog.phase(label+" PUT", int64(n))
 	runtime.GC()
-	cpu0, t0 := processCPU(), time.Now()
+	st0, cpu0, t0 := stagesOf(b), processCPU(), time.Now()
 	putLat, err := fanOut(nb, clients, func(i int) error {
 		err := b.Compress(ctx, &ins[i], &outs[i])
 		prog.add(int64(ins[i].Len()))
@@ -97,6 +97,7 @@ func runInproc(ctx context.Context, b backends.Backend, codec backends.Codec, pa
 	})
 	res.PutSeconds = time.Since(t0).Seconds()
 	putCPU := processCPU() - cpu0
+	res.PutStages = stageFigures(st0, stagesOf(b), res.PutSeconds)
 	if err != nil {
 		return res, fmt.Errorf("%s compress: %w", b.Name(), err)
 	}
@@ -118,7 +119,7 @@ func runInproc(ctx context.Context, b backends.Backend, codec backends.Codec, pa
 	}
 	prog.phase(label+" GET", int64(n))
 	runtime.GC()
-	cpu0, t0 = processCPU(), time.Now()
+	st0, cpu0, t0 = stagesOf(b), processCPU(), time.Now()
 	getLat, err := fanOut(nb, clients, func(i int) error {
 		err := b.Decompress(ctx, &decs[i])
 		prog.add(int64(len(decs[i].Src)))
@@ -126,6 +127,7 @@ func runInproc(ctx context.Context, b backends.Backend, codec backends.Codec, pa
 	})
 	res.GetSeconds = time.Since(t0).Seconds()
 	getCPU := processCPU() - cpu0
+	res.GetStages = stageFigures(st0, stagesOf(b), res.GetSeconds)
 	if err != nil {
 		return res, fmt.Errorf("%s decompress: %w", b.Name(), err)
 	}

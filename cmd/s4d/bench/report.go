@@ -71,6 +71,10 @@ type Result struct {
 	ClientCPUPerGB float64 `json:"client_cpu_s_per_gb,omitempty"`
 	PutLatency     Latency `json:"put_latency"`
 	GetLatency     Latency `json:"get_latency"`
+	// PutStages and GetStages break an engine's time down by stage
+	// (upload, kernels, download, host), for engines that time them.
+	PutStages []StageFigure `json:"put_stages,omitempty"`
+	GetStages []StageFigure `json:"get_stages,omitempty"`
 	// VsCPU is each figure divided by the cpu backend's, measured
 	// in-process on the same pages with the same codec, batch and clients
 	// in the same run. 0 where the reference figure is 0.

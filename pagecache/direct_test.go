@@ -1,0 +1,100 @@
+package pagecache
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/corpus"
+)
+
+// hostPlacer places a compressed batch's objects as an engine would,
+// from a Compressed held aside, and can be told to fail.
+type hostPlacer struct {
+	b    *backends.Batch
+	c    *backends.Compressed
+	fail bool
+	seen int
+}
+
+func (p *hostPlacer) Place(dst [][]byte) error {
+	if p.fail {
+		return errors.New("device lost")
+	}
+	for i, d := range dst {
+		if d == nil {
+			continue
+		}
+		p.seen++
+		if len(d) != backends.ObjectHeader+int(p.c.Size[i]) {
+			return errors.New("slot of the wrong size")
+		}
+		binary.LittleEndian.PutUint32(d, p.c.Checksum(i, p.b))
+		copy(d[backends.ObjectHeader:], p.c.Bytes(i, p.b))
+	}
+	return nil
+}
+
+// pinRecorder stands for an engine that registers memory.
+type pinRecorder struct{ pinned, unpinned int }
+
+func (r *pinRecorder) Pin(mem []byte) (func(), error) {
+	r.pinned++
+	return func() { r.unpinned++ }, nil
+}
+
+// A part offered with a Placer is stored by it, bytes and checksums as
+// Put's own copy would make them; a Placer that fails leaves nothing
+// stored or counted and says so with a PlaceError. Registered slabs are
+// kept, not given back.
+func TestPutPlaced(t *testing.T) {
+	const ps = 4096
+	pages := corpus.Pages(corpus.Mixed, 600, ps, 3)
+	b, c := fill(t, pages, ps)
+	s := New(ps, 0)
+	var pins pinRecorder
+	s.SetPinner(&pins)
+	keys := keysFrom(0, b.Len())
+	res := make([]Result, len(keys))
+
+	p := &hostPlacer{b: b, c: c, fail: true}
+	c.Place = p
+	err := s.Put(1, "p", keys, b, c, 0, res)
+	if !backends.IsPlaceError(err) {
+		t.Fatalf("failing placer: %v, want a PlaceError", err)
+	}
+	if st := s.Stats(); st.Pages != 0 || st.ComprDataSize != 0 {
+		t.Fatalf("after a failed placing the store counts %d pages, %d bytes", st.Pages, st.ComprDataSize)
+	}
+	p.fail = false
+	if err := s.Put(1, "p", keys, b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	if p.seen == 0 || pins.pinned == 0 {
+		t.Fatalf("placer wrote %d objects, %d mappings registered", p.seen, pins.pinned)
+	}
+	got, gres := getAll(t, s, 1, "p", keys)
+	for i, r := range gres {
+		if r != OK {
+			t.Fatalf("key %d: %v", i, r)
+		}
+	}
+	if !bytes.Equal(got, pages) {
+		t.Fatal("placed pages read back different")
+	}
+	// Emptied registered slabs stay with the store.
+	if err := s.Del(1, "p", keys, res); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if n := s.Sweep(); n != 0 {
+			t.Fatalf("sweep gave back %d bytes of registered slabs", n)
+		}
+	}
+	s.arena.mem.maps.unmap()
+	if pins.unpinned != pins.pinned {
+		t.Fatalf("%d mappings registered, %d unregistered", pins.pinned, pins.unpinned)
+	}
+}
