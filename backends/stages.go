@@ -9,6 +9,9 @@ type Stage struct {
 	Name    string
 	Seconds float64
 	Bytes   int64
+	// Busy is the time the stage was at work at all, overlaps counted
+	// once (the union of its intervals), where the engine knows it.
+	Busy float64
 }
 
 // Staged is implemented by engines that time their stages.

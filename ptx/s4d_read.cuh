@@ -62,8 +62,10 @@ extern "C" __global__ void s4d_crc(u64 n, const u8 *cls, const u64 *fill, const 
 // of 8), into out + i*page_size. The page is built in shared memory with
 // every read and write bounds-checked, so a damaged block is reported and
 // never faults: status[i] is 0 when the block decoded to exactly one page,
-// 1 when not (the page's place is then zeroed). Only compressed pages
-// come here: the host writes the others, so they never cross PCIe. The
+// 1 when not (the page's place is then zeroed). With cls set, the pages
+// of the other classes are written here too (zero; same-filled, its 8-byte
+// word at packed + offs[i]; raw, the page there), so that a batch going
+// into registered memory comes back whole with no work on the host. The
 // block is read from global memory (all lanes read the same byte: one
 // transaction), which keeps shared memory to a page per warp.
 #define UNPACK_WARPS 8
@@ -84,7 +86,7 @@ __device__ bool unpack_len(const u8 *sb, u32 len, u32 *si, u32 *v)
 }
 
 extern "C" __global__ void s4d_unpack(u64 n, const u32 *offs, const u32 *psize, u64 packed, u64 out,
-                                      u64 page_size, u32 *status)
+                                      u64 page_size, u32 *status, const u8 *cls)
 {
     __shared__ u64 dbuf[UNPACK_WARPS][UNPACK_MAX / 8]; // the page being decoded
     u32 lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -93,6 +95,17 @@ extern "C" __global__ void s4d_unpack(u64 n, const u32 *offs, const u32 *psize, 
         return;
     u64 *dst = (u64 *)(out + i * page_size);
     u32 words = (u32)(page_size / 8), len = psize[i];
+    u8 c = cls ? cls[i] : (u8)CLASS_LZ4;
+    if (c != CLASS_LZ4) {
+        const u64 *src = (const u64 *)(packed + offs[i]);
+        bool ok = c == CLASS_ZERO || (c == CLASS_SAME && len == 8) || (c == CLASS_RAW && len == page_size);
+        u64 v = ok && c == CLASS_SAME ? src[0] : 0;
+        for (u32 k = lane; k < words; k += 32)
+            dst[k] = ok && c == CLASS_RAW ? src[k] : v;
+        if (lane == 0)
+            status[i] = ok ? 0 : 1;
+        return;
+    }
     if (len == 0 || len > page_size || page_size > UNPACK_MAX) {
         for (u32 k = lane; k < words; k += 32)
             dst[k] = 0;

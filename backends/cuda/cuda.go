@@ -236,6 +236,17 @@ func (b *Backend) setup() error {
 	if b.cfg, err = b.newConfig(b.opts.PageSize); err != nil {
 		return err
 	}
+	// The breakdown's time origin: each stage's busy time is the union
+	// of its intervals on all streams, placed on one clock.
+	if b.stages.epoch, err = d.TimingEvent(); err != nil {
+		return err
+	}
+	if err := d.Record(b.stages.epoch, b.cfg.slots[0].s); err != nil {
+		return err
+	}
+	if err := d.Sync(b.cfg.slots[0].s); err != nil {
+		return err
+	}
 	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d slots of %d pages, nvCOMP scratch %v",
 		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, numSlots, b.cfg.pages, b.cfg.temps)
 	if b.ownLZ4 {
@@ -253,6 +264,7 @@ func (b *Backend) teardown() {
 		// before the buffers they use go.
 		b.cfgMu.Lock()
 		defer b.cfgMu.Unlock()
+		b.drv.EventDestroy(b.stages.epoch)
 		b.pinMu.Lock()
 		for _, p := range b.pinned {
 			p.release(&b.drv)

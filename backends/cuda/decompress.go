@@ -57,6 +57,16 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 		host()
 		return ctx.Err()
 	}
+	// Into registered memory (a client's memfd) the GPU writes the pages
+	// of every class, so the batch comes back in place with no work on the
+	// host: only zstd pages would need another path.
+	if ps <= unpackMax && len(zstd) == 0 && b.inPinned(d.Dst) {
+		lz4 = lz4[:0]
+		for i := range n {
+			lz4 = append(lz4, i)
+		}
+		host = nil
+	}
 	c, release, err := b.use(ctx, ps)
 	if err != nil {
 		return err
@@ -76,6 +86,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 			}
 			host = nil
 		}
+		host = nil
 	} else if len(lz4) > 0 {
 		if err := b.do(ctx, func() error { return b.decompress(c, s, d, backends.CodecLZ4, lz4) }); err != nil {
 			return err
@@ -98,8 +109,8 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 // queues costs microseconds).
 const maxRuns = 64
 
-// unpack decodes the LZ4 pages idx of d (at most a slot's worth) with
-// s4d_unpack. Blocks in memory registered with the GPU (the store's slabs)
+// unpack decodes the pages idx of d (at most a slot's worth; LZ4 pages,
+// or pages of any class but zstd) with s4d_unpack. Blocks in memory registered with the GPU (the store's slabs)
 // are fetched from there by s4d_fetch, across PCIe, with nothing done on
 // the host; others are packed into the slot's pinned buffer on the
 // caller's cores and go up in one copy. They come back decoded. Into pinned
@@ -119,31 +130,49 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 	s.runs = runs
 	direct := len(runs) <= maxRuns && b.inPinned(d.Dst)
 	offs, size, src := u32s(s.harr, l.offs, m), u32s(s.harr, l.psize, m), u64s(s.harr, l.dst, m)
+	cls := s.harr[l.cls : l.cls+m]
 	used, hosted := 0, 0
 	look := b.lookup()
 	for j, i := range idx {
-		data := d.Src[i].Data
+		st := &d.Src[i]
+		data := st.Data
+		cls[j] = uint8(st.Class)
 		offs[j], size[j], src[j] = uint32(used), uint32(len(data)), 0
+		switch st.Class {
+		case backends.ClassZero:
+			size[j] = 0
+			continue
+		case backends.ClassSame:
+			size[j] = 8 // its word: fetched where stored so, else Fill
+		}
 		// A block longer than a page is no valid stored page; the kernel
 		// reports a size of 0 as failed.
 		if len(data) > ps {
 			size[j] = 0
 			continue
 		}
-		if a := look.devAddr(data); a != 0 && a%4 == 0 {
-			src[j] = uint64(a)
-		} else if len(data) > 0 {
+		if len(data) > 0 && int(size[j]) == len(data) {
+			if a := look.devAddr(data); a != 0 && a%4 == 0 {
+				src[j] = uint64(a)
+			}
+		}
+		if src[j] == 0 && size[j] > 0 {
 			hosted++
 		}
-		used += (len(data) + 7) &^ 7
+		used += (int(size[j]) + 7) &^ 7
 	}
 	look.done()
 	if hosted > 0 {
 		defer b.stages.add(stStaged, 0, used)
 		parallelFor(m, func(lo, hi int) {
 			for j := lo; j < hi; j++ {
-				if size[j] > 0 && src[j] == 0 {
-					copy(s.hpacked[offs[j]:], d.Src[idx[j]].Data)
+				if size[j] == 0 || src[j] != 0 {
+					continue
+				}
+				if st := &d.Src[idx[j]]; st.Class == backends.ClassSame {
+					binary.LittleEndian.PutUint64(s.hpacked[offs[j]:], st.Fill)
+				} else {
+					copy(s.hpacked[offs[j]:], st.Data)
 				}
 			}
 		})
@@ -166,6 +195,9 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 		if err := dr.HtoD(a(l.offs), s.harr[l.offs:l.psize+4*m], s.s); err != nil {
 			return err
 		}
+		if err := dr.HtoD(a(l.cls), cls, s.s); err != nil {
+			return err
+		}
 		// The fetch comes after the host's upload, which also covers the
 		// places of the fetched blocks.
 		if hosted < m {
@@ -181,7 +213,7 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 			return err
 		}
 		if err := dr.Launch(b.fUnpack, grid(m, unpackWarps), unpackWarps*32, s.s, uint64(m), a(l.offs), a(l.psize),
-			s.dpacked, s.din, uint64(ps), a(l.status)); err != nil {
+			s.dpacked, s.din, uint64(ps), a(l.status), a(l.cls)); err != nil {
 			return err
 		}
 		if err := dr.Record(s.times[2], s.s); err != nil {

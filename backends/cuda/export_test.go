@@ -72,7 +72,7 @@ func (b *Backend) TimeUnpack(d *backends.Decompression, reps int) (up, kernel, d
 	}
 	if kernel, err = timed(func() error {
 		return b.drv.Launch(b.fUnpack, grid(cnt, unpackWarps), unpackWarps*32, s.s, uint64(cnt), a(l.offs), a(l.psize),
-			s.dpacked, s.din, uint64(ps), a(l.status))
+			s.dpacked, s.din, uint64(ps), a(l.status), 0)
 	}); err != nil {
 		return
 	}

@@ -66,9 +66,7 @@ func (p *slotPlacer) Place(dst [][]byte) error {
 				return err
 			}
 		}
-		if sec, err := dr.Elapsed(s.times[0], s.times[1]); err == nil {
-			b.stages.add(stDownload, sec, placed)
-		}
+		b.accountSpan(stDownload, s.times[0], s.times[1], placed)
 		return nil
 	})
 	if err != nil {

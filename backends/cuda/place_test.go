@@ -119,3 +119,70 @@ func TestPlaceIntoStore(t *testing.T) {
 		t.Fatal("the stage breakdown counted no transfers")
 	}
 }
+
+// Into registered memory every page of a batch is written by the GPU:
+// zero, same-filled (from its word, or from Fill alone), raw and LZ4; a
+// damaged block or a raw page of the wrong length is flagged and comes
+// out as zeros, the others as they were.
+func TestWholeBatchIntoPinned(t *testing.T) {
+	b := openGPU(t, backends.Options{})
+	ref, err := cpu.New(backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	const ps = 4096
+	pages := corpus.Pages(corpus.Mixed, 3000, ps, 11)
+	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
+	var c backends.Compressed
+	if err := ref.Compress(context.Background(), in, &c); err != nil {
+		t.Fatal(err)
+	}
+	n := in.Len()
+	src := make([]backends.Stored, n)
+	bad := map[int]bool{}
+	seen := map[backends.Class]int{}
+	for i := range n {
+		src[i] = backends.Stored{Class: c.Class[i], Fill: c.Fill[i], Data: append([]byte(nil), c.Bytes(i, in)...)}
+		seen[c.Class[i]]++
+		switch {
+		case c.Class[i] == backends.ClassSame && i%2 == 0:
+			src[i].Data = nil // Fill alone
+		case c.Class[i] == backends.ClassLZ4 && i%97 == 0:
+			src[i].Data = src[i].Data[:len(src[i].Data)/2]
+			bad[i] = true
+		case c.Class[i] == backends.ClassRaw && i%5 == 0:
+			src[i].Data = src[i].Data[:ps-8]
+			bad[i] = true
+		}
+	}
+	t.Logf("classes %v, %d damaged", seen, len(bad))
+	dst, err := unix.Mmap(-1, 0, len(pages), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(dst)
+	for i := range dst {
+		dst[i] = 0xEE // what an earlier reply left there
+	}
+	unpin, err := b.Pin(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unpin()
+	d := &backends.Decompression{PageSize: ps, Src: src, Dst: dst}
+	if err := b.Decompress(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	zero := make([]byte, ps)
+	for i := range n {
+		got, want := dst[i*ps:(i+1)*ps], pages[i*ps:(i+1)*ps]
+		if bad[i] {
+			if !d.Failed[i] || !bytes.Equal(got, zero) {
+				t.Fatalf("damaged page %d (%v): failed %v, zeroed %v", i, c.Class[i], d.Failed[i], bytes.Equal(got, zero))
+			}
+		} else if d.Failed[i] || !bytes.Equal(got, want) {
+			t.Fatalf("page %d (%v): failed %v, same bytes %v", i, c.Class[i], d.Failed[i], bytes.Equal(got, want))
+		}
+	}
+}

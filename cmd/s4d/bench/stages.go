@@ -24,6 +24,9 @@ type StageFigure struct {
 	GBps    float64 `json:"gb_per_s_busy,omitempty"`
 	Wall    float64 `json:"gb_per_s_wall,omitempty"` // bytes over the phase's wall time
 	Share   float64 `json:"busy_share"`
+	// Occupied is the share of the wall time the stage was at work at
+	// all (its intervals' union; GPU stages): near 1 it bounds the rate.
+	Occupied float64 `json:"occupied_share,omitempty"`
 }
 
 // stagesOf snapshots an engine's breakdown (nil if it keeps none).
@@ -43,7 +46,7 @@ func stageFigures(before, after []backends.Stage, wall float64) []StageFigure {
 	for i, a := range after {
 		sec, n := a.Seconds-before[i].Seconds, a.Bytes-before[i].Bytes
 		out[i] = StageFigure{Name: a.Name, Seconds: sec, Bytes: n, GBps: div(float64(n)/1e9, sec),
-			Wall: div(float64(n)/1e9, wall), Share: div(sec, wall)}
+			Wall: div(float64(n)/1e9, wall), Share: div(sec, wall), Occupied: div(a.Busy-before[i].Busy, wall)}
 	}
 	return out
 }
