@@ -86,7 +86,6 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 			}
 			host = nil
 		}
-		host = nil
 	} else if len(lz4) > 0 {
 		if err := b.do(ctx, func() error { return b.decompress(c, s, d, backends.CodecLZ4, lz4) }); err != nil {
 			return err

@@ -17,6 +17,9 @@ func (b *Backend) Trace() (stage, submit, wait, finish time.Duration) {
 	return t[0], t[1], t[2], t[4]
 }
 
+// Untimed is how many pieces the breakdown could not time, and why.
+func (b *Backend) Untimed() (int64, any) { return b.stages.untimed.Load(), b.stages.lastErr.Load() }
+
 // TimeUnpack times s4d_unpack's parts on the first slot's worth of d's
 // LZ4 pages: the upload, the kernel and the download, each repeated reps
 // times on its own.

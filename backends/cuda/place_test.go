@@ -86,8 +86,13 @@ func TestPlaceIntoStore(t *testing.T) {
 				clear(dst)
 				_, err = store.View(0, "p", keys, nil, res, func(st []backends.Stored) error {
 					d := &backends.Decompression{PageSize: ps, Src: st, Dst: dst}
+					before := stageBytes(b)
 					if err := eng.Decompress(context.Background(), d); err != nil {
 						return err
+					}
+					// Into registered memory every page comes down from the GPU.
+					if down := stageBytes(b)["download"] - before["download"]; eng == b && down < int64(len(dst)) {
+						t.Fatalf("%v pinned %v: %d bytes came down for %d bytes of pages", codec, pinned, down, len(dst))
 					}
 					for i, f := range d.Failed {
 						if f {
@@ -105,6 +110,9 @@ func TestPlaceIntoStore(t *testing.T) {
 			}
 		}
 	}
+	if n, why := b.Untimed(); n > 0 {
+		t.Errorf("%d pieces untimed: %v", n, why)
+	}
 	var up, down int64
 	for _, s := range b.Stages() {
 		t.Logf("stage %-8s %8.4f s %12d bytes", s.Name, s.Seconds, s.Bytes)
@@ -118,6 +126,14 @@ func TestPlaceIntoStore(t *testing.T) {
 	if up == 0 || down == 0 {
 		t.Fatal("the stage breakdown counted no transfers")
 	}
+}
+
+func stageBytes(b backends.Staged) map[string]int64 {
+	m := map[string]int64{}
+	for _, s := range b.Stages() {
+		m[s.Name] = s.Bytes
+	}
+	return m
 }
 
 // Into registered memory every page of a batch is written by the GPU:

@@ -33,6 +33,9 @@ type stageClock struct {
 
 	mu   sync.Mutex
 	busy [stDownload + 1]unionTime
+
+	untimed atomic.Int64 // pieces whose events could not be read
+	lastErr atomic.Value // why, the last time
 }
 
 func (c *stageClock) add(st int, seconds float64, bytes int) {
@@ -132,6 +135,8 @@ func (b *Backend) account(t *slotTimes, up, down int) {
 	for i := range at {
 		s, err := b.drv.Elapsed(b.stages.epoch, t[i])
 		if err != nil {
+			b.stages.untimed.Add(1)
+			b.stages.lastErr.Store(err.Error())
 			return
 		}
 		at[i] = s
@@ -147,6 +152,7 @@ func (b *Backend) accountSpan(st int, from, to cuEvent, bytes int) {
 	f, err1 := b.drv.Elapsed(b.stages.epoch, from)
 	t, err2 := b.drv.Elapsed(b.stages.epoch, to)
 	if err1 != nil || err2 != nil {
+		b.stages.untimed.Add(1)
 		return
 	}
 	b.stages.add(st, t-f, bytes)
