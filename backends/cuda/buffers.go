@@ -80,7 +80,7 @@ type config struct {
 	dtemp           devptr
 	temp            int // bytes allocated at dtemp; grown on first use of a codec
 	lay             layout
-	slots           [numSlots]*slot
+	slots           []*slot
 	idle            chan *slot // slots no batch holds
 	lastNv          cuEvent    // the last slot's nvCOMP call queued (worker only)
 	slotBytes       int64      // device bytes of all slots, without scratch
@@ -191,18 +191,19 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 			c.temps[qi] = t
 		}
 		c.pages, c.lay = p, newLayout(p)
-		c.slotBytes = numSlots * (int64(p)*int64(pageSize+2*c.stride) + int64(c.lay.total) + 3*256)
+		c.slotBytes = int64(b.numSlots) * (int64(p)*int64(pageSize+2*c.stride) + int64(c.lay.total) + 3*256)
 		need := c.slotBytes + int64(max(c.temps[0], c.temps[1]))
 		if need <= b.limit {
 			break
 		}
 		if p/2 < minSlotPages {
 			return nil, fmt.Errorf("cuda: gpu memory limit of %d bytes is too small: %d-byte pages need at least %d bytes (%d slots of %d pages)",
-				b.limit, pageSize, need, numSlots, p)
+				b.limit, pageSize, need, b.numSlots, p)
 		}
 	}
 	d := &b.drv
-	c.idle = make(chan *slot, numSlots)
+	c.idle = make(chan *slot, b.numSlots)
+	c.slots = make([]*slot, b.numSlots)
 	for i := range c.slots {
 		s := &slot{}
 		c.slots[i] = s

@@ -40,6 +40,7 @@ const (
 	minDriver       = 12000 // CUDA 12.0, the oldest driver nvCOMP 5 runs on
 	ptxEnv          = "S4D_CUDA_PTX"
 	slotEnv         = "S4D_CUDA_SLOT_MIB" // tuning: MiB of pages per slot
+	slotsEnv        = "S4D_CUDA_SLOTS"    // tuning: how many slots
 	nvcompEnv       = "S4D_NVCOMP_LIB"
 	lz4Env          = "S4D_CUDA_LZ4" // "nvcomp": LZ4 by nvCOMP even where s4d_lz4 applies (comparisons)
 )
@@ -91,6 +92,7 @@ type Backend struct {
 	fLZ4, fCRC, fUnpack, fPlace, fFetch                  cuFunc
 	limit                                                int64
 	slotBytes                                            int     // bytes of pages per slot
+	numSlots                                             int     // pieces in flight (numSlots, or S4D_CUDA_SLOTS)
 	cfg                                                  *config // buffers for the current page size
 	ownLZ4                                               bool    // LZ4 by our kernel (s4d_lz4), not nvCOMP
 
@@ -110,7 +112,10 @@ func Open(o backends.Options) (*Backend, error) {
 		o.PageSize = 4096
 	}
 	b := &Backend{opts: o, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
-	b.slotBytes = slotBytes
+	b.slotBytes, b.numSlots = slotBytes, numSlots
+	if v, err := strconv.Atoi(os.Getenv(slotsEnv)); err == nil && v > 0 && v <= 64 {
+		b.numSlots = v
+	}
 	b.ownLZ4 = os.Getenv(lz4Env) != "nvcomp"
 	if v, err := strconv.Atoi(os.Getenv(slotEnv)); err == nil && v > 0 && v <= 1024 {
 		b.slotBytes = v << 20
@@ -248,7 +253,7 @@ func (b *Backend) setup() error {
 		return err
 	}
 	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d slots of %d pages, nvCOMP scratch %v",
-		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, numSlots, b.cfg.pages, b.cfg.temps)
+		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, b.numSlots, b.cfg.pages, b.cfg.temps)
 	if b.ownLZ4 {
 		b.describe += ", LZ4 by s4d_lz4 for pages up to 4 KiB"
 	}

@@ -242,14 +242,20 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 	}
 	t2 := time.Now()
 	if err == nil {
-		err = b.onThread(func() error { return b.drv.Sync(s.s) })
+		// The events are read with the context current, on this thread.
+		err = b.onThread(func() error {
+			if err := b.drv.Sync(s.s); err != nil {
+				return err
+			}
+			b.account(&s.times, used+16*m, m*ps+4*m)
+			return nil
+		})
 	}
 	if err != nil {
 		b.onThread(func() error { return b.drv.Sync(s.s) }) // the slot is reused only once idle
 		return err
 	}
 	t3 := time.Now()
-	b.account(&s.times, used+16*m, m*ps+4*m)
 	status := u32s(s.harr, l.status, m)
 	parallelFor(m, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
