@@ -27,6 +27,12 @@ print("ready", flush=True); time.sleep(600)' >"$OUT/py.log" 2>&1 &
 	OWNPY=1
 	for _ in $(seq 60); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
 fi
+# STAGES=1: first the engine as the daemon runs it, in the bench process
+# (--inproc --store), with its stage breakdown in $OUT/stages.json.
+if [ -n "${STAGES:-}" ]; then
+	"$CARRY"/s4d bench --inproc --store --backend cuda --codec lz4 --from-pid $PY --max-bytes ${MAX_BYTES:-256M} \
+		--clients ${CLIENTS%% *} --batch $BATCH --repeat ${REPEAT:-2} --json >"$OUT/stages.json" 2>>"$OUT/bench.log"
+fi
 SOCK=/tmp/s4d-e2e.sock
 "$CARRY"/s4d daemon --socket $SOCK --backend "$BACKEND" --log-level info ${PROFILE:+--cpuprofile "$OUT/daemon.prof"} ${DAEMON_ARGS:-} >"$OUT/daemon.log" 2>&1 &
 D=$!
