@@ -152,6 +152,9 @@ func TestColdCtl(t *testing.T) {
 	if out := d.mustCtl("stats"); !strings.Contains(out, "cold pages: recompressed") {
 		t.Fatalf("stats: %q", out)
 	}
+	if f := strings.Fields(d.mustCtl("stats", "--output", "recompressed,recompress-saved", "--bytes", "--noheadings")); len(f) != 2 || f[0] == "0" || f[1] == "0" {
+		t.Fatalf("stats --output recompressed,recompress-saved: %q", f)
+	}
 	if out, err := d.ctl("recompress"); err == nil || !strings.Contains(out, "--idle AGE, --huge, or both") {
 		t.Fatalf("recompress without a choice: %v %q", err, out)
 	}

@@ -149,3 +149,12 @@ func printRecompress(w io.Writer, prefix string, r *ipc.RecompressResult) {
 	}
 	fmt.Fprintln(w)
 }
+
+// recompressed is STATS's recompression totals, zero from a daemon that
+// has none to report.
+func recompressed(s *ipc.Stats) *ipc.RecompressStats {
+	if s.Recompress == nil {
+		return &ipc.RecompressStats{}
+	}
+	return s.Recompress
+}

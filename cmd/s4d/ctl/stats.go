@@ -38,6 +38,8 @@ var storeTable = &table[*ipc.Stats]{
 		{"NO-SPACE", "pages refused by the memory limit", count, func(s *ipc.Stats) any { return s.IO.NoSpace }},
 		{"FALLBACKS", "batches redone on another engine", count, func(s *ipc.Stats) any { return s.IO.Fallbacks }},
 		{"CHECKSUM-ERRORS", "stored pages that failed their checksum", count, func(s *ipc.Stats) any { return s.IO.ChecksumErrors }},
+		{"RECOMPRESSED", "pages recompressed (s4d ctl recompress, recompress-every)", count, func(s *ipc.Stats) any { return recompressed(s).PagesKept }},
+		{"RECOMPRESS-SAVED", "stored bytes recompression saved", size, func(s *ipc.Stats) any { return recompressed(s).BytesSaved }},
 		{"BACKEND", "engine in use", text, func(s *ipc.Stats) any { return inUse(s) }},
 		{"PAGE-SIZE", "page size in bytes", count, func(s *ipc.Stats) any { return uint64(s.PageSize) }},
 		{"UPTIME", "seconds since the daemon started", float, func(s *ipc.Stats) any { return s.Uptime }},
