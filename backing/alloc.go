@@ -146,3 +146,26 @@ func (a *allocator) endCheckpoint(ok bool) {
 	}
 	a.releasing = a.releasing[:0]
 }
+
+// Sparse returns a test for objects that lie on a block holding fewer
+// than maxLive live bytes: moving those objects elsewhere frees the
+// blocks. The blocks are noted now; the test needs no lock.
+func (bf *File) Sparse(maxLive int) func(off uint64, size int) bool {
+	bf.mu.Lock()
+	set := make([]uint64, (len(bf.a.live)+63)/64)
+	for b, w := range bf.a.live {
+		if w != 0 && w < markQuarantine && int(w) < maxLive {
+			set[b/64] |= 1 << (b % 64)
+		}
+	}
+	bf.mu.Unlock()
+	return func(off uint64, size int) bool {
+		end := off + uint64(size)
+		for b := off / BlockSize; b*BlockSize < end; b++ {
+			if b/64 < uint64(len(set)) && set[b/64]&(1<<(b%64)) != 0 {
+				return true
+			}
+		}
+		return false
+	}
+}

@@ -42,6 +42,7 @@ func (bf *File) Place(sizes []int) *Batch {
 			// Whole blocks of the run left unused stay free.
 			b.runs = append(b.runs, run{block: first, buf: alignedBuf(int(last-first) * BlockSize)})
 		}
+		runStart = cur
 	}
 	left := 0
 	for _, s := range sizes {

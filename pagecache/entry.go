@@ -31,5 +31,6 @@ func (e entry) withHandle(h handle) entry { return e&^0xFFFFFFFF | entry(h) }
 // objSize is the arena object's size: checksum and stored bytes.
 func (e entry) objSize() int { return checksumSize + e.size() }
 
-// hasObject says whether the page holds arena memory.
-func (e entry) hasObject() bool { return e.class() != backends.ClassZero }
+// hasObject says whether the page holds arena memory (not a zero page,
+// not on the backing file).
+func (e entry) hasObject() bool { return e.class() != backends.ClassZero && e>>63 == 0 }

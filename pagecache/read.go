@@ -24,7 +24,7 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 		return out, scratch, err
 	}
 	out = out[:0]
-	need := 0
+	need, onFile := 0, 0
 	w := p.ix.walk(false)
 	for i, key := range keys {
 		e, ok := w.at(key).getTouch(key) // a read: the page's age starts again
@@ -33,6 +33,9 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 			res[i] = NotFound
 		} else if e.hasObject() {
 			need += e.objSize()
+		} else if e.onFile() {
+			res[i] = pendingRead
+			onFile++
 		}
 		// Park the entry in Fill until the bytes are copied.
 		out = append(out, backends.Stored{Class: e.class(), Fill: uint64(e)})
@@ -50,6 +53,9 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 		}
 	}
 	inParallel(len(out), 256, func(lo, hi int) { s.copyChecked(out, res, lo, hi) })
+	if onFile > 0 {
+		s.readBack(out, res) // writeback.go
+	}
 	return out, scratch, nil
 }
 
@@ -57,6 +63,9 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 // them and checks their checksums. The caller holds the read lock.
 func (s *Store) copyChecked(out []backends.Stored, res []Result, lo, hi int) {
 	for i := lo; i < hi; i++ {
+		if res[i] == pendingRead {
+			continue // on the file: read after
+		}
 		e := entry(out[i].Fill)
 		out[i].Fill = 0
 		if res[i] != OK || !e.hasObject() {
@@ -99,6 +108,9 @@ func (s *Store) View(uid uint32, name string, keys []uint64, out []backends.Stor
 	} else {
 		inParallel(len(keys), 128, func(lo, hi int) { s.findInPlace(p, keys, out, res, lo, hi) })
 	}
+	if s.cold != nil {
+		s.readBack(out, res) // writeback.go
+	}
 	err = fn(out)
 	clear(out) // no references into the arena outlive the lock
 	return out, err
@@ -115,6 +127,10 @@ func (s *Store) findInPlace(p *pool, keys []uint64, out []backends.Stored, res [
 		res[i] = OK
 		if !ok {
 			res[i] = NotFound
+			continue
+		}
+		if e.onFile() {
+			res[i], out[i].Fill = pendingRead, uint64(e)
 			continue
 		}
 		if !e.hasObject() {

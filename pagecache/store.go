@@ -31,6 +31,9 @@ const checksumSize = 4
 
 // object returns the stored bytes of e after checking their checksum.
 func (s *Store) object(e entry) ([]byte, bool) {
+	if e.onFile() {
+		return s.fileObject(e) // writeback.go
+	}
 	obj := s.arena.bytes(e.handle(), e.objSize())
 	data := obj[checksumSize:]
 	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, backends.Castagnoli)
@@ -71,6 +74,7 @@ type Store struct {
 	compacted uint64
 	limits    Limits
 	users     map[uint32]*user
+	cold      *cold // the backing file, if any (writeback.go)
 }
 
 type pool struct {
@@ -252,28 +256,9 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 		s.mu.Unlock()
 		return err
 	}
-	owner := s.user(p.uid)
-	w := p.ix.walk(false)
-	for i, key := range keys {
-		size := int(c.Size[i])
-		if q := s.limits.BytesPerUser; q > 0 && owner.bytes+uint64(size) > q {
-			// The page it would replace counts as freed.
-			if old, ok := w.at(key).get(key); !ok || owner.bytes-uint64(old.size())+uint64(size) > q {
-				res[i] = OverQuota
-				continue
-			}
-		}
-		if c.Class[i] != backends.ClassZero {
-			if sc.h[i], sc.buf[i], err = s.arena.alloc(checksumSize + size); err != nil {
-				res[i] = NoSpace
-				continue
-			}
-		}
-		// Counted from now, so limits and quotas see it.
-		s.account(p, makeEntry(sc.h[i], size, c.Class[i], backend), +1)
-		res[i] = OK
+	if short := s.reserve(p, keys, c, backend, sc, res, false); short > 0 && s.cold != nil {
+		s.roomFor(p, keys, c, backend, sc, res, short) // writeback.go
 	}
-	w.done()
 	s.memMax = max(s.memMax, s.arena.used)
 	s.mu.Unlock()
 
@@ -292,7 +277,7 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 
 	// Entries go in under their shards' locks only; the pages they
 	// replace are freed under the store's lock afterwards.
-	w = p.ix.walk(true)
+	w := p.ix.walk(true)
 	for i, key := range keys {
 		if res[i] != OK {
 			continue
@@ -310,6 +295,40 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// reserve checks each page of a Put against the quota and reserves its
+// arena slot, counting it; with retry, only pages refused for space
+// before. It returns the bytes refused for space. Under the store's lock.
+func (s *Store) reserve(p *pool, keys []uint64, c *backends.Compressed, backend uint8, sc *putScratch, res []Result, retry bool) (short uint64) {
+	var err error
+	owner := s.user(p.uid)
+	w := p.ix.walk(false)
+	for i, key := range keys {
+		if retry && res[i] != NoSpace {
+			continue
+		}
+		size := int(c.Size[i])
+		if q := s.limits.BytesPerUser; q > 0 && owner.bytes+uint64(size) > q {
+			// The page it would replace counts as freed.
+			if old, ok := w.at(key).get(key); !ok || owner.bytes-uint64(old.size())+uint64(size) > q {
+				res[i] = OverQuota
+				continue
+			}
+		}
+		if c.Class[i] != backends.ClassZero {
+			if sc.h[i], sc.buf[i], err = s.arena.alloc(checksumSize + size); err != nil {
+				res[i] = NoSpace
+				short += uint64(checksumSize + size)
+				continue
+			}
+		}
+		// Counted from now, so limits and quotas see it.
+		s.account(p, makeEntry(sc.h[i], size, c.Class[i], backend), +1)
+		res[i] = OK
+	}
+	w.done()
+	return short
 }
 
 // putScratch holds a Put's batch, checksums and reserved slots between
@@ -377,6 +396,8 @@ func checksums(b *backends.Batch, c *backends.Compressed, sums []uint32, lo, hi 
 func (s *Store) forget(p *pool, e entry) {
 	if e.hasObject() {
 		s.arena.free(e.handle())
+	} else if e.onFile() {
+		s.cold.free(e)
 	}
 	s.account(p, e, -1)
 }
@@ -446,7 +467,7 @@ func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) (
 			continue
 		}
 		pi := PageInfo{Class: e.class(), Size: e.size(), Backend: s.backendName(e.backend())}
-		if e.hasObject() {
+		if e.hasObject() || e.onFile() {
 			obj, ok := s.object(e)
 			if !ok {
 				out[i].Result = Corrupt

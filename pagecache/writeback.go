@@ -1,0 +1,432 @@
+package pagecache
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backing"
+)
+
+// The cold tier moves pages between the arena and a backing file. An
+// entry with bit 63 set lives on the file: its handle counts the file's
+// units to its object, which is the arena object as it was (checksum,
+// then stored bytes), packed among others. Its size, class and backend
+// bits keep their meaning, and the idle bits are left to the tracker.
+//
+// A move copies objects out under the store's lock, writes them without
+// it, and then swaps each entry only if it is still the one copied: a
+// page replaced, deleted or moved by compaction meanwhile keeps its new
+// state, and its copy on the file is freed. Nothing is lost on an error:
+// the pages stay where they were.
+
+const (
+	onFileBit = entry(1) << 63
+	idleBits  = entry(0x7F) << 56
+	keepBits  = entry(0xFFFFFF) << 32 // size, class and backend
+	// pendingRead marks, between finding and reading, a page View found
+	// on the file; callers never see it.
+	pendingRead Result = 0xFE
+	// A round moves at most this many bytes of objects, so that the
+	// buffers it holds stay small; under pressure it moves at least
+	// roundMin, so that each write is large.
+	roundMax = 8 << 20
+	roundMin = 2 << 20
+)
+
+func (e entry) onFile() bool { return e&onFileBit != 0 }
+
+// coldness ranks pages for writeback under pressure: larger goes first.
+// It is the place for the idle tracker's age of a page; while every page
+// counts the same, the sparsest slabs go first (most memory freed per
+// byte written), then in slab order from a moving cursor.
+var coldness = func(e entry) uint32 { return 0 }
+
+// idle says whether a page counts as idle for a forced writeback of idle
+// pages; the idle tracker decides (until it does, none are).
+var idle = func(e entry) bool { return false }
+
+// cold is the store's backing file and what it has done.
+type cold struct {
+	f       *backing.File
+	shift   uint32
+	persist bool
+	mu      sync.Mutex // one move at a time
+	cursor  uint32     // slab index the next pressure round starts from
+
+	pressure, forced, moved atomic.Uint64 // rounds under pressure, pages forced out, pages compacted in the file
+	pages                   atomic.Uint64 // pages written back in all
+	failures, full          atomic.Uint64 // rounds failed by an I/O error; rounds that found the file full
+	readFailures, corrupt   atomic.Uint64
+	lastErr                 atomic.Pointer[string]
+}
+
+func (c *cold) failed(err error) {
+	if errors.Is(err, backing.ErrFull) {
+		c.full.Add(1)
+	} else {
+		c.failures.Add(1)
+	}
+	msg := err.Error()
+	c.lastErr.Store(&msg)
+}
+
+func (c *cold) off(e entry) uint64 { return uint64(e.handle()) << c.shift }
+
+// free releases the file space of an entry on the file. Under the store's lock.
+func (c *cold) free(e entry) { c.f.Free(c.off(e), e.objSize()) }
+
+// Mode chooses the pages a forced writeback moves.
+type Mode uint8
+
+const (
+	All  Mode = iota // every page with stored bytes
+	Idle             // pages the idle tracker counts as idle
+	Huge             // pages stored raw
+)
+
+// ParseMode reads a mode's name.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "all":
+		return All, nil
+	case "idle":
+		return Idle, nil
+	case "huge":
+		return Huge, nil
+	}
+	return 0, fmt.Errorf("writeback mode %q: want all, idle or huge", s)
+}
+
+func (m Mode) takes(e entry) bool {
+	switch m {
+	case Huge:
+		return e.class() == backends.ClassRaw
+	case Idle:
+		return idle(e)
+	}
+	return true
+}
+
+// victim is a page picked for a move, with the entry it had.
+type victim struct {
+	p   *pool
+	key uint64
+	e   entry
+}
+
+// eachEntry calls fn for every entry of every pool, each shard read-locked
+// in turn. The caller holds the store's lock.
+func (s *Store) eachEntry(fn func(p *pool, key uint64, e entry) bool) {
+	for _, p := range s.pools {
+		for i := range p.ix {
+			sh := &p.ix[i]
+			sh.mu.RLock()
+			for _, sl := range sh.ix.slots {
+				if sl.e != 0 && !fn(p, sl.key, sl.e) {
+					sh.mu.RUnlock()
+					return
+				}
+			}
+			sh.mu.RUnlock()
+		}
+	}
+}
+
+// roomFor is Put's way past the memory limit: pages refused for space
+// (short bytes of them) are retried after writing back enough cold pages
+// to make room. Called and returning with the store's lock held.
+func (s *Store) roomFor(p *pool, keys []uint64, c *backends.Compressed, backend uint8, sc *putScratch, res []Result, short uint64) {
+	for try := 0; short > 0 && try < 3; try++ {
+		s.mu.Unlock()
+		err := s.makeRoom(short)
+		s.mu.Lock()
+		if err != nil {
+			return
+		}
+		short = s.reserve(p, keys, c, backend, sc, res, true)
+	}
+}
+
+// makeRoom writes back the pages of the coldest slabs until the arena can
+// take need more bytes under its limit.
+func (s *Store) makeRoom(need uint64) error {
+	c := s.cold
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for try := 0; ; try++ {
+		s.mu.Lock()
+		a := s.arena
+		room := uint64(0)
+		if a.limit > a.used {
+			room = a.limit - a.used
+		}
+		// Another writer made room meanwhile.
+		if room >= need+uint64(a.slabSize) {
+			s.mu.Unlock()
+			return nil
+		}
+		slabs := s.coldSlabs(max(need+uint64(a.slabSize)-room, roundMin))
+		if len(slabs) == 0 {
+			s.mu.Unlock()
+			return errors.New("nothing in the arena to write back")
+		}
+		c.pressure.Add(1)
+		set := make([]bool, len(a.slabs))
+		for _, idx := range slabs {
+			set[idx] = true
+		}
+		vs := s.pick(func(e entry) bool { return e.hasObject() && set[e.handle()>>slotBits] }, 1<<62)
+		_, err := s.moveOut(vs, func() { s.undrain(slabs) })
+		if errors.Is(err, backing.ErrFull) && try == 0 {
+			// Space held for the last checkpoint, or scattered among
+			// sparse blocks, may be had back.
+			if cerr := s.checkpointLocked(); cerr == nil || !c.persist {
+				s.compactFile()
+				continue
+			}
+		}
+		return err
+	}
+}
+
+// coldSlabs picks slabs to empty, coldest first, until they hold want
+// bytes, and keeps new objects out of them. Under the store's lock.
+func (s *Store) coldSlabs(want uint64) []uint32 {
+	a := s.arena
+	score := make([]uint64, len(a.slabs))
+	s.eachEntry(func(_ *pool, _ uint64, e entry) bool {
+		if e.hasObject() {
+			score[e.handle()>>slotBits] += uint64(coldness(e))
+		}
+		return true
+	})
+	var cand []uint32
+	for i, sl := range a.slabs {
+		// Same-filled pages (class 0) are smaller than their entries: not worth moving.
+		if sl != nil && !sl.draining && sl.class != 0 && sl.used > 0 {
+			cand = append(cand, uint32(i))
+		}
+	}
+	n := uint32(len(a.slabs))
+	cur := s.cold.cursor
+	slices.SortFunc(cand, func(x, y uint32) int {
+		sx, sy := score[x]/uint64(a.slabs[x].used), score[y]/uint64(a.slabs[y].used)
+		if sx != sy {
+			return cmpU(sy, sx)
+		}
+		if ux, uy := a.slabs[x].used, a.slabs[y].used; ux != uy {
+			return int(ux) - int(uy)
+		}
+		return cmpU(uint64((x-cur+n)%n), uint64((y-cur+n)%n))
+	})
+	var out []uint32
+	var got uint64
+	for _, idx := range cand {
+		if got >= want {
+			break
+		}
+		sl := a.slabs[idx]
+		sl.draining = true
+		if sl.partial >= 0 {
+			a.unlist(idx)
+		}
+		out = append(out, idx)
+		got += uint64(a.slabSize)
+		s.cold.cursor = idx + 1
+	}
+	return out
+}
+
+func cmpU(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// undrain lets slabs that kept objects take new ones again.
+func (s *Store) undrain(slabs []uint32) {
+	a := s.arena
+	for _, idx := range slabs {
+		if sl := a.slabs[idx]; sl != nil && sl.draining {
+			sl.draining = false
+			if sl.partial < 0 && int(sl.used) < a.slotsPer(int(sl.class)) {
+				a.list(idx)
+			}
+		}
+	}
+}
+
+// pick lists the pages fn takes, up to max bytes of objects. Under the store's lock.
+func (s *Store) pick(fn func(e entry) bool, limit int) []victim {
+	var vs []victim
+	total := 0
+	s.eachEntry(func(p *pool, key uint64, e entry) bool {
+		if fn(e) {
+			vs = append(vs, victim{p, key, e})
+			total += e.objSize()
+		}
+		return total < limit
+	})
+	return vs
+}
+
+// moveOut writes victims' arena objects to the file and points their
+// entries there, and says how many moved. It is called with the store's
+// lock held, drops it for the write, and returns without it; then runs
+// under the lock at the end.
+func (s *Store) moveOut(vs []victim, then func()) (int, error) {
+	c := s.cold
+	sizes := make([]int, len(vs))
+	for i, v := range vs {
+		sizes[i] = v.e.objSize()
+	}
+	b := c.f.Place(sizes)
+	for i := range b.Offs {
+		copy(b.Slot(i), s.arena.bytes(vs[i].e.handle(), vs[i].e.objSize()))
+	}
+	s.mu.Unlock()
+	var err error
+	if len(b.Offs) > 0 {
+		err = c.f.Write(b)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer then()
+	if err != nil {
+		c.f.Abandon(b)
+		err = fmt.Errorf("writing pages back to %s: %w", c.f.Path(), err)
+		c.failed(err)
+		return 0, err
+	}
+	moved := 0
+	for i, off := range b.Offs {
+		if s.swap(vs[i], off, func(old entry) { s.arena.free(old.handle()) }) {
+			moved++
+		} else {
+			c.f.Free(off, sizes[i])
+		}
+	}
+	c.pages.Add(uint64(moved))
+	if len(b.Offs) < len(vs) {
+		err = fmt.Errorf("%s: %w (%d of %d pages written back)", c.f.Path(), backing.ErrFull, len(b.Offs), len(vs))
+		c.failed(err)
+		return moved, err
+	}
+	return moved, nil
+}
+
+// swap points v's entry at off on the file if it is still the one v
+// copied, calling release with the entry it replaces. Under the store's lock.
+func (s *Store) swap(v victim, off uint64, release func(old entry)) bool {
+	if s.pools[v.p.name] != v.p {
+		return false
+	}
+	sh := &v.p.ix[shardOf(v.key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	cur, ok := sh.ix.get(v.key)
+	if !ok || cur&^idleBits != v.e&^idleBits {
+		return false
+	}
+	sh.ix.set(v.key, cur&idleBits|onFileBit|cur&keepBits|entry(off>>s.cold.shift))
+	release(cur)
+	return true
+}
+
+// Writeback moves the pages mode picks to the backing file, in rounds,
+// and says how many went and their bytes.
+func (s *Store) Writeback(mode Mode) (pages, bytes uint64, err error) {
+	c := s.cold
+	if c == nil {
+		return 0, 0, errors.New("no backing file")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s.writebackLocked(mode)
+}
+
+func (s *Store) writebackLocked(mode Mode) (pages, bytes uint64, err error) {
+	c := s.cold
+	for {
+		s.mu.Lock()
+		vs := s.pick(func(e entry) bool { return e.hasObject() && mode.takes(e) }, roundMax)
+		if len(vs) == 0 {
+			s.mu.Unlock()
+			return pages, bytes, nil
+		}
+		n, err := s.moveOut(vs, func() {})
+		pages += uint64(n)
+		for _, v := range vs[:n] {
+			bytes += uint64(v.e.objSize()) // about: which moved is not told
+		}
+		c.forced.Add(uint64(n))
+		if err != nil || n == 0 {
+			// n == 0: every page changed under us; the caller may ask again.
+			return pages, bytes, err
+		}
+	}
+}
+
+// readBack reads the pages found on the file (res pendingRead, their
+// entry in out[i].Fill), all in one batch, and checks their checksums.
+// The caller holds the store's read lock.
+func (s *Store) readBack(out []backends.Stored, res []Result) {
+	c := s.cold
+	var idx []int
+	var rs []backing.Read
+	for i := range res {
+		if res[i] == pendingRead {
+			e := entry(out[i].Fill)
+			idx = append(idx, i)
+			rs = append(rs, backing.Read{Off: c.off(e), Len: e.objSize()})
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	c.f.ReadBatch(rs)
+	for k, i := range idx {
+		out[i].Fill = 0
+		res[i] = checkObject(rs[k].Data, rs[k].Err, &out[i])
+		if res[i] == Failed {
+			c.readFailures.Add(1)
+		}
+	}
+}
+
+// checkObject checks an object read from the file and points st at it.
+func checkObject(obj []byte, err error, st *backends.Stored) Result {
+	if err != nil {
+		return Failed
+	}
+	data := obj[checksumSize:len(obj):len(obj)]
+	if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
+		return Corrupt
+	}
+	st.Data = data
+	if st.Class == backends.ClassSame {
+		st.Fill = binary.LittleEndian.Uint64(data)
+	}
+	return OK
+}
+
+// fileObject reads one page's object from the file, checked.
+func (s *Store) fileObject(e entry) ([]byte, bool) {
+	rs := []backing.Read{{Off: s.cold.off(e), Len: e.objSize()}}
+	s.cold.f.ReadBatch(rs)
+	var st backends.Stored
+	if checkObject(rs[0].Data, rs[0].Err, &st) != OK {
+		return nil, false
+	}
+	return st.Data, true
+}

@@ -1,0 +1,354 @@
+package pagecache
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/backing"
+)
+
+// backingFile makes a zeroed file of size bytes where O_DIRECT works, or
+// skips saying why it cannot.
+func backingFile(t *testing.T, size int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "backing")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(p, size)
+	f, err := os.OpenFile(p, os.O_RDWR|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Skipf("%s does not take O_DIRECT (%v): set TMPDIR to a disk filesystem", dir, err)
+	}
+	f.Close()
+	return p
+}
+
+func withBacking(t *testing.T, s *Store, path string, persist bool) int {
+	t.Helper()
+	f, idx, err := backing.Open(path, s.PageSize(), persist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	n, err := s.AttachBacking(f, idx, persist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func putOK(t *testing.T, s *Store, uid uint32, pool string, keys []uint64, pages []byte) {
+	t.Helper()
+	b, c := fill(t, pages, s.PageSize())
+	res := make([]Result, len(keys))
+	if err := s.Put(uid, pool, keys, b, c, s.BackendID("cpu"), res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r != OK {
+			t.Fatalf("put key %d: %v", keys[i], r)
+		}
+	}
+}
+
+// viewAll reads keys through View, the daemon's path, decoding each page.
+func viewAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64) ([]byte, []Result) {
+	t.Helper()
+	ps := s.PageSize()
+	cb, _ := cpu.New(backends.Options{})
+	out := make([]byte, len(keys)*ps)
+	res := make([]Result, len(keys))
+	_, err := s.View(uid, pool, keys, nil, res, func(st []backends.Stored) error {
+		for i := range st {
+			if res[i] == OK && !cb.DecodePage(st[i], out[i*ps:(i+1)*ps]) {
+				t.Errorf("key %d does not decode", keys[i])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, res
+}
+
+func checkAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64, want []byte) {
+	t.Helper()
+	for _, read := range []func(*testing.T, *Store, uint32, string, []uint64) ([]byte, []Result){getAll, viewAll} {
+		got, res := read(t, s, uid, pool, keys)
+		for i := range keys {
+			ps := s.PageSize()
+			if res[i] != OK || !bytes.Equal(got[i*ps:(i+1)*ps], want[i*ps:(i+1)*ps]) {
+				t.Fatalf("key %d: %v, or other bytes", keys[i], res[i])
+			}
+		}
+	}
+}
+
+// Under the memory limit, pages go to the file instead of being refused,
+// and all come back.
+func TestWritebackUnderPressure(t *testing.T) {
+	const ps = 4096
+	// A batch's own pages cannot make room for each other: the limit
+	// holds a batch in every size class.
+	limit := uint64(128 * ps * slabPages)
+	s := New(ps, limit)
+	withBacking(t, s, backingFile(t, 64<<20), false)
+	const n = 6000
+	pages := corpus.Pages(corpus.Mixed, n, ps, 5)
+	for lo := 0; lo < n; lo += 250 {
+		putOK(t, s, 3, "p", keysFrom(uint64(lo), 250), pages[lo*ps:(lo+250)*ps])
+		if s.arena.used > limit {
+			t.Fatalf("arena %d over the limit %d", s.arena.used, limit)
+		}
+	}
+	cs, _ := s.ColdStats()
+	if cs.Pages == 0 || cs.PressureRounds == 0 || cs.Writes == 0 {
+		t.Fatalf("nothing written back: %+v", cs)
+	}
+	// Packed: fewer bytes written than a block per page.
+	if cs.BytesWritten >= cs.PagesWritten*backing.BlockSize {
+		t.Fatalf("%d bytes written for %d pages", cs.BytesWritten, cs.PagesWritten)
+	}
+	checkAll(t, s, 3, "p", keysFrom(0, n), pages)
+	if cs, _ := s.ColdStats(); cs.Reads == 0 || cs.Reads >= cs.PagesRead {
+		t.Fatalf("reads not batched: %d I/Os for %d pages", cs.Reads, cs.PagesRead)
+	}
+	// Overwrites and deletes free the file's space.
+	before, _ := s.ColdStats()
+	res := make([]Result, n)
+	if err := s.Del(3, "p", keysFrom(0, n/2), res); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := s.ColdStats(); after.Pages >= before.Pages || after.FreeBytes <= before.FreeBytes {
+		t.Fatalf("deleting did not free the file: %d -> %d pages", before.Pages, after.Pages)
+	}
+	checkAll(t, s, 3, "p", keysFrom(n/2, n/2), pages[n/2*ps:])
+	if st := s.Stats(); st.Pages != n/2 {
+		t.Fatalf("%d pages counted, want %d", st.Pages, n/2)
+	}
+	// Inspect reads a page on the file too.
+	infos, _ := s.Inspect(3, "p", keysFrom(n/2, n/2), true)
+	for _, in := range infos {
+		if in.Result != OK || in.Class != backends.ClassZero && len(in.Data) != in.Size {
+			t.Fatalf("inspect: %+v", in)
+		}
+	}
+}
+
+// PUTs are refused only once the file is full too; what was stored stays.
+func TestWritebackFileFull(t *testing.T) {
+	const ps = 4096
+	s := New(ps, uint64(4*ps*slabPages))
+	withBacking(t, s, backingFile(t, 128*backing.BlockSize), false)
+	pages := corpus.Pages(corpus.Random, 400, ps, 6)
+	res := make([]Result, 400)
+	for lo := 0; lo < 400; lo += 16 {
+		b, c := fill(t, pages[lo*ps:(lo+16)*ps], ps)
+		if err := s.Put(1, "p", keysFrom(uint64(lo), 16), b, c, 0, res[lo:lo+16]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok := 0
+	for _, r := range res {
+		if r == OK {
+			ok++
+		} else if r != NoSpace {
+			t.Fatalf("result %v", r)
+		}
+	}
+	// 4 slabs of 16 raw pages in RAM, 125 blocks of file: about 188 pages.
+	if ok < 150 || ok == 400 {
+		t.Fatalf("%d of 400 pages stored", ok)
+	}
+	var keys []uint64
+	var want []byte
+	for i, r := range res {
+		if r == OK {
+			keys = append(keys, uint64(i))
+			want = append(want, pages[i*ps:(i+1)*ps]...)
+		}
+	}
+	checkAll(t, s, 1, "p", keys, want)
+	if cs, _ := s.ColdStats(); cs.FullRounds == 0 || cs.LastError == "" {
+		t.Fatalf("file full not counted: %+v", cs)
+	}
+}
+
+// A planned stop writes everything out; a new store restores it all,
+// owners and zero pages included.
+func TestPersistRestore(t *testing.T) {
+	const ps = 4096
+	path := backingFile(t, 16<<20)
+	s := New(ps, 0)
+	withBacking(t, s, path, true)
+	pages := corpus.Pages(corpus.Mixed, 500, ps, 7)
+	copy(pages[10*ps:11*ps], make([]byte, ps)) // a zero page
+	putOK(t, s, 42, "mine", keysFrom(100, 500), pages)
+	putOK(t, s, 0, "root", keysFrom(0, 20), pages[:20*ps])
+	if _, err := s.PersistAll(); err != nil {
+		t.Fatal(err)
+	}
+	if s.arena.used != 0 {
+		t.Fatalf("%d bytes left in RAM after a planned stop", s.arena.used)
+	}
+
+	s2 := New(ps, 0)
+	if n := withBacking(t, s2, path, true); n != 520 {
+		t.Fatalf("restored %d pages, want 520", n)
+	}
+	checkAll(t, s2, 42, "mine", keysFrom(100, 500), pages)
+	checkAll(t, s2, 0, "root", keysFrom(0, 20), pages[:20*ps])
+	if _, err := s2.PoolInfo(7, "mine"); err != ErrPermission {
+		t.Fatalf("owner not restored: %v", err)
+	}
+	if a, b := s.Stats(), s2.Stats(); a.Pages != b.Pages || a.ComprDataSize != b.ComprDataSize || a.ZeroPages != b.ZeroPages {
+		t.Fatalf("stats differ: %+v / %+v", a, b)
+	}
+}
+
+// After a crash, the last checkpoint's pages come back as they were then,
+// though pages were replaced and deleted (and their space freed) since.
+func TestCrashRestoresCheckpoint(t *testing.T) {
+	const ps = 4096
+	path := backingFile(t, 16<<20)
+	s := New(ps, 0)
+	withBacking(t, s, path, true)
+	v1 := corpus.Pages(corpus.Mixed, 300, ps, 8)
+	putOK(t, s, 1, "p", keysFrom(0, 300), v1)
+	if _, _, err := s.Writeback(All); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	v2 := corpus.Pages(corpus.Text, 300, ps, 9)
+	putOK(t, s, 1, "p", keysFrom(0, 300), v2)
+	res := make([]Result, 300)
+	s.Del(1, "p", keysFrom(0, 100), res)
+	if _, _, err := s.Writeback(All); err != nil { // reuses freed space if it may
+		t.Fatal(err)
+	}
+	// Crash: no PersistAll.
+	s2 := New(ps, 0)
+	if n := withBacking(t, s2, path, true); n != 300 {
+		t.Fatalf("restored %d pages, want 300", n)
+	}
+	checkAll(t, s2, 1, "p", keysFrom(0, 300), v1)
+}
+
+func TestCompactFile(t *testing.T) {
+	const ps = 4096
+	s := New(ps, 0)
+	withBacking(t, s, backingFile(t, 16<<20), false)
+	pages := corpus.Pages(corpus.Text, 2000, ps, 11)
+	putOK(t, s, 1, "p", keysFrom(0, 2000), pages)
+	if _, _, err := s.Writeback(All); err != nil {
+		t.Fatal(err)
+	}
+	res := make([]Result, 1)
+	for k := uint64(0); k < 2000; k += 3 {
+		s.Del(1, "p", []uint64{k}, res)
+		s.Del(1, "p", []uint64{k + 1}, res)
+	}
+	before, _ := s.ColdStats()
+	moved, err := s.CompactFile()
+	if err != nil || moved == 0 {
+		t.Fatalf("compaction moved %d: %v", moved, err)
+	}
+	after, _ := s.ColdStats()
+	if after.FreeBytes <= before.FreeBytes || after.Pages != before.Pages {
+		t.Fatalf("compaction: free %d -> %d, pages %d -> %d", before.FreeBytes, after.FreeBytes, before.Pages, after.Pages)
+	}
+	var keys []uint64
+	var want []byte
+	for k := 2; k < 2000; k += 3 {
+		keys = append(keys, uint64(k))
+		want = append(want, pages[k*ps:(k+1)*ps]...)
+	}
+	checkAll(t, s, 1, "p", keys, want)
+}
+
+// Puts, reads, deletes, forced writebacks and both compactions at once:
+// every page read is a version that was put, and the counts add up.
+func TestWritebackConcurrent(t *testing.T) {
+	const ps, n = 4096, 200
+	s := New(ps, uint64(96*ps*slabPages))
+	withBacking(t, s, backingFile(t, 64<<20), false)
+	versions := make([][]byte, 3)
+	for v := range versions {
+		versions[v] = corpus.Pages(corpus.Mixed, n, ps, uint64(20+v))
+	}
+	keys := keysFrom(0, n)
+	putOK(t, s, 1, "p", keys, versions[0])
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, c := fill(t, versions[g], ps)
+			res := make([]Result, n)
+			for range 8 {
+				if err := s.Put(1, "p", keys, b, c, 0, res); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Add(1)
+	go func() {
+		defer reader.Done()
+		res := make([]Result, 10)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s.Writeback(Mode(i % 3))
+			s.Compact()
+			s.CompactFile()
+			s.Del(1, "p", keys[i%n:i%n+1], res)
+			got, rs := viewAll(t, s, 1, "p", keys[:64])
+			for k := range 64 {
+				if rs[k] != OK {
+					continue
+				}
+				page := got[k*ps : (k+1)*ps]
+				if !bytes.Equal(page, versions[0][k*ps:(k+1)*ps]) && !bytes.Equal(page, versions[1][k*ps:(k+1)*ps]) && !bytes.Equal(page, versions[2][k*ps:(k+1)*ps]) {
+					t.Errorf("key %d: bytes of no version", k)
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	reader.Wait()
+	st := s.Stats()
+	var stored uint64
+	s.pools["p"].ix.each(func(_ uint64, e *entry) { stored += uint64(e.size()) })
+	if st.ComprDataSize != stored {
+		t.Fatalf("%d bytes counted, %d stored", st.ComprDataSize, stored)
+	}
+	onFile := uint64(0)
+	s.pools["p"].ix.each(func(_ uint64, e *entry) {
+		if e.onFile() {
+			onFile++
+		}
+	})
+	if cs, _ := s.ColdStats(); cs.Pages != onFile {
+		t.Fatalf("the file holds %d objects, %d entries point there", cs.Pages, onFile)
+	}
+}
