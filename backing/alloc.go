@@ -24,7 +24,7 @@ type allocator struct {
 	// quarantine keeps freed blocks from reuse until a checkpoint no
 	// longer refers to them: after a crash, the last checkpoint's pages
 	// must still be where it says.
-	quarantine bool
+	quarantine  bool
 	objs, bytes uint64 // live objects and their bytes
 }
 

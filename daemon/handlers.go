@@ -59,6 +59,8 @@ func (c *conn) handle(op ipc.Op, body []byte) ([]byte, error) {
 		return c.recompress(body)
 	case ipc.OpPoolCodec: // poolcodec.go
 		return c.poolCodec(body)
+	case ipc.OpWriteback:
+		return c.writeback(body) // writeback.go
 	}
 	return nil, errorf(ipc.CodeUnknownOp, "operation %d is not known", uint8(op))
 }
@@ -396,6 +398,7 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 		Regions:  d.regionStats(uid),
 
 		IdleEpoch: d.cfg.IdleEpoch.Seconds(), Recompress: d.recompressStats(), // recompress.go
+		Backing: d.backingStats(), // writeback.go
 	}
 }
 

@@ -64,7 +64,8 @@ type Daemon struct {
 	failedWr atomic.Uint64
 	noSpace  atomic.Uint64
 	corrupt  atomic.Uint64
-	cold     coldState // recompress.go
+	cold     coldState   // recompress.go
+	back     backingSide // the backing file (persist.go)
 }
 
 // New opens the backends and the store. It does not listen yet.
@@ -108,6 +109,11 @@ func New(cfg Config) (*Daemon, error) {
 	// A GPU engine writes compressed pages straight into the store's slabs.
 	if p := d.pinners(); len(p) > 0 {
 		d.store.SetPinner(p[0])
+	}
+	if err := d.openBacking(); err != nil {
+		unix.Close(d.wake)
+		set.Close()
+		return nil, err
 	}
 	d.disp = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
 	if usable := set.Usable(); len(usable) > 1 {
@@ -333,6 +339,7 @@ func (d *Daemon) shutdown() {
 		d.log.Warn("requests still running; cancelling them", "after", grace)
 	}
 	d.cancel()
+	d.stopBacking() // persist.go
 	d.set.Close()
 	d.log.Info("stopped")
 }

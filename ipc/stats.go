@@ -16,6 +16,7 @@ type Stats struct {
 	// recompression has done since the start.
 	IdleEpoch  float64          `json:"idle_epoch_seconds,omitempty"`
 	Recompress *RecompressStats `json:"recompress,omitempty"`
+	Backing    *BackingStats    `json:"bd_stat,omitempty"` // the backing file, if any (writeback.go)
 }
 
 // MemStats describes the compressed store as a whole.

@@ -131,6 +131,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(busy, io.Busy)
 	gauge(requestBytes, float64(io.RequestBytes))
 	gauge(requestBudget, float64(io.RequestBudget))
+	collectBacking(st.Backing, gauge, counter) // backing.go
 
 	for _, p := range st.Pools {
 		uid := strconv.FormatUint(uint64(p.UID), 10)

@@ -153,6 +153,27 @@ func (s *Store) roomFor(p *pool, keys []uint64, c *backends.Compressed, backend 
 	}
 }
 
+// coldPart is the most pages of one Put reserved at once when the store
+// has a backing file: pages reserved but not yet in the index cannot be
+// written back, so a batch larger than the room left must be stored in
+// parts, each making room from the ones before.
+const coldPart = 256
+
+func (s *Store) putInParts(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
+	for lo := 0; lo < len(keys); lo += coldPart {
+		hi := min(lo+coldPart, len(keys))
+		pb := b.Part(lo, hi-lo)
+		pc := backends.Compressed{Class: c.Class[lo:hi], Fill: c.Fill[lo:hi], Off: c.Off[lo:hi], Size: c.Size[lo:hi], Data: c.Data}
+		if len(c.Sum) == len(keys) {
+			pc.Sum = c.Sum[lo:hi]
+		}
+		if err := s.Put(uid, name, keys[lo:hi], &pb, &pc, backend, res[lo:hi]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // makeRoom writes back the pages of the coldest slabs until the arena can
 // take need more bytes under its limit.
 func (s *Store) makeRoom(need uint64) error {
@@ -200,16 +221,20 @@ func (s *Store) makeRoom(need uint64) error {
 func (s *Store) coldSlabs(want uint64) []uint32 {
 	a := s.arena
 	score := make([]uint64, len(a.slabs))
+	found := make([]uint16, len(a.slabs))
 	s.eachEntry(func(_ *pool, _ uint64, e entry) bool {
 		if e.hasObject() {
 			score[e.handle()>>slotBits] += uint64(coldness(e))
+			found[e.handle()>>slotBits]++
 		}
 		return true
 	})
 	var cand []uint32
 	for i, sl := range a.slabs {
-		// Same-filled pages (class 0) are smaller than their entries: not worth moving.
-		if sl != nil && !sl.draining && sl.class != 0 && sl.used > 0 {
+		// Same-filled pages (class 0) are smaller than their entries: not
+		// worth moving. A slab with slots reserved by a Put not yet in the
+		// index would not empty.
+		if sl != nil && !sl.draining && sl.class != 0 && sl.used > 0 && found[i] == sl.used {
 			cand = append(cand, uint32(i))
 		}
 	}

@@ -60,7 +60,13 @@ type Config struct {
 	// Where /metrics is served: a Unix socket path or a loopback
 	// host:port (checked by the metrics package); "" = not served.
 	MetricsListen string
-	Log           *slog.Logger
+	// Where cold pages go under memory pressure ("" = nowhere: pages are
+	// refused), whether they outlive a planned restart there, and how
+	// often a checkpoint records them against a crash (0 = never).
+	BackingFile     string
+	Persist         bool
+	CheckpointEvery time.Duration
+	Log             *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
 	Level *slog.LevelVar
 }
@@ -86,6 +92,7 @@ func Defaults() Config {
 		RecompressIdle:      30 * time.Minute,
 		RecompressHuge:      true,
 		RecompressMinSaving: 10,
+		CheckpointEvery:     time.Minute,
 	}
 }
 
@@ -108,6 +115,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validateCold(); err != nil {
 		return err
+	}
+	if c.Persist && c.BackingFile == "" {
+		return fmt.Errorf("persist needs a backing file (--backing-file)")
+	}
+	if c.CheckpointEvery < 0 {
+		return fmt.Errorf("checkpoint interval cannot be negative")
 	}
 	if c.MaxBatchPages < 1 {
 		return fmt.Errorf("max batch pages must be at least 1")

@@ -28,7 +28,7 @@ var Command = &cli.Command{
 	Name:        "ctl",
 	Usage:       "talk to a running daemon",
 	Flags:       withSocket(),
-	Subcommands: []*cli.Command{statsCommand, putCommand, getCommand, delCommand, inspectCommand, poolsCommand, compactCommand, watchCommand, idleCommand, recompressCommand, codecCommand},
+	Subcommands: []*cli.Command{statsCommand, putCommand, getCommand, delCommand, inspectCommand, poolsCommand, compactCommand, watchCommand, idleCommand, recompressCommand, codecCommand, writebackCommand},
 }
 
 // client builds a client from the innermost --socket that was set.

@@ -197,6 +197,12 @@ func printStats(w io.Writer, st *ipc.Stats, o listOpts) error {
 	if r := st.Recompress; r != nil && r.Runs > 0 {
 		printRecompress(w, "cold pages: ", r) // idle.go
 	}
+	if st.Backing != nil {
+		fmt.Fprintln(w)
+		if err := backingTable.print(w, []*ipc.BackingStats{st.Backing}, o); err != nil { // writeback.go
+			return err
+		}
+	}
 	if len(st.Regions) > 0 {
 		fmt.Fprintln(w)
 		if err := regionTable.print(w, st.Regions, o); err != nil {

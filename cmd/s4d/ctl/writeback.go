@@ -1,0 +1,72 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+var writebackCommand = &cli.Command{
+	Name:      "writeback",
+	Usage:     "move pages to the backing file now (root only)",
+	UsageText: "s4d ctl writeback [all|idle|huge|compact]",
+	Description: "all: every page with stored bytes; idle: the pages the idle tracker counts as idle;\n" +
+		"huge: pages stored raw (incompressible); compact: pack the backing file's sparse blocks\n" +
+		"together, so that their space is reused whole. The default is all.",
+	Flags: withSocket(),
+	Action: func(cx *cli.Context) error {
+		mode := ipc.WritebackAll
+		if cx.NArg() > 1 {
+			return exitcode.UsageErr(fmt.Errorf("writeback takes one mode, got %q", cx.Args().Slice()))
+		}
+		if cx.NArg() == 1 {
+			mode = cx.Args().First()
+		}
+		switch mode {
+		case ipc.WritebackAll, ipc.WritebackIdle, ipc.WritebackHuge, ipc.WritebackCompact:
+		default:
+			return exitcode.UsageErr(fmt.Errorf("writeback mode %q: want all, idle, huge or compact", mode))
+		}
+		return withClient(func(ctx context.Context, c *ipc.Client) error {
+			r, err := c.Writeback(ctx, mode)
+			if err != nil {
+				return err
+			}
+			if mode == ipc.WritebackCompact {
+				fmt.Printf("moved %d pages within the backing file\n", r.Pages)
+			} else {
+				fmt.Printf("wrote back %d pages (%s)\n", r.Pages, human(r.Bytes))
+			}
+			return nil
+		})(cx)
+	},
+}
+
+// backingTable is the backing file, one row, as zram's bd_stat and more.
+var backingTable = &table[*ipc.BackingStats]{
+	name:     "backing",
+	defaults: strings.Fields("BACKING-FILE SIZE FREE PAGES STORED READS PAGES-READ WRITES PAGES-WRITTEN READ-MEAN-US READ-P99-US FAILED FULL"),
+	columns: []column[*ipc.BackingStats]{
+		{"BACKING-FILE", "the backing file", text, func(b *ipc.BackingStats) any { return b.Path }},
+		{"SIZE", "its size", size, func(b *ipc.BackingStats) any { return b.Size }},
+		{"FREE", "bytes free for new pages", size, func(b *ipc.BackingStats) any { return b.FreeBytes }},
+		{"PAGES", "pages on the file", count, func(b *ipc.BackingStats) any { return b.Pages }},
+		{"STORED", "their bytes", size, func(b *ipc.BackingStats) any { return b.StoredBytes }},
+		{"READS", "read I/Os", count, func(b *ipc.BackingStats) any { return b.Reads }},
+		{"PAGES-READ", "pages read back", count, func(b *ipc.BackingStats) any { return b.PagesRead }},
+		{"WRITES", "write I/Os", count, func(b *ipc.BackingStats) any { return b.Writes }},
+		{"PAGES-WRITTEN", "pages written", count, func(b *ipc.BackingStats) any { return b.PagesWritten }},
+		{"READ-MEAN-US", "mean time of a read I/O", float, func(b *ipc.BackingStats) any { return b.ReadMeanUS }},
+		{"READ-P99-US", "99th percentile of a read I/O (a power of two)", count, func(b *ipc.BackingStats) any { return b.ReadP99US }},
+		{"FAILED", "writeback rounds failed by an I/O error (their pages stayed in RAM)", count, func(b *ipc.BackingStats) any { return b.Failures }},
+		{"FULL", "writeback rounds that found the file full", count, func(b *ipc.BackingStats) any { return b.FullRounds }},
+		{"PERSIST", "whether pages outlive a planned restart", text, func(b *ipc.BackingStats) any { return fmt.Sprint(b.Persist) }},
+		{"CHECKPOINTS", "checkpoints of the file's index", count, func(b *ipc.BackingStats) any { return b.Checkpoints }},
+		{"ERROR", "the last error", text, func(b *ipc.BackingStats) any { return oneLine(b.LastError) }},
+	},
+}

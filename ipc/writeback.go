@@ -1,0 +1,62 @@
+package ipc
+
+import "context"
+
+// OpWriteback moves pages to the backing file now (PROTOCOL.md, "22
+// WRITEBACK"); 20 and 21 are the idle tracker's (cold.go).
+const OpWriteback Op = 22
+
+func init() { opNames[OpWriteback] = "WRITEBACK" }
+
+// Writeback modes: which pages a WRITEBACK moves, or "compact" to pack the
+// file's sparse blocks together instead.
+const (
+	WritebackAll     = "all"
+	WritebackIdle    = "idle"
+	WritebackHuge    = "huge"
+	WritebackCompact = "compact"
+)
+
+// WritebackResult is the WRITEBACK answer, sent as JSON.
+type WritebackResult struct {
+	Mode  string `json:"mode"`
+	Pages uint64 `json:"pages"` // pages moved
+	Bytes uint64 `json:"bytes"` // their stored bytes
+}
+
+// BackingStats describes the backing file, in the manner of zram's
+// bd_stat, in STATS under "bd_stat" (absent without a backing file).
+type BackingStats struct {
+	Path         string `json:"path"`
+	Persist      bool   `json:"persist"`
+	Size         uint64 `json:"size"`
+	FreeBytes    uint64 `json:"free_bytes"`
+	Pages        uint64 `json:"pages"`        // pages on the file now (bd_count)
+	StoredBytes  uint64 `json:"stored_bytes"` // their bytes, checksums included
+	Reads        uint64 `json:"reads"`        // read I/Os (bd_reads counts pages: PagesRead)
+	PagesRead    uint64 `json:"pages_read"`
+	BytesRead    uint64 `json:"bytes_read"`
+	Writes       uint64 `json:"writes"` // write I/Os
+	PagesWritten uint64 `json:"pages_written"`
+	BytesWritten uint64 `json:"bytes_written"`
+	// Read latency per I/O: the mean, and the 99th percentile rounded up
+	// to a power of two microseconds.
+	ReadMeanUS     float64 `json:"read_mean_us"`
+	ReadP99US      uint64  `json:"read_p99_us"`
+	WriteSeconds   float64 `json:"write_seconds"`
+	PressureRounds uint64  `json:"pressure_rounds"` // writebacks the memory limit asked for
+	Forced         uint64  `json:"forced_pages"`    // pages moved by WRITEBACK or a planned stop
+	Compacted      uint64  `json:"compacted_pages"` // pages moved within the file
+	Failures       uint64  `json:"failures"`        // rounds failed by an I/O error; their pages stayed in RAM
+	FullRounds     uint64  `json:"full_rounds"`     // rounds that found the file full
+	ReadErrors     uint64  `json:"read_errors"`     // read I/Os that failed
+	Checkpoints    uint64  `json:"checkpoints"`
+	LastError      string  `json:"last_error,omitempty"`
+}
+
+// Writeback asks the daemon to move pages to its backing file (mode is
+// one of the Writeback constants). Only root may.
+func (c *Client) Writeback(ctx context.Context, mode string) (*WritebackResult, error) {
+	var r WritebackResult
+	return &r, c.callJSON(ctx, OpWriteback, EncodeString(mode), &r)
+}

@@ -1,0 +1,55 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// The backing file's series, in the manner of zram's bd_stat; absent
+// without a backing file.
+var (
+	bdSize      = desc("backing_size_bytes", "Size of the backing file.")
+	bdFree      = desc("backing_free_bytes", "Bytes of the backing file free for new pages.")
+	bdPages     = desc("backing_pages", "Pages on the backing file.")
+	bdStored    = desc("backing_stored_bytes", "Bytes of the pages on the backing file, checksums included.")
+	bdReads     = desc("backing_reads_total", "Read I/Os on the backing file.")
+	bdPagesRead = desc("backing_read_pages_total", "Pages read back from the backing file.")
+	bdBytesRead = desc("backing_read_bytes_total", "Bytes read from the backing file.")
+	bdWrites    = desc("backing_writes_total", "Write I/Os on the backing file.")
+	bdPagesWr   = desc("backing_written_pages_total", "Pages written to the backing file.")
+	bdBytesWr   = desc("backing_written_bytes_total", "Bytes written to the backing file.")
+	bdReadMean  = desc("backing_read_latency_mean_seconds", "Mean time of a read I/O on the backing file.")
+	bdReadP99   = desc("backing_read_latency_p99_seconds", "99th percentile of a read I/O's time on the backing file (rounded up to a power of two microseconds).")
+	bdPressure  = desc("backing_pressure_rounds_total", "Writebacks run because the memory limit was reached.")
+	bdFailures  = desc("backing_failures_total", "Writeback rounds that failed, by reason: io (the pages stayed in RAM), full (the file had no room), read (pages that could not be read back).", "reason")
+	bdCheckpts  = desc("backing_checkpoints_total", "Checkpoints of the backing file's index.")
+)
+
+func init() {
+	all = append(all, bdSize, bdFree, bdPages, bdStored, bdReads, bdPagesRead, bdBytesRead, bdWrites, bdPagesWr,
+		bdBytesWr, bdReadMean, bdReadP99, bdPressure, bdFailures, bdCheckpts)
+}
+
+func collectBacking(b *ipc.BackingStats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	if b == nil {
+		return
+	}
+	gauge(bdSize, float64(b.Size))
+	gauge(bdFree, float64(b.FreeBytes))
+	gauge(bdPages, float64(b.Pages))
+	gauge(bdStored, float64(b.StoredBytes))
+	counter(bdReads, b.Reads)
+	counter(bdPagesRead, b.PagesRead)
+	counter(bdBytesRead, b.BytesRead)
+	counter(bdWrites, b.Writes)
+	counter(bdPagesWr, b.PagesWritten)
+	counter(bdBytesWr, b.BytesWritten)
+	gauge(bdReadMean, b.ReadMeanUS/1e6)
+	gauge(bdReadP99, float64(b.ReadP99US)/1e6)
+	counter(bdPressure, b.PressureRounds)
+	counter(bdFailures, b.Failures, "io")
+	counter(bdFailures, b.FullRounds, "full")
+	counter(bdFailures, b.ReadErrors, "read")
+	counter(bdCheckpts, b.Checkpoints)
+}
