@@ -55,6 +55,13 @@ func (bf *File) Checkpoint(idx *Index) (err error) {
 		giveBack()
 		return fmt.Errorf("checkpoint: sync: %w", err)
 	}
+	if bf.verify {
+		if err := bf.check(run{block: start, buf: buf}); err != nil {
+			giveBack()
+			bf.st.writeErrors.Add(1)
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
 	h := bf.hdr
 	h.Seq++
 	h.IndexOff, h.IndexLen, h.IndexSum = start*BlockSize, uint64(len(body)), crcOf(body)

@@ -28,7 +28,8 @@ type File struct {
 	fd       int
 	pageSize int
 	hdr      header
-	next     int // header copy the next checkpoint writes
+	next     int  // header copy the next checkpoint writes
+	verify   bool // read every write back (SetVerify)
 
 	mu    sync.Mutex
 	a     allocator
@@ -180,6 +181,10 @@ func (bf *File) SetPersist() {
 	bf.a.quarantine = true
 	bf.mu.Unlock()
 }
+
+// SetVerify makes every write be read back and compared before it counts
+// as done. Call it before the file is used.
+func (bf *File) SetVerify(on bool) { bf.verify = on }
 
 // Unit is the size of a handle's step in bytes: an object's handle is its
 // offset divided by it.

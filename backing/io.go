@@ -1,12 +1,18 @@
 package backing
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"hash/crc32"
 	"slices"
 	"sync"
 	"time"
 	"unsafe"
 )
+
+// ErrDropped says the device lost a write it reported done.
+var ErrDropped = errors.New("write dropped by the device")
 
 func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
@@ -100,6 +106,13 @@ func (bf *File) Write(b *Batch) error {
 	parallel(len(b.runs), 4, func(i int) {
 		errs[i] = bf.writeAt(b.runs[i].buf, int64(b.runs[i].block*BlockSize))
 	})
+	if bf.verify {
+		parallel(len(b.runs), 4, func(i int) {
+			if errs[i] == nil {
+				errs[i] = bf.check(b.runs[i])
+			}
+		})
+	}
 	for _, err := range errs {
 		if err != nil {
 			bf.st.writeErrors.Add(1)
@@ -110,6 +123,21 @@ func (bf *File) Write(b *Batch) error {
 	bf.st.pagesWritten.Add(uint64(len(b.Offs)))
 	bf.st.bytesWritten.Add(uint64(b.Bytes()))
 	bf.st.writeNanos.Add(uint64(time.Since(t0)))
+	return nil
+}
+
+// check reads a run back and compares it with what was written: a device
+// may drop a write and still report success (a loop device whose tmpfs
+// has filled up does), and a page trusted to it would then be lost.
+func (bf *File) check(r run) error {
+	back := alignedBuf(len(r.buf))
+	if err := bf.readAt(back, int64(r.block*BlockSize)); err != nil {
+		return fmt.Errorf("reading back what was written: %w", err)
+	}
+	if !bytes.Equal(back, r.buf) {
+		bf.st.dropped.Add(1)
+		return fmt.Errorf("%w: blocks %d-%d read back different from what was written (is the device full?)", ErrDropped, r.block, r.block+uint64(len(r.buf))/BlockSize-1)
+	}
 	return nil
 }
 

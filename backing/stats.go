@@ -9,7 +9,7 @@ import (
 type counters struct {
 	writes, pagesWritten, bytesWritten, writeNanos atomic.Uint64
 	reads, pagesRead, bytesRead, readNanos         atomic.Uint64
-	readErrors, writeErrors, checkpoints           atomic.Uint64
+	readErrors, writeErrors, checkpoints, dropped  atomic.Uint64
 	lat                                            [24]atomic.Uint64 // reads by latency: bucket k holds [2^k, 2^(k+1)) us
 }
 
@@ -28,6 +28,7 @@ type Stats struct {
 	Writes, PagesWritten        uint64 // write I/Os, objects written
 	BytesWritten                uint64
 	ReadErrors, WriteErrors     uint64
+	Dropped                     uint64 // writes that read back different (verify)
 	Checkpoints                 uint64
 	ReadMean, ReadP99           time.Duration // per read I/O
 	WriteTime                   time.Duration // spent in writes (batches)
@@ -38,7 +39,7 @@ func (bf *File) Stats() Stats {
 	c := &bf.st
 	s := Stats{Size: bf.Size(), Reads: c.reads.Load(), PagesRead: c.pagesRead.Load(), BytesRead: c.bytesRead.Load(),
 		Writes: c.writes.Load(), PagesWritten: c.pagesWritten.Load(), BytesWritten: c.bytesWritten.Load(),
-		ReadErrors: c.readErrors.Load(), WriteErrors: c.writeErrors.Load(), Checkpoints: c.checkpoints.Load(),
+		ReadErrors: c.readErrors.Load(), WriteErrors: c.writeErrors.Load(), Checkpoints: c.checkpoints.Load(), Dropped: c.dropped.Load(),
 		WriteTime: time.Duration(c.writeNanos.Load())}
 	if s.Reads > 0 {
 		s.ReadMean = time.Duration(c.readNanos.Load() / s.Reads)

@@ -67,8 +67,11 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 	}
 	found := len(sn.pages)
 	for _, r := range res {
-		if r == pagecache.Corrupt {
+		switch r {
+		case pagecache.Corrupt:
 			c.d.corrupt.Add(1)
+			c.d.failedRd.Add(1)
+		case pagecache.Failed: // the backing file could not be read
 			c.d.failedRd.Add(1)
 		}
 	}

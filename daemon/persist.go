@@ -27,6 +27,7 @@ func (d *Daemon) openBacking() error {
 	if err != nil {
 		return err
 	}
+	f.SetVerify(d.cfg.BackingVerify)
 	n, err := d.store.AttachBacking(f, idx, d.cfg.Persist)
 	if err != nil {
 		f.Close()
@@ -34,7 +35,7 @@ func (d *Daemon) openBacking() error {
 	}
 	d.back.f = f
 	st := f.Stats()
-	d.log.Info("backing file", "path", f.Path(), "size", st.Size, "free", st.FreeBytes, "persist", d.cfg.Persist,
+	d.log.Info("backing file", "path", f.Path(), "size", st.Size, "free", st.FreeBytes, "persist", d.cfg.Persist, "verify", d.cfg.BackingVerify,
 		"pages_restored", n, "bytes_on_file", st.Bytes, "took", time.Since(t0))
 	d.back.stop = make(chan struct{})
 	if d.cfg.Persist && d.cfg.CheckpointEvery > 0 {

@@ -30,6 +30,11 @@ func (c *conn) writeback(body []byte) ([]byte, error) {
 			return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: perr.Error() + ", or compact"}
 		}
 		r.Pages, r.Bytes, err = c.d.store.Writeback(m)
+		if err == nil {
+			// With persist, what was just written is recorded at once: a
+			// forced writeback is a point a crash goes back to.
+			err = c.d.store.Checkpoint()
+		}
 	}
 	c.d.log.Info("writeback", "mode", mode, "pages", r.Pages, "bytes", r.Bytes, "took", time.Since(t0), "err", err)
 	if err != nil {
@@ -50,6 +55,6 @@ func (d *Daemon) backingStats() *ipc.BackingStats {
 		Writes: s.Writes, PagesWritten: s.PagesWritten, BytesWritten: s.BytesWritten,
 		ReadMeanUS: float64(s.ReadMean) / float64(time.Microsecond), ReadP99US: uint64(s.ReadP99 / time.Microsecond),
 		WriteSeconds: s.WriteTime.Seconds(), PressureRounds: s.PressureRounds, Forced: s.Forced,
-		Compacted: s.Compacted, Failures: s.Failures, FullRounds: s.FullRounds, ReadErrors: s.ReadErrors,
+		Compacted: s.Compacted, Failures: s.Failures, FullRounds: s.FullRounds, ReadErrors: s.ReadErrors, DroppedWrites: s.Dropped,
 		Checkpoints: s.Checkpoints, LastError: s.LastError}
 }

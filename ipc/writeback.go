@@ -50,6 +50,7 @@ type BackingStats struct {
 	Failures       uint64  `json:"failures"`        // rounds failed by an I/O error; their pages stayed in RAM
 	FullRounds     uint64  `json:"full_rounds"`     // rounds that found the file full
 	ReadErrors     uint64  `json:"read_errors"`     // read I/Os that failed
+	DroppedWrites  uint64  `json:"dropped_writes"`  // writes that read back different (backing_verify)
 	Checkpoints    uint64  `json:"checkpoints"`
 	LastError      string  `json:"last_error,omitempty"`
 }

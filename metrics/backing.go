@@ -22,7 +22,7 @@ var (
 	bdReadMean  = desc("backing_read_latency_mean_seconds", "Mean time of a read I/O on the backing file.")
 	bdReadP99   = desc("backing_read_latency_p99_seconds", "99th percentile of a read I/O's time on the backing file (rounded up to a power of two microseconds).")
 	bdPressure  = desc("backing_pressure_rounds_total", "Writebacks run because the memory limit was reached.")
-	bdFailures  = desc("backing_failures_total", "Writeback rounds that failed, by reason: io (the pages stayed in RAM), full (the file had no room), read (pages that could not be read back).", "reason")
+	bdFailures  = desc("backing_failures_total", "Writeback rounds that failed, by reason: io (the pages stayed in RAM), full (the file had no room), read (read I/Os that failed), dropped (writes the device reported done that read back different).", "reason")
 	bdCheckpts  = desc("backing_checkpoints_total", "Checkpoints of the backing file's index.")
 )
 
@@ -51,5 +51,6 @@ func collectBacking(b *ipc.BackingStats, gauge func(*prometheus.Desc, float64, .
 	counter(bdFailures, b.Failures, "io")
 	counter(bdFailures, b.FullRounds, "full")
 	counter(bdFailures, b.ReadErrors, "read")
+	counter(bdFailures, b.DroppedWrites, "dropped")
 	counter(bdCheckpts, b.Checkpoints)
 }

@@ -64,6 +64,7 @@ type Config struct {
 	// refused), whether they outlive a planned restart there, and how
 	// often a checkpoint records them against a crash (0 = never).
 	BackingFile     string
+	BackingVerify   bool // read each write to it back before trusting it
 	Persist         bool
 	CheckpointEvery time.Duration
 	Log             *slog.Logger
@@ -93,6 +94,7 @@ func Defaults() Config {
 		RecompressHuge:      true,
 		RecompressMinSaving: 10,
 		CheckpointEvery:     time.Minute,
+		BackingVerify:       true,
 	}
 }
 
