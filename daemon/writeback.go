@@ -10,10 +10,11 @@ import (
 // writeback answers WRITEBACK: pages moved to the backing file now, or
 // the file compacted. It moves every user's pages, so only root may ask.
 func (c *conn) writeback(body []byte) ([]byte, error) {
-	mode, err := ipc.DecodeString(body)
-	if err != nil {
+	var req ipc.WritebackRequest
+	if err := req.Decode(body); err != nil {
 		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
+	mode := req.Mode
 	if c.uid != 0 {
 		return nil, errorf(ipc.CodePermission, "only root may force a writeback")
 	}
@@ -21,6 +22,14 @@ func (c *conn) writeback(body []byte) ([]byte, error) {
 		return nil, errorf(ipc.CodeFailed, "this daemon has no backing file (--backing-file)")
 	}
 	r := ipc.WritebackResult{Mode: mode}
+	age := pagecache.MaxAge // pages marked idle, or idle for the longest
+	if req.MinAge > 0 {
+		if err := c.d.checkAge(req.MinAge); err != nil {
+			return nil, err
+		}
+		age = c.d.ageOf(req.MinAge) // recompress.go
+	}
+	var err error
 	t0 := time.Now()
 	if mode == ipc.WritebackCompact {
 		r.Pages, err = c.d.store.CompactFile()
@@ -29,7 +38,7 @@ func (c *conn) writeback(body []byte) ([]byte, error) {
 		if perr != nil {
 			return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: perr.Error() + ", or compact"}
 		}
-		r.Pages, r.Bytes, err = c.d.store.Writeback(m)
+		r.Pages, r.Bytes, err = c.d.store.Writeback(m, age)
 		if err == nil {
 			// With persist, what was just written is recorded at once: a
 			// forced writeback is a point a crash goes back to.

@@ -1,6 +1,11 @@
 package ipc
 
-import "context"
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+)
 
 // OpWriteback moves pages to the backing file now (PROTOCOL.md, "22
 // WRITEBACK"); 20 and 21 are the idle tracker's (cold.go).
@@ -55,9 +60,36 @@ type BackingStats struct {
 	LastError      string  `json:"last_error,omitempty"`
 }
 
-// Writeback asks the daemon to move pages to its backing file (mode is
-// one of the Writeback constants). Only root may.
-func (c *Client) Writeback(ctx context.Context, mode string) (*WritebackResult, error) {
+// WritebackRequest is WRITEBACK's body: the mode, and for idle the age
+// that makes a page idle (0: pages marked idle, or of the greatest age).
+type WritebackRequest struct {
+	Mode   string
+	MinAge time.Duration
+}
+
+// Encode returns the body: the mode as a string, then the age in
+// milliseconds (u64).
+func (r *WritebackRequest) Encode() []byte {
+	return binary.LittleEndian.AppendUint64(EncodeString(r.Mode), uint64(r.MinAge/time.Millisecond))
+}
+
+// Decode parses the body.
+func (r *WritebackRequest) Decode(b []byte) error {
+	if len(b) < 2+8 || int(binary.LittleEndian.Uint16(b))+2+8 != len(b) {
+		return errors.New("WRITEBACK body: want a mode and an age")
+	}
+	n := int(binary.LittleEndian.Uint16(b))
+	r.Mode = string(b[2 : 2+n])
+	ms := binary.LittleEndian.Uint64(b[2+n:])
+	if ms > uint64(1<<62)/uint64(time.Millisecond) {
+		return errors.New("WRITEBACK body: age out of range")
+	}
+	r.MinAge = time.Duration(ms) * time.Millisecond
+	return nil
+}
+
+// Writeback asks the daemon to move pages to its backing file. Only root may.
+func (c *Client) Writeback(ctx context.Context, req WritebackRequest) (*WritebackResult, error) {
 	var r WritebackResult
-	return &r, c.callJSON(ctx, OpWriteback, EncodeString(mode), &r)
+	return &r, c.callJSON(ctx, OpWriteback, req.Encode(), &r)
 }

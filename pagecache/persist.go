@@ -105,10 +105,11 @@ func (s *Store) checkpointLocked() error {
 		for i := range p.ix {
 			sh := &p.ix[i]
 			sh.mu.RLock()
-			for _, sl := range sh.ix.slots {
-				if sl.e != 0 && (sl.e.onFile() || sl.e.class() == backends.ClassZero) {
+			for j := range sh.ix.slots {
+				sl := &sh.ix.slots[j]
+				if e := sl.load(); e != 0 && (e.onFile() || e.class() == backends.ClassZero) {
 					bp.Keys = append(bp.Keys, sl.key)
-					bp.Words = append(bp.Words, uint64(sl.e&^idleBits))
+					bp.Words = append(bp.Words, uint64(e&^idleBits))
 				}
 			}
 			sh.mu.RUnlock()
@@ -134,7 +135,7 @@ func (s *Store) PersistAll() (uint64, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pages, _, werr := s.writebackLocked(All)
+	pages, _, werr := s.writebackLocked(All, 0)
 	return pages, errors.Join(werr, s.checkpointLocked())
 }
 

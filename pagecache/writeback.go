@@ -42,14 +42,10 @@ const (
 func (e entry) onFile() bool { return e&onFileBit != 0 }
 
 // coldness ranks pages for writeback under pressure: larger goes first.
-// It is the place for the idle tracker's age of a page; while every page
-// counts the same, the sparsest slabs go first (most memory freed per
-// byte written), then in slab order from a moving cursor.
-var coldness = func(e entry) uint32 { return 0 }
-
-// idle says whether a page counts as idle for a forced writeback of idle
-// pages; the idle tracker decides (until it does, none are).
-var idle = func(e entry) bool { return false }
+// Slabs go by the mean age of their pages (idle.go); among equals, the
+// sparsest first (most memory freed per byte written), then in slab
+// order from a moving cursor.
+func coldness(e entry) uint32 { return uint32(e.age()) }
 
 // cold is the store's backing file and what it has done.
 type cold struct {
@@ -86,7 +82,7 @@ type Mode uint8
 
 const (
 	All  Mode = iota // every page with stored bytes
-	Idle             // pages the idle tracker counts as idle
+	Idle             // pages of at least the age asked for (idle.go)
 	Huge             // pages stored raw
 )
 
@@ -103,12 +99,12 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("writeback mode %q: want all, idle or huge", s)
 }
 
-func (m Mode) takes(e entry) bool {
+func (m Mode) takes(e entry, minAge int) bool {
 	switch m {
 	case Huge:
 		return e.class() == backends.ClassRaw
 	case Idle:
-		return idle(e)
+		return e.age() >= minAge
 	}
 	return true
 }
@@ -127,8 +123,9 @@ func (s *Store) eachEntry(fn func(p *pool, key uint64, e entry) bool) {
 		for i := range p.ix {
 			sh := &p.ix[i]
 			sh.mu.RLock()
-			for _, sl := range sh.ix.slots {
-				if sl.e != 0 && !fn(p, sl.key, sl.e) {
+			for j := range sh.ix.slots {
+				// Loaded atomically: readers age entries under read locks (idle.go).
+				if e := sh.ix.slots[j].load(); e != 0 && !fn(p, sh.ix.slots[j].key, e) {
 					sh.mu.RUnlock()
 					return
 				}
@@ -368,23 +365,24 @@ func (s *Store) swap(v victim, off uint64, release func(old entry)) bool {
 	return true
 }
 
-// Writeback moves the pages mode picks to the backing file, in rounds,
-// and says how many went and their bytes.
-func (s *Store) Writeback(mode Mode) (pages, bytes uint64, err error) {
+// Writeback moves the pages mode picks (for Idle, those of minAge epochs
+// or more) to the backing file, in rounds, and says how many went and
+// their bytes.
+func (s *Store) Writeback(mode Mode, minAge int) (pages, bytes uint64, err error) {
 	c := s.cold
 	if c == nil {
 		return 0, 0, errors.New("no backing file")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return s.writebackLocked(mode)
+	return s.writebackLocked(mode, minAge)
 }
 
-func (s *Store) writebackLocked(mode Mode) (pages, bytes uint64, err error) {
+func (s *Store) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err error) {
 	c := s.cold
 	for {
 		s.mu.Lock()
-		vs := s.pick(func(e entry) bool { return e.hasObject() && mode.takes(e) }, roundMax)
+		vs := s.pick(func(e entry) bool { return e.hasObject() && mode.takes(e, minAge) }, roundMax)
 		if len(vs) == 0 {
 			s.mu.Unlock()
 			return pages, bytes, nil

@@ -14,11 +14,12 @@ import (
 var writebackCommand = &cli.Command{
 	Name:      "writeback",
 	Usage:     "move pages to the backing file now (root only)",
-	UsageText: "s4d ctl writeback [all|idle|huge|compact]",
-	Description: "all: every page with stored bytes; idle: the pages the idle tracker counts as idle;\n" +
+	UsageText: "s4d ctl writeback [all|idle [--age AGE]|huge|compact]",
+	Description: "all: every page with stored bytes; idle: pages untouched for --age, or without it\n" +
+		"those marked idle (s4d ctl idle --mark) or idle for 63 epochs;\n" +
 		"huge: pages stored raw (incompressible); compact: pack the backing file's sparse blocks\n" +
 		"together, so that their space is reused whole. The default is all.",
-	Flags: withSocket(),
+	Flags: withSocket(&cli.DurationFlag{Name: "age", Usage: "idle: pages untouched for at least this long"}),
 	Action: func(cx *cli.Context) error {
 		mode := ipc.WritebackAll
 		if cx.NArg() > 1 {
@@ -27,13 +28,16 @@ var writebackCommand = &cli.Command{
 		if cx.NArg() == 1 {
 			mode = cx.Args().First()
 		}
+		if cx.IsSet("age") && (mode != ipc.WritebackIdle || cx.Duration("age") < 0) {
+			return exitcode.UsageErr(fmt.Errorf("--age goes with idle, and cannot be negative"))
+		}
 		switch mode {
 		case ipc.WritebackAll, ipc.WritebackIdle, ipc.WritebackHuge, ipc.WritebackCompact:
 		default:
 			return exitcode.UsageErr(fmt.Errorf("writeback mode %q: want all, idle, huge or compact", mode))
 		}
 		return withClient(func(ctx context.Context, c *ipc.Client) error {
-			r, err := c.Writeback(ctx, mode)
+			r, err := c.Writeback(ctx, ipc.WritebackRequest{Mode: mode, MinAge: cx.Duration("age")})
 			if err != nil {
 				return err
 			}
