@@ -122,7 +122,9 @@ func statsOf(t testing.TB, d *daemon) *ipc.Stats {
 // Past the memory limit pages go to the backing file, not refused, and
 // come back byte for byte; a planned restart with persist loses none.
 // S4D_MEASURE=1 runs it over 512 MiB against a 64 MiB limit and prints
-// the figures.
+// the figures (on S4D_BACKING if set: a file or device that may be
+// overwritten); run it with -bench NONE for a build without the race
+// detector.
 func TestBackingWritebackAndRestart(t *testing.T) {
 	size, limit, fileSize := 48<<20, "8M", int64(256<<20)
 	measure := os.Getenv("S4D_MEASURE") != ""
@@ -132,9 +134,18 @@ func TestBackingWritebackAndRestart(t *testing.T) {
 	path := os.Getenv("S4D_BACKING")
 	if path == "" {
 		path = backingFile(t, fileSize)
+	} else if f, err := os.OpenFile(path, os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	} else { // a fresh start: its headers wiped
+		f.WriteAt(make([]byte, 8192), 0)
+		f.Sync()
+		f.Close()
 	}
 	pages := corpus.Pages(corpus.Mixed, size/4096, 4096, 17)
 	args := []string{"--mem-limit", limit, "--backing-file", path, "--persist", "true", "--checkpoint-interval", "0"}
+	if v := os.Getenv("S4D_BACKING_VERIFY"); v != "" { // to measure what reading writes back costs
+		args = append(args, "--backing-verify", v)
+	}
 	d := start(t, args...)
 	putTime := putParallel(t, d, "cold", pages, 2)
 	st := statsOf(t, d)
@@ -165,6 +176,13 @@ func TestBackingWritebackAndRestart(t *testing.T) {
 	t0 := time.Now()
 	d2 := start(t, args...)
 	restore := time.Since(t0)
+	if measure {
+		for _, l := range strings.Split(d.log.String()+d2.log.String(), "\n") {
+			if strings.Contains(l, "pages persisted") || strings.Contains(l, "pages_restored") {
+				t.Log(l)
+			}
+		}
+	}
 	st3 := statsOf(t, d2)
 	if st3.Mem.Pages != st2.Mem.Pages || st3.Mem.ComprDataSize != st2.Mem.ComprDataSize || st3.Backing.Pages != st3.Mem.Pages-st3.Mem.ZeroPages {
 		t.Fatalf("after restart: %d pages (%d bytes), before %d (%d); on the file %d", st3.Mem.Pages, st3.Mem.ComprDataSize,
