@@ -19,7 +19,7 @@ UNINSTALL_TARGETS :=
 
 # Native fuzz targets, package:target; `make test` gives each FUZZTIME.
 FUZZ_TARGETS := ./ipc:FuzzReadFrame ./ipc:FuzzDecodePut ./ipc:FuzzDecodePutFD ./daemon:FuzzHandle ./clientmem:FuzzMapPages \
-	./backends/cpu:FuzzDecodePage ./backends/cpu:FuzzRoundTrip ./backends/pagelz4:FuzzRoundTrip
+	./backends/cpu:FuzzDecodePage ./backends/cpu:FuzzRoundTrip ./backends/pagelz4:FuzzRoundTrip ./backing:FuzzDecodeIndex
 FUZZTIME ?= 10s
 SOAKTIME ?= 5m
 all: build
