@@ -117,6 +117,7 @@ type Index struct {
 type Pool struct {
 	Name  string
 	UID   uint32
+	Codec uint8 // the pool's own codec, as the store numbers it (0: the daemon's)
 	Keys  []uint64
 	Words []uint64
 }
@@ -142,6 +143,7 @@ func (x *Index) Encode(b []byte) []byte {
 	for _, p := range x.Pools {
 		b = appendString(b, p.Name)
 		b = binary.LittleEndian.AppendUint32(b, p.UID)
+		b = append(b, p.Codec)
 		b = binary.LittleEndian.AppendUint64(b, uint64(len(p.Keys)))
 		for i, k := range p.Keys {
 			b = binary.LittleEndian.AppendUint64(b, k)
@@ -175,13 +177,13 @@ func DecodeIndex(b []byte) (*Index, error) {
 		x.Backends = append(x.Backends, d.str())
 	}
 	np := d.u32()
-	// Each pool takes at least 14 bytes: a count beyond what is left is damage.
-	if d.err == nil && uint64(np)*14 > uint64(len(d.b)) {
+	// Each pool takes at least 15 bytes: a count beyond what is left is damage.
+	if d.err == nil && uint64(np)*15 > uint64(len(d.b)) {
 		return nil, fmt.Errorf("%w: %d pools in %d bytes", errDamaged, np, len(d.b))
 	}
 	seen := map[string]bool{}
 	for i := uint32(0); i < np && d.err == nil; i++ {
-		p := Pool{Name: d.str(), UID: d.u32()}
+		p := Pool{Name: d.str(), UID: d.u32(), Codec: d.bytes(1)[0]}
 		n := d.u64()
 		if d.err == nil && (n > uint64(len(d.b))/16 || seen[p.Name] || p.Name == "") {
 			return nil, fmt.Errorf("%w: pool %q of %d pages in %d bytes", errDamaged, p.Name, n, len(d.b))

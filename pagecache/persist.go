@@ -36,7 +36,10 @@ func (s *Store) AttachBacking(f *backing.File, idx *backing.Index, persist bool)
 		if s.pools[bp.Name] != nil {
 			return n, fmt.Errorf("backing file %s: index names pool %q twice", f.Path(), bp.Name)
 		}
-		p := &pool{name: bp.Name, uid: bp.UID}
+		if bp.Codec > uint8(backends.CodecZstd) {
+			return n, fmt.Errorf("backing file %s: damaged index: pool %q has codec %d", f.Path(), bp.Name, bp.Codec)
+		}
+		p := &pool{name: bp.Name, uid: bp.UID, codec: backends.Codec(bp.Codec)}
 		s.pools[p.name] = p
 		s.user(p.uid).pools++
 		for j, key := range bp.Keys {
@@ -101,7 +104,7 @@ func (s *Store) checkpointLocked() error {
 		idx.Backends = append(idx.Backends, (*p)...)
 	}
 	for _, p := range s.pools {
-		bp := backing.Pool{Name: p.name, UID: p.uid}
+		bp := backing.Pool{Name: p.name, UID: p.uid, Codec: uint8(p.codec)}
 		for i := range p.ix {
 			sh := &p.ix[i]
 			sh.mu.RLock()

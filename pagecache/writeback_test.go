@@ -196,6 +196,9 @@ func TestPersistRestore(t *testing.T) {
 	copy(pages[10*ps:11*ps], make([]byte, ps)) // a zero page
 	putOK(t, s, 42, "mine", keysFrom(100, 500), pages)
 	putOK(t, s, 0, "root", keysFrom(0, 20), pages[:20*ps])
+	if err := s.SetPoolCodec(42, "mine", backends.CodecZstd); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.PersistAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +214,9 @@ func TestPersistRestore(t *testing.T) {
 	checkAll(t, s2, 0, "root", keysFrom(0, 20), pages[:20*ps])
 	if _, err := s2.PoolInfo(7, "mine"); err != ErrPermission {
 		t.Fatalf("owner not restored: %v", err)
+	}
+	if c, _ := s2.PoolCodec(42, "mine"); c != backends.CodecZstd {
+		t.Fatalf("pool codec not restored: %v", c)
 	}
 	if a, b := s.Stats(), s2.Stats(); a.Pages != b.Pages || a.ComprDataSize != b.ComprDataSize || a.ZeroPages != b.ZeroPages {
 		t.Fatalf("stats differ: %+v / %+v", a, b)
