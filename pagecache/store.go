@@ -232,7 +232,7 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // batches copy in parallel, and readers never see a slot being filled.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
 	n := len(keys)
-	if n > coldPart && s.cold != nil && s.arena.limit > 0 {
+	if n > coldPart && s.cold != nil && s.arena.limit > 0 && c.Place == nil {
 		return s.putInParts(uid, name, keys, b, c, backend, res) // writeback.go
 	}
 	// The batch's parts travel in the scratch (from a pool), so that the

@@ -153,7 +153,8 @@ func (s *Store) roomFor(p *pool, keys []uint64, c *backends.Compressed, backend 
 // coldPart is the most pages of one Put reserved at once when the store
 // has a backing file: pages reserved but not yet in the index cannot be
 // written back, so a batch larger than the room left must be stored in
-// parts, each making room from the ones before.
+// parts, each making room from the ones before. (A part an engine places
+// itself (direct.go) goes whole: its placing is one call.)
 const coldPart = 256
 
 func (s *Store) putInParts(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
