@@ -1,0 +1,43 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// The backing file's series appear with it, follow the conventions, and
+// are absent without it (so its alerts stay quiet).
+func TestBackingSeries(t *testing.T) {
+	f := sample()
+	if n := testutil.CollectAndCount(NewCollector(f, "", ""), "s4d_backing_pages"); n != 0 {
+		t.Fatalf("%d backing series without a backing file", n)
+	}
+	f.st.Backing = &ipc.BackingStats{Size: 1 << 30, FreeBytes: 1 << 29, Pages: 7, Reads: 3, PagesRead: 9,
+		ReadMeanUS: 250, ReadP99US: 1024, Failures: 2, DroppedWrites: 1}
+	c := NewCollector(f, "", "")
+	want := `
+# HELP s4d_backing_pages Pages on the backing file.
+# TYPE s4d_backing_pages gauge
+s4d_backing_pages 7
+# HELP s4d_backing_read_latency_mean_seconds Mean time of a read I/O on the backing file.
+# TYPE s4d_backing_read_latency_mean_seconds gauge
+s4d_backing_read_latency_mean_seconds 0.00025
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "s4d_backing_pages", "s4d_backing_read_latency_mean_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(c, "s4d_backing_failures_total"); n != 4 {
+		t.Fatalf("%d failure series, want one per reason", n)
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
