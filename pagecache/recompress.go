@@ -75,7 +75,8 @@ func sameBytes(a, b entry) bool { return a&^ageMask == b&^ageMask }
 // change is made only if the page is still as Coldest found it, whatever
 // its age since: a PUT or DEL that came in between wins, and the new
 // bytes are dropped. A replaced page keeps its age. Kept pages that the
-// memory limit leaves no room for are dropped too.
+// memory limit leaves no room for are dropped too, and left untried for
+// a later round.
 func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compressed, backend uint8, keep []bool) Replaced {
 	var out Replaced
 	n := len(refs)
@@ -85,12 +86,13 @@ func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compresse
 	// compaction (which moves objects) kept out meanwhile.
 	s.gate.RLock()
 	defer s.gate.RUnlock()
+	noRoom := make([]bool, n) // kept, but the memory limit had no slot: left untried
 	s.mu.Lock()
 	for i := range refs {
 		if keep[i] {
 			var err error
 			if h[i], buf[i], err = s.arena.alloc(checksumSize + int(c.Size[i])); err != nil {
-				keep[i] = false
+				keep[i], noRoom[i] = false, true
 			}
 		}
 	}
@@ -114,7 +116,7 @@ func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compresse
 			case keep[i]:
 				sl.e = makeEntry(h[i], int(c.Size[i]), c.Class[i], backend) | cur&ageMask | triedBit
 				old[i] = cur
-			default:
+			case !noRoom[i]:
 				sl.e = cur | triedBit
 			}
 		} else {
