@@ -1,0 +1,42 @@
+package tests
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// Under systemd, with a backing file and persist: `systemctl restart`
+// (SIGTERM, then a start that reports ready only once the pages are
+// back) keeps every page, and they are there the moment it returns.
+func TestUnderSystemdPersist(t *testing.T) {
+	g := bootGuest(t)
+	g.must("systemd-sysusers")
+	g.must("sh", "-c", "mkdir -p /var/lib/s4d-backing && fallocate -l 64M /var/lib/s4d-backing/file && chown -R s4d:s4d /var/lib/s4d-backing")
+	g.must("sh", "-c", "mkdir -p /etc/systemd/system/s4d.service.d && printf '[Service]\\nReadWritePaths=/var/lib/s4d-backing\\n' > /etc/systemd/system/s4d.service.d/backing.conf")
+	g.must("sh", "-c", `sed -i 's/^mem_limit = .*/mem_limit = "4M"/' /etc/s4d/s4d.toml && printf 'backing_file = "/var/lib/s4d-backing/file"\npersist = true\n' >> /etc/s4d/s4d.toml`)
+	g.must("systemctl", "daemon-reload")
+	g.must("systemctl", "start", "s4d.socket")
+
+	g.must("sh", "-c", "head -c 16777216 /usr/local/bin/s4d > /tmp/pages")
+	g.must("s4d", "ctl", "put", "--pool", "kept", "--file", "/tmp/pages")
+	g.must("s4d", "ctl", "get", "--pool", "kept", "--keys", "0-4095", "--out", "/tmp/back")
+	g.must("cmp", "/tmp/pages", "/tmp/back")
+	var st ipc.Stats
+	if err := json.Unmarshal([]byte(g.must("s4d", "ctl", "stats", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Backing == nil || st.Backing.Pages == 0 || st.IO.NoSpace != 0 {
+		t.Fatalf("past the 4M limit: %d refused, backing file %+v", st.IO.NoSpace, st.Backing)
+	}
+
+	g.must("systemctl", "restart", "s4d")
+	g.must("s4d", "ctl", "get", "--pool", "kept", "--keys", "0-4095", "--out", "/tmp/back2")
+	g.must("cmp", "/tmp/pages", "/tmp/back2")
+	out := g.must("journalctl", "-u", "s4d", "--no-pager")
+	if !strings.Contains(out, "pages persisted") || !strings.Contains(out, "pages_restored=4096") {
+		t.Fatalf("no persist and restore in the journal:\n%s", out)
+	}
+}
