@@ -158,6 +158,11 @@ type Stored struct {
 	Class Class
 	Fill  uint64
 	Data  []byte
+	// Check says Data (the stored bytes: the word of a same-filled page)
+	// is not checked yet against Sum, its CRC-32C: the store left that to
+	// whoever decodes it, who reads the bytes anyway (see SumChecker).
+	Check bool
+	Sum   uint32
 }
 
 // Decompression is a batch of stored pages to expand into Dst.
@@ -166,6 +171,17 @@ type Decompression struct {
 	Src      []Stored
 	Dst      []byte // len = len(Src) * PageSize
 	Failed   []bool // set by the backend: page i did not decode
+	// Corrupt marks the pages that failed their Check (Failed too). It is
+	// the caller's, len(Src) long and clear when any page asks a check; a
+	// backend only ever sets entries of it.
+	Corrupt []bool
+}
+
+// SumChecker is implemented by backends that check pages' Sums on their
+// way through them (in cache, or on their device). The caller checks
+// pages itself before handing them to any other backend.
+type SumChecker interface {
+	ChecksSums()
 }
 
 // Backend compresses and decompresses batches of pages. Implementations

@@ -29,3 +29,29 @@ func wordChecksum(w uint64) uint32 {
 	}
 	return ^crc
 }
+
+// SumOK reports whether s's bytes match its Sum (true when it asks no check).
+func (s *Stored) SumOK() bool {
+	return !s.Check || crc32.Checksum(s.Data, Castagnoli) == s.Sum
+}
+
+// NeedsCheck reports whether any page of d asks for a check.
+func (d *Decompression) NeedsCheck() bool {
+	for i := range d.Src {
+		if d.Src[i].Check {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckSums checks pages [lo, hi) of d that ask for it, marking those that
+// fail in Corrupt, and takes their Check off: done.
+func (d *Decompression) CheckSums(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		if s := &d.Src[i]; s.Check {
+			d.Corrupt[i] = !s.SumOK()
+			s.Check = false
+		}
+	}
+}

@@ -119,7 +119,8 @@ func (c *conn) fetch(pool string, keys []uint64, dst []byte, inPlace bool) ([]pa
 		} else {
 			v.dst = dst[got*ps:]
 		}
-		stored, err := c.d.store.View(c.uid, pool, keys[lo:hi], c.s.stored[:0], v.res, c.s.viewFn)
+		// The engine checks each page's checksum as it decodes it.
+		stored, err := c.d.store.ViewUnchecked(c.uid, pool, keys[lo:hi], c.s.stored[:0], v.res, c.s.viewFn)
 		c.s.stored = stored
 		if err != nil && v.err == nil {
 			return nil, 0, storeErr(err, pool)
@@ -172,7 +173,7 @@ func (c *conn) decodeViewed(stored []backends.Stored) error {
 	defer clear(src)
 	if !v.inPlace || len(src) == len(stored) {
 		// Every page decodes where it belongs, or back to back as wanted.
-		return c.decodeRun(src, v.res, v.dst, false)
+		return c.decodeRun(src, v.res, v.dst, v.inPlace)
 	}
 	// In place with keys missing: back to back into scratch, then each
 	// page to its place, scatterChunk pages at a time.
@@ -200,10 +201,10 @@ func (c *conn) decodeViewed(stored []backends.Stored) error {
 }
 
 // decodeRun decodes src, the found pages among res (res[i] OK in order),
-// into dst back to back. A page that does not decode is marked Failed in
-// res; the others close up behind it unless keepSlots, when each stays at
-// its slot (the caller moves them by res). It adds the decoded pages to
-// v.got.
+// into dst back to back. A page that does not decode is marked Failed (or
+// Corrupt) in res; the others close up behind it unless keepSlots, when
+// each stays at its slot (in place, or for the caller to move by res). It
+// adds the decoded pages to v.got.
 func (c *conn) decodeRun(src []backends.Stored, res []pagecache.Result, dst []byte, keepSlots bool) error {
 	v, ps := &c.s.view, c.d.cfg.PageSize
 	dd := &c.s.dec
@@ -218,7 +219,9 @@ func (c *conn) decodeRun(src []backends.Stored, res []pagecache.Result, dst []by
 		if res[i] != pagecache.OK {
 			continue
 		}
-		if dd.Failed[j] {
+		if j < len(dd.Corrupt) && dd.Corrupt[j] {
+			res[i] = pagecache.Corrupt
+		} else if dd.Failed[j] {
 			res[i] = pagecache.Failed
 		} else {
 			if !keepSlots && w != j {

@@ -277,6 +277,7 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 	} else {
 		inParallel(n, 64, sc.fill)
 	}
+	faultCorrupt(keys, sc.buf, res)
 
 	// Entries go in under their shards' locks only; the pages they
 	// replace are freed under the store's lock afterwards.

@@ -15,6 +15,8 @@ import (
 //   - codec: straight from the compressor's output, one contiguous buffer
 //     (what `s4d bench` measures in-process);
 //   - view: through View, with lookups and checksum checks;
+//   - view-deferred: through ViewUnchecked, the engine checking each
+//     page's checksum right before decoding it (what GETs do);
 //   - view-only: View alone, no decoding (lookups and checksums);
 //   - unchecked: lookups and decoding from the slabs, no checksums.
 //
@@ -62,6 +64,10 @@ func BenchmarkView(b *testing.B) {
 		{"codec", func(lo int) error { return decode(direct[lo/chunk].Src) }},
 		{"view", func(lo int) (err error) {
 			out, err = s.View(1, "p", keys[lo:lo+chunk], out, res[lo:lo+chunk], decode)
+			return err
+		}},
+		{"view-deferred", func(lo int) (err error) {
+			out, err = s.ViewUnchecked(1, "p", keys[lo:lo+chunk], out, res[lo:lo+chunk], decode)
 			return err
 		}},
 		{"view-only", func(lo int) (err error) {

@@ -310,9 +310,19 @@ func (d *Router) run(ctx context.Context, be backends.Backend, b *backends.Batch
 func (d *Router) Decompress(ctx context.Context, dd *backends.Decompression) error {
 	d.begin()
 	defer d.end()
+	check := dd.NeedsCheck()
+	dd.Corrupt = dd.Corrupt[:0]
+	if check {
+		dd.Corrupt = resize(dd.Corrupt, len(dd.Src))
+		clear(dd.Corrupt)
+	}
 	for i, be := range d.chainFor(len(dd.Src), true) {
 		if i > 0 {
 			d.fallbacks.Add(1)
+		}
+		if _, ok := be.(backends.SumChecker); check && !ok {
+			checkSums(dd)
+			check = false
 		}
 		c := d.counters(be.Name(), d.codec, "decompress")
 		c.batches.Add(1)
@@ -321,6 +331,9 @@ func (d *Router) Decompress(ctx context.Context, dd *backends.Decompression) err
 			err = faultBackend(be.Name())
 		}
 		if err == nil {
+			for j, bad := range dd.Corrupt {
+				dd.Failed[j] = dd.Failed[j] || bad
+			}
 			c.pages.Add(uint64(len(dd.Src)))
 			for _, s := range dd.Src {
 				c.in.Add(uint64(len(s.Data)))
@@ -369,4 +382,31 @@ func (d *Router) Stats() []ipc.BackendStats {
 		out = append(out, bs)
 	}
 	return out
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// checkSums checks, on the caller's cores, the pages a backend that does
+// not check them is about to decode.
+func checkSums(dd *backends.Decompression) {
+	const per = 256
+	n := len(dd.Src)
+	if n <= per {
+		dd.CheckSums(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += per {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dd.CheckSums(lo, min(lo+per, n))
+		}()
+	}
+	wg.Wait()
 }

@@ -208,14 +208,26 @@ func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i i
 func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
 	n := len(d.Src)
 	d.Failed = resizeBool(d.Failed, n)
+	if len(d.Corrupt) < n {
+		d.Corrupt = resizeBool(d.Corrupt, n)
+	}
 	ps := d.PageSize
 	b.parallel(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
+			// Checked right before decoding, the bytes are read from
+			// cache the second time.
+			if !d.Src[i].SumOK() {
+				d.Corrupt[i], d.Failed[i] = true, true
+				continue
+			}
 			d.Failed[i] = !b.DecodePage(d.Src[i], d.Dst[i*ps:(i+1)*ps:(i+1)*ps])
 		}
 	})
 	return ctx.Err()
 }
+
+// ChecksSums marks the cpu engine as checking pages' sums as it decodes.
+func (b *Backend) ChecksSums() {}
 
 // DecodePage expands one stored page into dst (exactly one page long).
 func (b *Backend) DecodePage(s backends.Stored, dst []byte) bool {
