@@ -64,6 +64,7 @@ func Run(t *testing.T, b backends.Backend, cfg Config) {
 					t.Run("parts", func(t *testing.T) { parts(t, b, pc, ps, codec, cfg) })
 				}
 				t.Run("corrupt", func(t *testing.T) { corrupt(t, b, ps, codec) })
+				t.Run("sums", func(t *testing.T) { sums(t, b, ps, codec) })
 			})
 		}
 	}

@@ -20,6 +20,11 @@ const unpackWarps = 8
 // PCIe twice for nothing. LZ4 pages are decoded by s4d_unpack, only they
 // going over the link (compressed up, decoded down). zstd pages, and LZ4
 // pages larger than s4d_unpack takes, go to nvCOMP.
+//
+// Pages still to check (backends.Stored.Check) are checked on the GPU as
+// they pass through s4d_unpack (s4d_crc over the blocks it decodes), and on
+// the host before decoding otherwise: nvCOMP's zstd decoder and the host's
+// fills then never see damaged bytes.
 func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
 	n, ps := len(d.Src), d.PageSize
 	if cap(d.Failed) < n {
@@ -27,8 +32,30 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 	}
 	d.Failed = d.Failed[:n]
 	clear(d.Failed)
+	if len(d.Corrupt) < n { // else the caller's, cleared
+		if cap(d.Corrupt) < n {
+			d.Corrupt = make([]bool, n)
+		}
+		d.Corrupt = d.Corrupt[:n]
+		clear(d.Corrupt)
+	}
+	allOnGPU := ps <= unpackMax && b.inPinned(d.Dst) && !hasZstd(d.Src)
+	if !allOnGPU {
+		parallelFor(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				// LZ4 pages that s4d_unpack decodes are checked there.
+				if st := &d.Src[i]; st.Check && (st.Class != backends.ClassLZ4 || ps > unpackMax) {
+					d.CheckSums(i, i+1)
+				}
+			}
+		})
+	}
 	var lz4, zstd []int
 	for i, s := range d.Src {
+		if d.Corrupt[i] {
+			d.Failed[i] = true
+			continue
+		}
 		switch s.Class {
 		case backends.ClassLZ4:
 			lz4 = append(lz4, i)
@@ -47,7 +74,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 		defer func() { b.stages.add(stHost, time.Since(t).Seconds(), 0) }()
 		parallelFor(n, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				if c := d.Src[i].Class; c != backends.ClassLZ4 && c != backends.ClassZstd {
+				if c := d.Src[i].Class; c != backends.ClassLZ4 && c != backends.ClassZstd && !d.Corrupt[i] {
 					d.Failed[i] = !backends.DecodePlain(d.Src[i], d.Dst[i*ps:(i+1)*ps])
 				}
 			}
@@ -58,7 +85,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 	// with no work on the host (clearing the zero pages of a live
 	// process's memory was a third of the daemon's CPU for its GETs): only
 	// zstd pages would need another path.
-	if ps <= unpackMax && len(zstd) == 0 && n > 0 && b.inPinned(d.Dst) {
+	if allOnGPU && n > 0 {
 		lz4 = lz4[:0]
 		for i := range n {
 			lz4 = append(lz4, i)
@@ -103,6 +130,18 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 	return ctx.Err()
 }
 
+// ChecksSums marks the cuda engine as checking pages' sums (see Decompress).
+func (b *Backend) ChecksSums() {}
+
+func hasZstd(src []backends.Stored) bool {
+	for i := range src {
+		if src[i].Class == backends.ClassZstd {
+			return true
+		}
+	}
+	return false
+}
+
 // maxRuns is the most runs of adjacent pages a piece is copied back in
 // straight to pinned memory; a piece in more runs than that comes back
 // in one copy and is then copied to its places (each copy the driver
@@ -130,13 +169,19 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 	s.runs = runs
 	direct := len(runs) <= maxRuns && b.inPinned(d.Dst)
 	offs, size, src := u32s(s.harr, l.offs, m), u32s(s.harr, l.psize, m), u64s(s.harr, l.dst, m)
-	cls := s.harr[l.cls : l.cls+m]
-	used, hosted := 0, 0
+	cls, ccls := s.harr[l.cls:l.cls+m], s.harr[l.fill:l.fill+m]
+	used, hosted, check := 0, 0, false
 	look := b.lookup()
 	for j, i := range idx {
 		st := &d.Src[i]
 		data := st.Data
 		cls[j] = uint8(st.Class)
+		// s4d_crc's class: a block at offs for every page but a zero one.
+		ccls[j] = uint8(backends.ClassLZ4)
+		if st.Class == backends.ClassZero {
+			ccls[j] = uint8(backends.ClassZero)
+		}
+		check = check || st.Check
 		offs[j], size[j], src[j] = uint32(used), uint32(len(data)), 0
 		switch st.Class {
 		case backends.ClassZero:
@@ -209,6 +254,17 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 				return err
 			}
 		}
+		if check {
+			// s4d_crc over the blocks as they lie in dpacked: every class
+			// but zero reads as a block (pos = offs, stride 1).
+			if err := dr.HtoD(a(l.fill), ccls, s.s); err != nil {
+				return err
+			}
+			if err := dr.Launch(b.fCRC, grid(m, blockThreads), blockThreads, s.s, uint64(m), a(l.fill), a(l.fill),
+				a(l.offs), a(l.psize), s.din, uint64(ps), s.dpacked, uint64(1), a(l.sums)); err != nil {
+				return err
+			}
+		}
 		if err := dr.Record(s.times[1], s.s); err != nil {
 			return err
 		}
@@ -236,6 +292,11 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 		if err := dr.DtoH(s.harr[l.status:l.status+4*m], a(l.status), s.s); err != nil {
 			return err
 		}
+		if check {
+			if err := dr.DtoH(s.harr[l.sums:l.sums+4*m], a(l.sums), s.s); err != nil {
+				return err
+			}
+		}
 		return dr.Record(s.times[3], s.s)
 	})
 	if meanwhile != nil {
@@ -257,11 +318,17 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 		return err
 	}
 	t3 := time.Now()
-	status := u32s(s.harr, l.status, m)
+	status, sums := u32s(s.harr, l.status, m), u32s(s.harr, l.sums, m)
 	parallelFor(m, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
 			i := idx[j]
-			if status[j] != 0 {
+			if st := &d.Src[i]; check && st.Check {
+				st.Check = false
+				if size[j] > 0 && sums[j] != st.Sum {
+					d.Corrupt[i] = true
+				}
+			}
+			if status[j] != 0 || d.Corrupt[i] {
 				d.Failed[i] = true
 			} else if !direct {
 				copy(d.Dst[i*ps:(i+1)*ps], s.hin[j*ps:(j+1)*ps])
