@@ -26,9 +26,7 @@ const (
 	maxRegionBytesOfUser = 256 << 30 // bounds one user's bookkeeping to 192 MiB
 )
 
-// regionSet is a daemon's regions. It hangs off the daemon through
-// daemonRegions rather than a field, so that this feature touches
-// server.go in one line only.
+// regionSet is a daemon's regions.
 type regionSet struct {
 	mu       sync.Mutex
 	next     uint64
@@ -91,14 +89,14 @@ func (s *regionSet) release(uid uint32, size uint64, dr *daemonRegion) {
 	}
 }
 
-var daemonRegions sync.Map // *Daemon -> *regionSet
-
 func (d *Daemon) regions() *regionSet {
-	if v, ok := daemonRegions.Load(d); ok {
-		return v.(*regionSet)
+	s := &d.regs
+	s.mu.Lock()
+	if s.regs == nil {
+		s.regs = map[uint64]*daemonRegion{}
 	}
-	v, _ := daemonRegions.LoadOrStore(d, &regionSet{regs: map[uint64]*daemonRegion{}})
-	return v.(*regionSet)
+	s.mu.Unlock()
+	return s
 }
 
 // regionPool names the pool holding uid's region pages. The space in it

@@ -65,6 +65,7 @@ type Daemon struct {
 	noSpace  atomic.Uint64
 	corrupt  atomic.Uint64
 	cold     coldState   // recompress.go
+	regs     regionSet   // region.go
 	back     backingSide // the backing file (persist.go)
 }
 
