@@ -15,13 +15,16 @@
 // in proportion to their sizes (SET_BUDGET when regions come and go);
 // unset, a quarter of each region.
 //
-// The daemon's death: each region's registering connection (its lifeline)
-// is set to raise a real-time signal when it becomes readable or ends; on
-// its end the handler prints a message and exits with status 70, so the
-// program is stopped instead of reading zeros (threads touching evicted
-// pages meanwhile wait: this process keeps the userfaultfd open). On the
-// daemon's clean stop it hands the region back whole and says so on the
-// lifeline: the handler closes the userfaultfd and the memory stays.
+// The daemon's death: a thread of ours, started with the first region,
+// polls each region's registering connection (its lifeline); on its end it
+// prints a message and exits with status 70, so the program is stopped
+// instead of reading zeros (threads touching evicted pages meanwhile wait:
+// this process keeps the userfaultfd open). On the daemon's clean stop it
+// hands the region back whole and says so on the lifeline: the thread
+// closes the userfaultfd and the memory stays. The thread reads a lifeline
+// only under the lock that frees regions, so it never reads a descriptor
+// closed and reused meanwhile (a signal handler, which cannot take the
+// lock, could).
 //
 // fork: regions are MADV_DONTFORK, so a child of fork has no mapping there
 // (touching a parent's large buffer faults with SIGSEGV) instead of holes
@@ -39,6 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -75,7 +80,8 @@ static int nregs;
 static uintptr_t lo = UINTPTR_MAX, hi; // bounds of all regions: free's fast path
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static size_t min_size = 64 << 20, resident_total, total;
-static int enabled, dry, ctl = -1, sig;
+static int enabled, dry, ctl = -1;
+static int watching, wake_fd = -1; // the lifeline thread runs; it is woken when regions change
 static char sock_path[108];
 static size_t page;
 static size_t (*libc_usable)(void *); // glibc's malloc_usable_size
@@ -103,29 +109,84 @@ static size_t env_size(const char *name, size_t def) {
 	return v && *v ? strtoull(v, NULL, 10) : def;
 }
 
-// on_lifeline runs when a lifeline becomes readable or ends.
-static void on_lifeline(int signo, siginfo_t *si, void *uc) {
-	(void)signo, (void)uc;
-	int saved = errno;
-	for (int i = 0; i < nregs; i++) {
-		struct region *r = &regs[i];
-		if (r->life != si->si_fd || r->released)
-			continue;
-		unsigned char b[64];
-		ssize_t n = recv(r->life, b, sizeof b, MSG_DONTWAIT);
-		if (n >= 20 && b[5] == OP_UNREGISTER && b[8] == 1) {
-			// Handed back whole: every page is in place, the range unregistered.
-			r->released = 1;
-			close(r->uffd);
-			r->uffd = -1;
-		} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			static const char msg[] = "s4d run: the s4d daemon holding this program's compressed memory went away; its pages are lost, stopping\n";
-			if (write(2, msg, sizeof msg - 1) < 0) {
+// lifeline reads what came on region r's lifeline (under mu).
+static void lifeline(struct region *r) {
+	unsigned char b[64];
+	ssize_t n = recv(r->life, b, sizeof b, MSG_DONTWAIT);
+	if (n >= 20 && b[5] == OP_UNREGISTER && b[8] == 1) {
+		// Handed back whole: every page is in place, the range unregistered.
+		r->released = 1;
+		close(r->uffd);
+		r->uffd = -1;
+	} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		static const char msg[] = "s4d run: the s4d daemon holding this program's compressed memory went away; its pages are lost, stopping\n";
+		if (write(2, msg, sizeof msg - 1) < 0) {
+		}
+		_exit(EXIT_LOST);
+	}
+}
+
+// watch waits on every live region's lifeline and on wake_fd, which says
+// the set changed. What poll reports is only a hint: the descriptor is
+// looked up again under mu, where a listed lifeline is open, and read
+// without waiting.
+static void *watch(void *arg) {
+	(void)arg;
+	static struct pollfd pf[MAX_REGIONS + 1];
+	for (;;) {
+		int n = 0;
+		pthread_mutex_lock(&mu);
+		pf[n++] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+		for (int i = 0; i < nregs; i++)
+			if (!regs[i].released)
+				pf[n++] = (struct pollfd){.fd = regs[i].life, .events = POLLIN};
+		pthread_mutex_unlock(&mu);
+		if (poll(pf, n, -1) < 0)
+			continue; // EINTR; nothing else is expected of these descriptors
+		if (pf[0].revents) {
+			uint64_t v;
+			if (read(wake_fd, &v, sizeof v) < 0) {
 			}
-			_exit(EXIT_LOST);
+		}
+		pthread_mutex_lock(&mu);
+		for (int k = 1; k < n; k++) {
+			if (!pf[k].revents)
+				continue;
+			for (int i = 0; i < nregs; i++)
+				if (regs[i].life == pf[k].fd && !regs[i].released)
+					lifeline(&regs[i]);
+		}
+		pthread_mutex_unlock(&mu);
+	}
+	return NULL;
+}
+
+// changed wakes the watcher, starting it with the first region (under mu).
+// It blocks every signal, so the program's signals go to its own threads.
+static void changed(void) {
+	if (!watching) {
+		if ((wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+			return;
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_t t;
+		watching = pthread_create(&t, &attr, watch, NULL) == 0;
+		pthread_attr_destroy(&attr);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (!watching) {
+			say("s4d run: cannot start the thread that watches the daemon; a daemon's death will go unnoticed\n");
+			close(wake_fd);
+			wake_fd = -1;
+			return;
 		}
 	}
-	errno = saved;
+	uint64_t one = 1;
+	if (write(wake_fd, &one, sizeof one) < 0) {
+	}
 }
 
 // forget_all runs in a child of fork: it has none of the regions' mappings
@@ -141,6 +202,10 @@ static void forget_all(void) {
 	if (ctl >= 0)
 		close(ctl);
 	ctl = -1;
+	// The watcher is not among the child's threads.
+	if (wake_fd >= 0)
+		close(wake_fd);
+	wake_fd = -1, watching = 0;
 	pthread_mutex_init(&mu, NULL);
 }
 
@@ -154,13 +219,6 @@ __attribute__((constructor)) static void init(void) {
 	min_size = env_size("S4D_RUN_MIN_SIZE", min_size);
 	resident_total = env_size("S4D_RUN_RESIDENT", 0);
 	dry = getenv("S4D_RUN_DRY") && *getenv("S4D_RUN_DRY") == '1';
-	sig = SIGRTMAX - 3; // glibc keeps the lowest ones; programs rarely use these
-	struct sigaction sa = {0};
-	sa.sa_sigaction = on_lifeline;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(sig, &sa, NULL) != 0)
-		return;
 	pthread_atfork(NULL, NULL, forget_all);
 	enabled = 1;
 }
@@ -320,10 +378,8 @@ static void *region_alloc(size_t size, const char *what) {
 		why = st < 0 ? "the daemon did not answer" : NULL;
 		goto fail;
 	}
-	// The lifeline raises sig when it ends (or says the region came back).
-	fcntl(life, F_SETOWN, getpid());
-	fcntl(life, F_SETSIG, sig);
-	fcntl(life, F_SETFL, fcntl(life, F_GETFL) | O_ASYNC | O_NONBLOCK);
+	// The watcher learns from the lifeline that the daemon ended (or gave
+	// the region back).
 	regs[nregs] = (struct region){(uintptr_t)p, size, id, memfd, uffd, life, 0};
 	nregs++;
 	if ((uintptr_t)p < lo)
@@ -331,6 +387,7 @@ static void *region_alloc(size_t size, const char *what) {
 	if ((uintptr_t)p + size > hi)
 		hi = (uintptr_t)p + size;
 	rebalance();
+	changed();
 	pthread_mutex_unlock(&mu);
 	return p;
 fail:
@@ -366,12 +423,12 @@ static void region_free(int i) {
 		uint64_t b[2] = {r.id, 0};
 		control(OP_UNREGISTER, b, 9);
 	}
-	fcntl(r.life, F_SETFL, fcntl(r.life, F_GETFL) & ~O_ASYNC);
 	close(r.life);
 	if (r.uffd >= 0)
 		close(r.uffd);
 	close(r.memfd);
 	rebalance();
+	changed();
 }
 
 static int ours(void *p) { return nregs > 0 && (uintptr_t)p >= lo && (uintptr_t)p < hi; }

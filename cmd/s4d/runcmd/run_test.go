@@ -1,13 +1,17 @@
 package runcmd
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,12 +52,16 @@ func serve(sock string) {
 	if err := d.Listen(); err != nil {
 		panic(err)
 	}
-	d.Serve(context.Background())
+	// SIGTERM stops it cleanly: its regions are handed back.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	d.Serve(ctx)
 }
 
 // The program under test: large allocations of every kind, written,
 // checked, resized, freed; with "fork" a child that leaves them alone and
-// one that touches them; with "loop" it reads its memory for ever.
+// one that touches them; with "loop" it reads its memory for ever; with
+// "wait" it waits for a line on stdin once its memory is filled.
 const prog = `
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -72,6 +80,7 @@ int main(int argc, char **argv) {
 	for (size_t i = 0; i < 32 * MB; i += 4096) if (b[i]) { puts("calloc not zero"); return 3; }
 	fill(b, 32 * MB, 2);
 	if (!strcmp(mode, "loop")) { puts("filled"); fflush(stdout); for (;;) if (!check(a, 64 * MB, 1)) { puts("WRONG"); return 4; } }
+	if (!strcmp(mode, "wait")) { puts("filled"); fflush(stdout); getchar(); }
 	if (!strcmp(mode, "fork")) {
 		pid_t k = fork();
 		if (k == 0) _exit(0);
@@ -127,6 +136,7 @@ func setup(t *testing.T, separate bool) (dir, sock, lib, bin string, kill func()
 		}
 		kill = func() { d.Process.Kill(); d.Wait() }
 		t.Cleanup(kill)
+		daemonProc = d
 	} else {
 		go serve(sock)
 	}
@@ -140,6 +150,9 @@ func setup(t *testing.T, separate bool) (dir, sock, lib, bin string, kill func()
 	}
 	return dir, sock, lib, bin, kill
 }
+
+// daemonProc is the daemon setup started last in a process of its own.
+var daemonProc *exec.Cmd
 
 // s4dRun returns `s4d run flags -- prog args` as a command.
 func s4dRun(sock, lib string, flags []string, argv ...string) *exec.Cmd {
@@ -272,5 +285,35 @@ print(int(a.sum()), int(b.sum()), int(c.sum()), int(np.sort(b[:1 << 20])[-5:].su
 	got, err := cmd.Output()
 	if err != nil || !bytes.Equal(got, want) || stderr.Len() > 0 {
 		t.Fatalf("%v: %s want %s; stderr %s", err, got, want, stderr.String())
+	}
+}
+
+// TestRunDaemonStopped: a daemon that stops cleanly hands the program's
+// regions back whole; the program goes on with every byte it wrote.
+func TestRunDaemonStopped(t *testing.T) {
+	_, sock, lib, bin, _ := setup(t, true)
+	d := daemonProc
+	cmd := s4dRun(sock, lib, []string{"--resident", "8M", "--min-size", "16M"}, bin, "wait")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	r := bufio.NewReader(out)
+	if line, err := r.ReadString('\n'); err != nil || line != "filled\n" {
+		t.Fatalf("program: %q %v %s", line, err, stderr.String())
+	}
+	time.Sleep(200 * time.Millisecond) // some pages evicted
+	d.Process.Signal(syscall.SIGTERM)
+	if err := d.Wait(); err != nil {
+		t.Fatalf("daemon: %v", err)
+	}
+	in.Write([]byte("\n"))
+	rest, _ := io.ReadAll(r)
+	if err := cmd.Wait(); err != nil || !strings.Contains(string(rest), "a 1 b 1 c 1 a2 1 usable 1") {
+		t.Fatalf("program after the daemon stopped: %v; stdout %q; stderr %q", err, rest, stderr.String())
 	}
 }
