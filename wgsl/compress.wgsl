@@ -42,6 +42,7 @@ const MFLIMIT: u32 = PS - 12u;     // last position a match may start at
 const MATCH_END: u32 = PS - 5u;    // a match must end by here
 const BACKSCAN: u32 = 16u;         // in-round positions compared directly
 const CAP: u32 = 19u;              // match lengths compared up to this
+const OFFSET_PASSES: u32 = 3u;     // TUNE 16: passes of the offset rule
 const ROUNDS: u32 = (MFLIMIT + WG) / WG;
 const NSEQ: u32 = 1024u;           // sequences of a 4 KiB block, at most
 const STOP: u32 = STOP_V;          // benchmarks only: stop after this phase
@@ -51,7 +52,10 @@ const A_WORDS: u32 = max(3u * HSIZE, 3u * NSEQ);
 const SEQ_B: u32 = NSEQ;           // per sequence: literal output - anchor
 const OUT: u32 = 2u * NSEQ;        // the block being built
 
-var<workgroup> page: array<u32, PAGE_WORDS + 1u>;   // + a zero word
+// The page at word PAD, with zero words around it: the windows read at
+// its edges (8 words before, 3 after) need no bounds test.
+const PAD: u32 = 8u;
+var<workgroup> page: array<u32, PAGE_WORDS + PAD + 3u>;
 var<workgroup> mt: array<atomic<u32>, PS / 2u>;     // u16: (len-4)<<12 | off
 var<workgroup> A: array<atomic<u32>, A_WORDS>;
 var<workgroup> selw: array<u32, NSEGS>;   // positions where a match is taken
@@ -82,13 +86,21 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     let f0 = pages[base];
     let f1 = pages[base + 1u];
 
+    // Workgroup memory that is read before it is written starts zeroed
+    // here (the device may be opened without Dawn's zero-initialization).
+    if (t == 0u) { atomicStore(&flag, 0u); }
+    if (t < PAD) { page[t] = 0u; }
+    if (t < 3u) { page[PAD + PAGE_WORDS + t] = 0u; }
+    for (var i = t; i < PS / 2u; i = i + WG) { atomicStore(&mt[i], 0u); }
+    for (var i = t; i < 3u * HSIZE; i = i + WG) { atomicStore(&A[i], 0u); }
+    workgroupBarrier();
     // Load the page and test every 8-byte word against the first.
     var differ = false;
     for (var i = t; i < PAGE_WORDS / 2u; i = i + WG) {
         let a = pages[base + 2u * i];
         let b = pages[base + 2u * i + 1u];
-        page[2u * i] = a;
-        page[2u * i + 1u] = b;
+        page[PAD + 2u * i] = a;
+        page[PAD + 2u * i + 1u] = b;
         if (a != f0 || b != f1) {
             differ = true;
         }
@@ -125,6 +137,8 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // of 6 bytes (the second finds long matches among short repeats).
     // The words around p are read once into registers: the key, the
     // bytes a match is compared on, and the 16 positions before p.
+    var dispH = HSIZE; // TUNE 32: a displaced entry still to store
+    var dispV = 0u;
     for (var r = 0u; r < ROUNDS; r = r + 1u) {
         let p = r * WG + t;
         let rs = r * WG;
@@ -225,6 +239,18 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         workgroupBarrier();
         if (h < HSIZE) { atomicMax(&A[h], p + 1u); }
         if (h6 < HSIZE) { atomicMax(&A[HSIZE + h6], p + 1u); }
+        if ((TUNE & 32u) != 0u) {
+            // Last round's displaced entry: nobody reads that table
+            // between the two barriers, and one position per entry wins.
+            if (dispH < HSIZE) { atomicStore(&A[2u * HSIZE + dispH], dispV); }
+            workgroupBarrier();
+            dispH = HSIZE;
+            if (h < HSIZE && atomicLoad(&A[h]) == p + 1u && prev1 != 0u) {
+                dispH = h;
+                dispV = prev1;
+            }
+            continue;
+        }
         workgroupBarrier();
         // The entry p displaced stays as a second candidate.
         if (h < HSIZE && atomicLoad(&A[h]) == p + 1u && prev1 != 0u) {
@@ -238,19 +264,27 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // where position q could match at the offset of the CAP-long match at
     // q-CAP at least as long as at its own, it takes that offset. Two
     // passes carry an offset over chains of three chunks and more.
-    for (var it = 0u; it < select(2u, 0u, (TUNE & 8u) != 0u); it = it + 1u) {
+    for (var it = 0u; it < select(0u, OFFSET_PASSES, (TUNE & 16u) != 0u); it = it + 1u) {
+        // All of a pass's new entries are found first, then written: two
+        // barriers a pass rather than two per 256 positions.
+        var nvs: array<u32, PS / WG>;
+        for (var k = 0u; k < PS / WG; k = k + 1u) {
+            nvs[k] = offsetFor(k * WG + t);
+        }
+        workgroupBarrier();
         for (var k = 0u; k < PS / WG; k = k + 1u) {
             let q = k * WG + t;
-            var nv = 0u;
-            if (q >= CAP && q <= MFLIMIT) {
-                let ep = mtAt(q - CAP);
-                let eq = mtAt(q);
-                let d = ep & 0xfffu;
-                if ((ep >> 12u) == CAP - 4u && eq != 0u && (eq & 0xfffu) != d && d <= q) {
-                    let l = matchLen(q, q - d, min(CAP, MATCH_END - q));
-                    if (l >= (eq >> 12u) + 4u) { nv = ((l - 4u) << 12u) | d; }
-                }
+            if (nvs[k] != 0u) {
+                atomicAnd(&mt[q >> 1u], ~(0xffffu << (16u * (q & 1u))));
+                atomicOr(&mt[q >> 1u], nvs[k] << (16u * (q & 1u)));
             }
+        }
+        workgroupBarrier();
+    }
+    for (var it = 0u; it < select(2u, 0u, (TUNE & 24u) != 0u); it = it + 1u) {
+        for (var k = 0u; k < PS / WG; k = k + 1u) {
+            let q = k * WG + t;
+            let nv = offsetFor(q);
             workgroupBarrier();
             if (nv != 0u) {
                 atomicAnd(&mt[q >> 1u], ~(0xffffu << (16u * (q & 1u))));

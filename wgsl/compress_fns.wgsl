@@ -4,12 +4,12 @@
 // workgroup-memory prefix sum.
 
 fn byteAt(i: u32) -> u32 {
-    return (page[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+    return (page[PAD + (i >> 2u)] >> ((i & 3u) * 8u)) & 0xffu;
 }
 
 // Four bytes at any byte position i <= PS-4 (little endian).
 fn load32(i: u32) -> u32 {
-    let w = i >> 2u;
+    let w = PAD + (i >> 2u);
     let s = (i & 3u) * 8u;
     if (s == 0u) {
         return page[w];
@@ -38,10 +38,9 @@ fn hash6(k: u32, k6: u32) -> u32 {
     return ((k * 2654435761u) ^ (k6 * 2246822519u)) >> (32u - HASH_BITS);
 }
 
-// Page word i; 0 outside the page (windows at its edges).
+// Page word i, -PAD <= i < PAGE_WORDS+3; 0 outside the page.
 fn pageWord(i: i32) -> u32 {
-    if (i < 0 || i > i32(PAGE_WORDS)) { return 0u; }
-    return page[i];
+    return page[u32(i + i32(PAD))];
 }
 
 // The 4 bytes starting s/8 bytes into a (s a multiple of 8 below 32).
@@ -72,6 +71,20 @@ fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
     l = select(l, 8u + z.y, x.y != 0u);
     l = select(l, 4u + z.x, x.x != 0u);
     return min(l, lim);
+}
+
+// The new entry of position q where the CAP-long match at q-CAP has an
+// offset that matches at q at least as long as q's own; else 0.
+fn offsetFor(q: u32) -> u32 {
+    if (q < CAP || q > MFLIMIT) { return 0u; }
+    let ep = mtAt(q - CAP);
+    let eq = mtAt(q);
+    let d = ep & 0xfffu;
+    if ((ep >> 12u) == CAP - 4u && eq != 0u && (eq & 0xfffu) != d && d <= q) {
+        let l = matchLen(q, q - d, min(CAP, MATCH_END - q));
+        if (l >= (eq >> 12u) + 4u) { return ((l - 4u) << 12u) | d; }
+    }
+    return 0u;
 }
 
 // Length of the match of p against c (c < p), capped at lim.

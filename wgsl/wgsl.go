@@ -72,7 +72,7 @@ func Source(src string, p Params) string {
 func WorkgroupBytes(p Params) int {
 	const ps, wg, nseq = 4096, 256, 1024
 	a := max(3<<p.HashBits, 3*nseq) * 4
-	return ps + 4 + // the page
+	return ps + 11*4 + // the page and its zero words
 		ps*2 + // one u16 match per position
 		a + // hash tables / segment exits / sequences and block
 		3*128*4 + 129*4 + wg*4 + // bitmaps, entries, scan

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -45,9 +46,29 @@ func libCandidates(explicit string) []string {
 // A library is loaded once per process and never unloaded: Dawn keeps
 // threads of its own.
 var (
-	libMu    sync.Mutex
-	libProcs = map[string]*C.s4d_procs{}
+	libMu         sync.Mutex
+	libProcs      = map[string]*C.s4d_procs{}
+	togglesUsedFn = map[*C.s4d_procs]unsafe.Pointer{}
 )
+
+// defaultToggles are the Dawn device toggles asked for unless
+// S4D_WEBGPU_TOGGLES (a comma-separated list, empty for none) says
+// otherwise. Libraries other than Dawn ignore the descriptor.
+var defaultToggles = []string{}
+
+func deviceToggles() []string {
+	v, ok := os.LookupEnv("S4D_WEBGPU_TOGGLES")
+	if !ok {
+		return defaultToggles
+	}
+	var t []string
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			t = append(t, x)
+		}
+	}
+	return t
+}
 
 func loadLib(explicit string) (*C.s4d_procs, string, error) {
 	libMu.Lock()
@@ -67,6 +88,10 @@ func loadLib(explicit string) (*C.s4d_procs, string, error) {
 		return nil, "", backends.Unavailable("%v", err)
 	}
 	libProcs[lib.Path] = p
+	// Optional: Dawn's list of the toggles a device uses, to report them.
+	if f, err := lib.Sym("_ZN4dawn6native14GetTogglesUsedEP14WGPUDeviceImpl"); err == nil {
+		togglesUsedFn[p] = f
+	}
 	return p, lib.Path, nil
 }
 
@@ -87,6 +112,8 @@ type device struct {
 	closed  bool
 	// subgroups: the device was opened with the subgroups feature.
 	subgroups bool
+	// toggles: the Dawn toggles asked for that the device uses.
+	toggles string
 	// Waits registered by await, completed by the loop (device thread).
 	pending []*pend
 }
@@ -313,8 +340,16 @@ func (d *device) init(allowCPU, noSubgroups bool) error {
 		}
 	}
 	d.subgroups = nf > 0
+	tgl := deviceToggles()
+	ctg := (*[8]*C.char)(C.calloc(8, C.size_t(unsafe.Sizeof(uintptr(0)))))
+	defer C.free(unsafe.Pointer(ctg))
+	ntg := min(len(tgl), len(ctg))
+	for i := range ntg {
+		ctg[i] = C.CString(tgl[i])
+		defer C.free(unsafe.Pointer(ctg[i]))
+	}
 	resetWait(w)
-	C.s4d_request_device(p, d.adapter, d.lim, w, d.st, &feats[0], C.size_t(nf))
+	C.s4d_request_device(p, d.adapter, d.lim, w, d.st, &feats[0], C.size_t(nf), &ctg[0], C.size_t(ntg))
 	if err := d.wait(w, "device"); err != nil {
 		return err
 	}
@@ -323,6 +358,19 @@ func (d *device) init(allowCPU, noSubgroups bool) error {
 	}
 	d.dev = C.WGPUDevice(w.handle)
 	d.queue = C.s4d_queue(p, d.dev)
+	// Report which of the asked-for toggles the device took.
+	if f := togglesUsedFn[p]; f != nil && ntg > 0 {
+		var buf [2048]C.char
+		C.s4d_toggles_used(f, d.dev, &buf[0], C.size_t(len(buf)))
+		used := "," + C.GoString(&buf[0]) + ","
+		var on []string
+		for _, t := range tgl[:ntg] {
+			if strings.Contains(used, ","+t+",") {
+				on = append(on, t)
+			}
+		}
+		d.toggles = strings.Join(on, ",")
+	}
 	return nil
 }
 

@@ -164,8 +164,13 @@ static inline uint32_t s4d_adapter_limits(s4d_procs* p, WGPUAdapter a, s4d_limit
 static inline int s4d_has_feature(s4d_procs* p, WGPUAdapter a, uint32_t f) { return p->adapterHasFeature(a, f) != 0; }
 
 static inline void s4d_request_device(s4d_procs* p, WGPUAdapter a, s4d_limits* lim, s4d_wait* w, s4d_devstate* st,
-                                      const uint32_t* feats, size_t nfeats) {
+                                      const uint32_t* feats, size_t nfeats, const char* const* toggles, size_t ntoggles) {
     WGPUDeviceDescriptor d = {0};
+    // Dawn's own extension (DawnTogglesDescriptor, sType 0x5000A in this
+    // revision): device toggles by name; an unknown name is ignored.
+    struct { WGPUChainedStruct chain; size_t enabledCount; const char* const* enabled;
+             size_t disabledCount; const char* const* disabled; } tg = {{NULL, 0x5000A}, ntoggles, toggles, 0, NULL};
+    if (ntoggles > 0) d.nextInChain = &tg.chain;
     d.requiredFeatureCount = nfeats;
     d.requiredFeatures = feats;
     d.requiredLimits = &lim->l;
@@ -174,6 +179,27 @@ static inline void s4d_request_device(s4d_procs* p, WGPUAdapter a, s4d_limits* l
     d.uncapturedErrorCallbackInfo.callback = s4d_on_error;
     d.uncapturedErrorCallbackInfo.userdata1 = st;
     p->adapterRequestDevice(a, &d, s4d_cb((void*)s4d_on_device, w));
+}
+
+// The toggles a Dawn device uses, from dawn::native::GetTogglesUsed (a
+// C++ function returning std::vector<const char*>: by the SysV ABI the
+// same as a returned struct of three pointers). Writes them, comma
+// separated, into buf; the vector's storage is left (once per device).
+typedef struct { const char** b; const char** e; const char** c; } s4d_cvec;
+typedef s4d_cvec (*PFN_GetTogglesUsed)(WGPUDevice);
+static inline void s4d_toggles_used(void* fn, WGPUDevice d, char* buf, size_t n) {
+    buf[0] = 0;
+    if (fn == NULL || n == 0) return;
+    s4d_cvec v = ((PFN_GetTogglesUsed)fn)(d);
+    size_t o = 0;
+    for (const char** t = v.b; t != NULL && t < v.e; t++) {
+        size_t l = strlen(*t);
+        if (o + l + 2 >= n) break;
+        if (o > 0) buf[o++] = ',';
+        memcpy(buf + o, *t, l);
+        o += l;
+        buf[o] = 0;
+    }
 }
 
 static inline WGPUBuffer s4d_create_buffer(s4d_procs* p, WGPUDevice d, WGPUFlags usage, uint64_t size, int mapped) {

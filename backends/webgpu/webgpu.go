@@ -132,6 +132,9 @@ func (b *Backend) setup() error {
 		scan = fmt.Sprintf("subgroup scans (subgroups up to %d)", d.subMax)
 	}
 	d.desc += fmt.Sprintf(", workgroup memory %d B, hash 2x2^%d, %s", wgMem, b.kp.HashBits, scan)
+	if d.toggles != "" {
+		d.desc += ", dawn toggles " + d.toggles
+	}
 	return nil
 }
 

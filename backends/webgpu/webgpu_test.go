@@ -325,11 +325,14 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 	}
 	// Smaller dispatches over the first pages show how the time scales:
 	// proportional means the device is busy, flat means latency per page.
-	for _, n := range []int{in.Len() / 16, in.Len() / 4, in.Len()} {
-		bm.Run(fmt.Sprintf("pages=%d", n), func(bm *testing.B) {
-			bm.SetBytes(int64(n * PageSize))
+	// reps=8 runs the kernel 8 times in one submission: the difference
+	// to reps=1 is the device's own time, without a submission's latency.
+	for _, c := range [][2]int{{in.Len() / 16, 1}, {in.Len() / 4, 1}, {in.Len(), 1}, {in.Len() / 16, 8}, {in.Len(), 8}} {
+		n, reps := c[0], c[1]
+		bm.Run(fmt.Sprintf("pages=%d/reps=%d", n, reps), func(bm *testing.B) {
+			bm.SetBytes(int64(n * PageSize * reps))
 			for bm.Loop() {
-				if err := b.kernelPass(s, n, 1); err != nil {
+				if err := b.kernelPass(s, n, reps); err != nil {
 					bm.Fatal(err)
 				}
 			}
