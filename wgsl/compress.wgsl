@@ -187,25 +187,58 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
                 brel = bscan(brel, w3, w4, 28u, key, lo, hi);
                 brel = bscan(brel, w4, w5, 32u, key, lo, hi);
             }
-            if (brel != 99u) {
-                let c = (p & ~3u) + brel - 32u;
-                best = candLen(c, key, v, lim);
-                boff = p - c;
-            }
             let key6 = v.x & 0xffffu; // bytes 4 and 5 after p
             let old1 = atomicLoad(&A[hashOf(key)]);
             let old2 = atomicLoad(&A[HSIZE + hash6(key, key6)]);
             let old3 = atomicLoad(&A[2u * HSIZE + hashOf(key)]);
             prev1 = old1;
-            if (best < lim && old1 != 0u) {
+            if ((TUNE & 128u) != 0u) {
+                // Two stages: every candidate's first 8 bytes, then the
+                // rest for the first one that matches all 8 (most of a
+                // warp's loads go to candidates that stop early).
+                var bc = 0u; // best candidate + 1
+                var b8 = 0u;
+                if (brel != 99u) {
+                    let c = (p & ~3u) + brel - 32u;
+                    b8 = cand8(c, key, v.x);
+                    bc = c + 1u;
+                }
+                if (b8 < 8u && old1 != 0u) {
+                    let l = cand8(old1 - 1u, key, v.x);
+                    if (l > b8) { b8 = l; bc = old1; }
+                }
+                if (b8 < 8u && old2 != 0u) {
+                    let l = cand8(old2 - 1u, key, v.x);
+                    if (l > b8) { b8 = l; bc = old2; }
+                }
+                if (b8 < 8u && old3 != 0u) {
+                    let l = cand8(old3 - 1u, key, v.x);
+                    if (l > b8) { b8 = l; bc = old3; }
+                }
+                if (b8 == 8u) {
+                    best = candRest(bc - 1u, v, lim);
+                } else {
+                    best = min(b8, lim);
+                }
+                boff = p - (bc - 1u);
+            } else if (brel != 99u) {
+                let c = (p & ~3u) + brel - 32u;
+                best = candLen(c, key, v, lim);
+                boff = p - c;
+            }
+            if ((TUNE & 128u) != 0u) {
+                // done above
+            } else if ((TUNE & 64u) != 0u) { // benchmarks: no table candidates
+                prev1 = 0u;
+            } else if (best < lim && old1 != 0u) {
                 let l = candLen(old1 - 1u, key, v, lim);
                 if (l > best) { best = l; boff = p - (old1 - 1u); }
             }
-            if (best < lim && old2 != 0u) {
+            if ((TUNE & 64u) == 0u && best < lim && old2 != 0u) {
                 let l = candLen(old2 - 1u, key, v, lim);
                 if (l > best) { best = l; boff = p - (old2 - 1u); }
             }
-            if (best < lim && old3 != 0u) {
+            if ((TUNE & 64u) == 0u && best < lim && old3 != 0u) {
                 let l = candLen(old3 - 1u, key, v, lim);
                 if (l > best) { best = l; boff = p - (old3 - 1u); }
             }

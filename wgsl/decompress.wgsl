@@ -122,6 +122,11 @@ fn decompress(@builtin(workgroup_id) wid: vec3<u32>,
     if (i >= params.n) {
         return;
     }
+    // The page is built by OR-ing bytes in: it starts zeroed here (the
+    // device may be opened without Dawn's zero-initialization).
+    for (var w = t; w < PAGE_WORDS; w = w + WG) {
+        atomicStore(&page[w], 0u);
+    }
     if (t == 0u) {
         srcBase = desc[2u * i];
         res = parse(desc[2u * i + 1u]);

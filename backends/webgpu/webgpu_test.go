@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -327,7 +328,15 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 	// proportional means the device is busy, flat means latency per page.
 	// reps=8 runs the kernel 8 times in one submission: the difference
 	// to reps=1 is the device's own time, without a submission's latency.
-	for _, c := range [][2]int{{in.Len() / 16, 1}, {in.Len() / 4, 1}, {in.Len(), 1}, {in.Len() / 16, 8}, {in.Len(), 8}} {
+	cases := [][2]int{{in.Len() / 16, 1}, {in.Len() / 4, 1}, {in.Len(), 1}, {in.Len() / 16, 8}, {in.Len(), 8}}
+	// S4D_BENCH_KERNEL_PAGES=n,n,...: other sizes (8 dispatches each), to
+	// see how many workgroups the device runs at once.
+	for _, f := range strings.Split(os.Getenv("S4D_BENCH_KERNEL_PAGES"), ",") {
+		if v, err := strconv.Atoi(f); err == nil && v > 0 && v <= in.Len() {
+			cases = append(cases, [2]int{v, 8})
+		}
+	}
+	for _, c := range cases {
 		n, reps := c[0], c[1]
 		bm.Run(fmt.Sprintf("pages=%d/reps=%d", n, reps), func(bm *testing.B) {
 			bm.SetBytes(int64(n * PageSize * reps))
