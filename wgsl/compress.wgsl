@@ -42,7 +42,7 @@ const MFLIMIT: u32 = PS - 12u;     // last position a match may start at
 const MATCH_END: u32 = PS - 5u;    // a match must end by here
 const BACKSCAN: u32 = 16u;         // in-round positions compared directly
 const CAP: u32 = 19u;              // match lengths compared up to this
-const OFFSET_PASSES: u32 = 3u;     // TUNE 16: passes of the offset rule
+const OFFSET_PASSES: u32 = 3u;     // passes of the offset rule (2b)
 const ROUNDS: u32 = (MFLIMIT + WG) / WG;
 const NSEQ: u32 = 1024u;           // sequences of a 4 KiB block, at most
 const STOP: u32 = STOP_V;          // benchmarks only: stop after this phase
@@ -136,9 +136,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // tables hold the latest position of earlier rounds per hash of 4 and
     // of 6 bytes (the second finds long matches among short repeats).
     // The words around p are read once into registers: the key, the
-    // bytes a match is compared on, and the 16 positions before p.
-    var dispH = HSIZE; // TUNE 32: a displaced entry still to store
-    var dispV = 0u;
+    // bytes a match is compared on, and the 32 positions before p.
     for (var r = 0u; r < ROUNDS; r = r + 1u) {
         let p = r * WG + t;
         let rs = r * WG;
@@ -168,83 +166,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             // The 4 bytes at p+4, p+8, p+12, p+16.
             let v = vec4<u32>(fsh(w5, w6, sh), fsh(w6, w7, sh), fsh(w7, w8, sh), fsh(w8, w9, sh));
             let lim = min(CAP, MATCH_END - p);
-            var best = 0u;
-            var boff = 0u;
-            // Nearest of the 32 positions before p (this round) with the
-            // same key: byte rel of the window starts at (p & ~3) - 32 + rel.
-            var brel = 99u;
-            if ((TUNE & 1u) == 0u) {
-                let pa = p & ~3u;
-                let lo = max(a, select(0u, rs + 32u - pa, rs + 32u > pa));
-                let hi = 32u + a;
-                brel = bscan(brel, q0, q1, 0u, key, lo, hi);
-                brel = bscan(brel, q1, q2, 4u, key, lo, hi);
-                brel = bscan(brel, q2, q3, 8u, key, lo, hi);
-                brel = bscan(brel, q3, w0, 12u, key, lo, hi);
-                brel = bscan(brel, w0, w1, 16u, key, lo, hi);
-                brel = bscan(brel, w1, w2, 20u, key, lo, hi);
-                brel = bscan(brel, w2, w3, 24u, key, lo, hi);
-                brel = bscan(brel, w3, w4, 28u, key, lo, hi);
-                brel = bscan(brel, w4, w5, 32u, key, lo, hi);
-            }
             let key6 = v.x & 0xffffu; // bytes 4 and 5 after p
-            let old1 = atomicLoad(&A[hashOf(key)]);
-            let old2 = atomicLoad(&A[HSIZE + hash6(key, key6)]);
-            let old3 = atomicLoad(&A[2u * HSIZE + hashOf(key)]);
-            prev1 = old1;
-            if ((TUNE & 128u) != 0u) {
-                // Two stages: every candidate's first 8 bytes, then the
-                // rest for the first one that matches all 8 (most of a
-                // warp's loads go to candidates that stop early).
-                var bc = 0u; // best candidate + 1
-                var b8 = 0u;
-                if (brel != 99u) {
-                    let c = (p & ~3u) + brel - 32u;
-                    b8 = cand8(c, key, v.x);
-                    bc = c + 1u;
-                }
-                if (b8 < 8u && old1 != 0u) {
-                    let l = cand8(old1 - 1u, key, v.x);
-                    if (l > b8) { b8 = l; bc = old1; }
-                }
-                if (b8 < 8u && old2 != 0u) {
-                    let l = cand8(old2 - 1u, key, v.x);
-                    if (l > b8) { b8 = l; bc = old2; }
-                }
-                if (b8 < 8u && old3 != 0u) {
-                    let l = cand8(old3 - 1u, key, v.x);
-                    if (l > b8) { b8 = l; bc = old3; }
-                }
-                if (b8 == 8u) {
-                    best = candRest(bc - 1u, v, lim);
-                } else {
-                    best = min(b8, lim);
-                }
-                boff = p - (bc - 1u);
-            } else if (brel != 99u) {
-                let c = (p & ~3u) + brel - 32u;
-                best = candLen(c, key, v, lim);
-                boff = p - c;
-            }
-            if ((TUNE & 128u) != 0u) {
-                // done above
-            } else if ((TUNE & 64u) != 0u) { // benchmarks: no table candidates
-                prev1 = 0u;
-            } else if (best < lim && old1 != 0u) {
-                let l = candLen(old1 - 1u, key, v, lim);
-                if (l > best) { best = l; boff = p - (old1 - 1u); }
-            }
-            if ((TUNE & 64u) == 0u && best < lim && old2 != 0u) {
-                let l = candLen(old2 - 1u, key, v, lim);
-                if (l > best) { best = l; boff = p - (old2 - 1u); }
-            }
-            if ((TUNE & 64u) == 0u && best < lim && old3 != 0u) {
-                let l = candLen(old3 - 1u, key, v, lim);
-                if (l > best) { best = l; boff = p - (old3 - 1u); }
-            }
-            if (best >= 4u) {
-                atomicOr(&mt[p >> 1u], (((best - 4u) << 12u) | boff) << (16u * (p & 1u)));
-            }
             // Insert p unless a later position of this round has the same
             // key (runs would otherwise all hit one table entry at once).
             // k1, k2: the 4 bytes at p+1, p+2; j1, j2: the 2 bytes after.
@@ -268,22 +190,55 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
                 h = select(hashOf(key), HSIZE, dup);
                 h6 = select(hash6(key, key6), HSIZE, dup6);
             }
+            var best = 0u;
+            var boff = 0u;
+            // Nearest of the 32 positions before p (this round) with the
+            // same key: byte rel of the window starts at (p & ~3) - 32 + rel.
+            var brel = 99u;
+            if ((TUNE & 1u) == 0u) {
+                let pa = p & ~3u;
+                let lo = max(a, select(0u, rs + 32u - pa, rs + 32u > pa));
+                let hi = 32u + a;
+                brel = bscan(brel, q0, q1, 0u, key, lo, hi);
+                brel = bscan(brel, q1, q2, 4u, key, lo, hi);
+                brel = bscan(brel, q2, q3, 8u, key, lo, hi);
+                brel = bscan(brel, q3, w0, 12u, key, lo, hi);
+                brel = bscan(brel, w0, w1, 16u, key, lo, hi);
+                brel = bscan(brel, w1, w2, 20u, key, lo, hi);
+                brel = bscan(brel, w2, w3, 24u, key, lo, hi);
+                brel = bscan(brel, w3, w4, 28u, key, lo, hi);
+                brel = bscan(brel, w4, w5, 32u, key, lo, hi);
+            }
+            let old1 = atomicLoad(&A[hashOf(key)]);
+            let old2 = atomicLoad(&A[HSIZE + hash6(key, key6)]);
+            let old3 = atomicLoad(&A[2u * HSIZE + hashOf(key)]);
+            prev1 = old1;
+            if (brel != 99u) {
+                let c = (p & ~3u) + brel - 32u;
+                best = candLen(c, key, v, lim);
+                boff = p - c;
+            }
+            if ((TUNE & 64u) != 0u) { // benchmarks: no table candidates
+                prev1 = 0u;
+            } else if (best < lim && old1 != 0u) {
+                let l = candLen(old1 - 1u, key, v, lim);
+                if (l > best) { best = l; boff = p - (old1 - 1u); }
+            }
+            if ((TUNE & 64u) == 0u && best < lim && old2 != 0u) {
+                let l = candLen(old2 - 1u, key, v, lim);
+                if (l > best) { best = l; boff = p - (old2 - 1u); }
+            }
+            if ((TUNE & 64u) == 0u && best < lim && old3 != 0u) {
+                let l = candLen(old3 - 1u, key, v, lim);
+                if (l > best) { best = l; boff = p - (old3 - 1u); }
+            }
+            if (best >= 4u) {
+                atomicOr(&mt[p >> 1u], (((best - 4u) << 12u) | boff) << (16u * (p & 1u)));
+            }
         }
         workgroupBarrier();
         if (h < HSIZE) { atomicMax(&A[h], p + 1u); }
         if (h6 < HSIZE) { atomicMax(&A[HSIZE + h6], p + 1u); }
-        if ((TUNE & 32u) != 0u) {
-            // Last round's displaced entry: nobody reads that table
-            // between the two barriers, and one position per entry wins.
-            if (dispH < HSIZE) { atomicStore(&A[2u * HSIZE + dispH], dispV); }
-            workgroupBarrier();
-            dispH = HSIZE;
-            if (h < HSIZE && atomicLoad(&A[h]) == p + 1u && prev1 != 0u) {
-                dispH = h;
-                dispV = prev1;
-            }
-            continue;
-        }
         workgroupBarrier();
         // The entry p displaced stays as a second candidate.
         if (h < HSIZE && atomicLoad(&A[h]) == p + 1u && prev1 != 0u) {
@@ -295,11 +250,10 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // 2b. Long matches are found in CAP-long chunks; a chunk following a
     // CAP-long one merges with it when both use one offset (phase 4). So
     // where position q could match at the offset of the CAP-long match at
-    // q-CAP at least as long as at its own, it takes that offset. Two
-    // passes carry an offset over chains of three chunks and more.
-    for (var it = 0u; it < select(0u, OFFSET_PASSES, (TUNE & 16u) != 0u); it = it + 1u) {
-        // All of a pass's new entries are found first, then written: two
-        // barriers a pass rather than two per 256 positions.
+    // q-CAP at least as long as at its own, it takes that offset. A pass
+    // finds all its new entries, then writes them (two barriers a pass):
+    // each pass carries an offset one chunk further.
+    for (var it = 0u; it < select(OFFSET_PASSES, 0u, (TUNE & 8u) != 0u); it = it + 1u) {
         var nvs: array<u32, PS / WG>;
         for (var k = 0u; k < PS / WG; k = k + 1u) {
             nvs[k] = offsetFor(k * WG + t);
@@ -314,19 +268,6 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         }
         workgroupBarrier();
     }
-    for (var it = 0u; it < select(2u, 0u, (TUNE & 24u) != 0u); it = it + 1u) {
-        for (var k = 0u; k < PS / WG; k = k + 1u) {
-            let q = k * WG + t;
-            let nv = offsetFor(q);
-            workgroupBarrier();
-            if (nv != 0u) {
-                atomicAnd(&mt[q >> 1u], ~(0xffffu << (16u * (q & 1u))));
-                atomicOr(&mt[q >> 1u], nv << (16u * (q & 1u)));
-            }
-            workgroupBarrier();
-        }
-    }
-
     if (STOP == 2u) {
         if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
         return;

@@ -87,35 +87,6 @@ fn offsetFor(q: u32) -> u32 {
     return 0u;
 }
 
-// The first stage of candLen: 0 when c's 4 bytes differ from key, else
-// the match length up to 8 (vx: p's bytes 4..7).
-fn cand8(c: u32, key: u32, vx: u32) -> u32 {
-    let cw = i32(c >> 2u);
-    let cs = (c & 3u) * 8u;
-    let u1 = pageWord(cw + 1);
-    if (fsh(pageWord(cw), u1, cs) != key) { return 0u; }
-    let x = vx ^ fsh(u1, pageWord(cw + 2), cs);
-    return select(4u + (countTrailingZeros(x) >> 3u), 8u, x == 0u);
-}
-
-// The second: the length of a match known to be 8 bytes long, capped at
-// lim (<= CAP).
-fn candRest(c: u32, v: vec4<u32>, lim: u32) -> u32 {
-    let cw = i32(c >> 2u);
-    let cs = (c & 3u) * 8u;
-    let u2 = pageWord(cw + 2);
-    let u3 = pageWord(cw + 3);
-    let u4 = pageWord(cw + 4);
-    let u5 = pageWord(cw + 5);
-    let x = vec3<u32>(v.y, v.z, v.w) ^ vec3<u32>(fsh(u2, u3, cs), fsh(u3, u4, cs), fsh(u4, u5, cs));
-    let z = countTrailingZeros(x) >> vec3<u32>(3u);
-    var l = 20u;
-    l = select(l, 16u + z.z, x.z != 0u);
-    l = select(l, 12u + z.y, x.y != 0u);
-    l = select(l, 8u + z.x, x.x != 0u);
-    return min(l, lim);
-}
-
 // Length of the match of p against c (c < p), capped at lim.
 fn matchLen(p: u32, c: u32, lim: u32) -> u32 {
     var l = 0u;
@@ -133,12 +104,15 @@ fn matchLen(p: u32, c: u32, lim: u32) -> u32 {
 
 // The last of the 4 positions rel0..rel0+3 of word a (b after it) in
 // [lo, hi) whose 4 bytes equal key, else brel.
+// (lo <= hi: one unsigned compare tests the range.)
 fn bscan(brel: u32, a: u32, b: u32, rel0: u32, key: u32, lo: u32, hi: u32) -> u32 {
     var r = brel;
-    r = select(r, rel0, rel0 >= lo && rel0 < hi && a == key);
-    r = select(r, rel0 + 1u, rel0 + 1u >= lo && rel0 + 1u < hi && ((a >> 8u) | (b << 24u)) == key);
-    r = select(r, rel0 + 2u, rel0 + 2u >= lo && rel0 + 2u < hi && ((a >> 16u) | (b << 16u)) == key);
-    r = select(r, rel0 + 3u, rel0 + 3u >= lo && rel0 + 3u < hi && ((a >> 24u) | (b << 8u)) == key);
+    let span = hi - lo;
+    let d = rel0 - lo;
+    r = select(r, rel0, d < span && a == key);
+    r = select(r, rel0 + 1u, d + 1u < span && ((a >> 8u) | (b << 24u)) == key);
+    r = select(r, rel0 + 2u, d + 2u < span && ((a >> 16u) | (b << 16u)) == key);
+    r = select(r, rel0 + 3u, d + 3u < span && ((a >> 24u) | (b << 8u)) == key);
     return r;
 }
 
