@@ -360,6 +360,13 @@ func FuzzDecompress(f *testing.F) {
 	f.Add(blk[:n])
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add(bytes.Repeat([]byte{0x1f, 0, 0, 0}, 8))
+	// Longer than any block that decodes to one page: read from global
+	// memory, not through workgroup memory.
+	f.Add(append(bytes.Repeat([]byte{0x0f, 'a', 1, 0}, 2000), blk[:n]...))
+	long := append([]byte{0xf0}, bytes.Repeat([]byte{0xff}, 16)...)
+	long = append(append(long, 1), page...)
+	f.Add(append(long, bytes.Repeat([]byte{7}, 2000)...)) // one page of literals, then junk
+	f.Add(long)                                            // the same without the junk: valid
 	f.Add([]byte{0x1f, 'a', 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xe2, 0x50, 'a', 'b', 'c', 'd', 'e'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b := open(t)
