@@ -366,7 +366,7 @@ func FuzzDecompress(f *testing.F) {
 	long := append([]byte{0xf0}, bytes.Repeat([]byte{0xff}, 16)...)
 	long = append(append(long, 1), page...)
 	f.Add(append(long, bytes.Repeat([]byte{7}, 2000)...)) // one page of literals, then junk
-	f.Add(long)                                            // the same without the junk: valid
+	f.Add(long)                                           // the same without the junk: valid
 	f.Add([]byte{0x1f, 'a', 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xe2, 0x50, 'a', 'b', 'c', 'd', 'e'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b := open(t)
