@@ -29,27 +29,15 @@ const WG: u32 = 64u;
 const MAXSEQ: u32 = PS / 4u + 1u;
 
 var<workgroup> page: array<atomic<u32>, PAGE_WORDS>;
-var<workgroup> litSrc: array<u32, MAXSEQ>;  // byte offset in the block
+var<workgroup> litSrc: array<u32, MAXSEQ>;  // byte offset in src
 var<workgroup> litAt: array<u32, MAXSEQ>;   // output position | length << 16
 var<workgroup> mAt: array<u32, MAXSEQ>;     // offset | length << 16 (0: none)
 var<workgroup> waves: array<u32, MAXSEQ + 1u>; // first sequence of each wave
 var<workgroup> res: vec3<u32>;               // ok, sequences, waves
 
-// A block of up to BLK_WORDS words (every block that can decode to one
-// page) is read into workgroup memory first with coalesced loads: the
-// parse and the literal copies then read bytes there, not one global
-// load each. A longer block (always damaged) is read from src.
-const BLK_WORDS: u32 = PAGE_WORDS + PAGE_WORDS / 2u;
-var<workgroup> blk: array<u32, BLK_WORDS>;
-
 var<private> srcBase: u32;
-var<private> inBlk: bool;
 
-// Byte i of the block.
 fn inByte(i: u32) -> u32 {
-    if (inBlk) {
-        return (blk[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu; // i < len
-    }
     let b = srcBase + i;
     return (src[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
 }
@@ -85,7 +73,7 @@ fn parse(len: u32) -> vec3<u32> {
             }
         }
         if (lit > len - ip || lit > PS - op) { return vec3<u32>(0u, 0u, 0u); }
-        litSrc[ns] = ip;
+        litSrc[ns] = srcBase + ip;
         litAt[ns] = op | (lit << 16u);
         mAt[ns] = 0u;
         ip = ip + lit;
@@ -139,17 +127,9 @@ fn decompress(@builtin(workgroup_id) wid: vec3<u32>,
     for (var w = t; w < PAGE_WORDS; w = w + WG) {
         atomicStore(&page[w], 0u);
     }
-    srcBase = desc[2u * i];
-    let len = desc[2u * i + 1u];
-    inBlk = len <= BLK_WORDS * 4u;
-    if (inBlk) {
-        for (var w = t; w < (len + 3u) / 4u; w = w + WG) {
-            blk[w] = src[(srcBase >> 2u) + w];
-        }
-    }
-    workgroupBarrier();
     if (t == 0u) {
-        res = parse(len);
+        srcBase = desc[2u * i];
+        res = parse(desc[2u * i + 1u]);
         status[i] = res.x;
     }
     let r = workgroupUniformLoad(&res);
@@ -163,7 +143,8 @@ fn decompress(@builtin(workgroup_id) wid: vec3<u32>,
         let n = at >> 16u;
         let sb = litSrc[s];
         for (var j = t; j < n; j = j + WG) {
-            putOut(o + j, inByte(sb + j));
+            let b = sb + j;
+            putOut(o + j, (src[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu);
         }
     }
     workgroupBarrier();
