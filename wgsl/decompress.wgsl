@@ -1,10 +1,13 @@
-// LZ4 block decompression, one page per workgroup of 64 invocations.
-// One invocation parses the sequence headers only (every read and length
-// bounds-checked: a damaged block sets status 0, never faults) and groups
-// the matches into waves whose sources are already final; then the whole
-// workgroup copies all literals at once, and each wave's matches at once
-// (overlapping matches read only bytes before their start: byte j of a
-// match at op with offset d is byte op-d+(j mod d)).
+// LZ4 block decompression, one page per workgroup of 64 invocations, in
+// chunks of up to CH sequences: one invocation parses a chunk's sequence
+// headers only (every read and length bounds-checked: a damaged block
+// sets status 0, never faults) and groups its matches into waves whose
+// sources are already final; then the whole workgroup copies the chunk's
+// literals at once, and each wave's matches at once (overlapping matches
+// read only bytes before their start: byte j of a match at op with offset
+// d is byte op-d+(j mod d)). Chunks keep the workgroup memory small (6
+// KiB), so that many workgroups fit an SM: the parse is serial, and the
+// kernel's speed is how many pages are parsed at once.
 // desc[2*i] is the block's byte offset in src (4-byte aligned), desc[2*i+1]
 // its length; status[i] is 1 when the block decoded to exactly one page.
 
@@ -24,18 +27,19 @@ struct Params {
 const PAGE_WORDS: u32 = PAGE_WORDS_V;
 const PS: u32 = PAGE_WORDS * 4u;
 const WG: u32 = 64u;
-// Sequences of a block that decodes to one page: each but the last has a
-// match of at least 4 bytes.
-const MAXSEQ: u32 = PS / 4u + 1u;
+const CH: u32 = 128u; // sequences per chunk
 
 var<workgroup> page: array<atomic<u32>, PAGE_WORDS>;
-var<workgroup> litSrc: array<u32, MAXSEQ>;  // byte offset in src
-var<workgroup> litAt: array<u32, MAXSEQ>;   // output position | length << 16
-var<workgroup> mAt: array<u32, MAXSEQ>;     // offset | length << 16 (0: none)
-var<workgroup> waves: array<u32, MAXSEQ + 1u>; // first sequence of each wave
-var<workgroup> res: vec3<u32>;               // ok, sequences, waves
+var<workgroup> litSrc: array<u32, CH>;  // byte offset in src
+var<workgroup> litAt: array<u32, CH>;   // output position | length << 16
+var<workgroup> mAt: array<u32, CH>;     // offset | length << 16 (0: none)
+var<workgroup> waves: array<u32, CH + 1u>; // first sequence of each wave
+var<workgroup> res: vec3<u32>;          // state, sequences, waves
 
 var<private> srcBase: u32;
+// Where the parse stands between chunks (the parsing invocation's own).
+var<private> ip: u32;
+var<private> op: u32;
 
 fn inByte(i: u32) -> u32 {
     let b = srcBase + i;
@@ -50,16 +54,19 @@ fn putOut(i: u32, v: u32) {
     atomicOr(&page[(i >> 2u) & (PAGE_WORDS - 1u)], v << ((i & 3u) * 8u));
 }
 
-// parse records the sequences and waves of a block of len bytes; the
-// result is (1 if it expands to exactly PS bytes, sequences, waves).
+// parse records the next chunk of sequences of a block of len bytes and
+// their waves: (state, sequences, waves), state 0 for a block that does
+// not expand to exactly PS bytes, 1 when more chunks follow, 2 at its end.
 fn parse(len: u32) -> vec3<u32> {
-    var ip = 0u;
-    var op = 0u;
     var ns = 0u;
     var nw = 0u;
     var waveOut = PS; // first match output of the current wave
     loop {
-        if (ip >= len || ns >= MAXSEQ) { return vec3<u32>(0u, 0u, 0u); }
+        if (ns >= CH) {
+            waves[nw] = ns;
+            return vec3<u32>(1u, ns, nw);
+        }
+        if (ip >= len) { return vec3<u32>(0u, 0u, 0u); }
         let token = inByte(ip);
         ip = ip + 1u;
         var lit = token >> 4u;
@@ -99,7 +106,8 @@ fn parse(len: u32) -> vec3<u32> {
         ml = ml + 4u;
         if (ml > PS - op) { return vec3<u32>(0u, 0u, 0u); }
         // A match reading bytes an earlier match of this wave writes
-        // starts a new wave (literals are all final before any match).
+        // starts a new wave (literals are all final before any match,
+        // and so is everything earlier chunks wrote).
         if (nw == 0u || op - off + min(off, ml) > waveOut) {
             waves[nw] = ns;
             nw = nw + 1u;
@@ -111,7 +119,7 @@ fn parse(len: u32) -> vec3<u32> {
     }
     if (op != PS) { return vec3<u32>(0u, 0u, 0u); }
     waves[nw] = ns;
-    return vec3<u32>(1u, ns, nw);
+    return vec3<u32>(2u, ns, nw);
 }
 
 @compute @workgroup_size(WG)
@@ -127,49 +135,56 @@ fn decompress(@builtin(workgroup_id) wid: vec3<u32>,
     for (var w = t; w < PAGE_WORDS; w = w + WG) {
         atomicStore(&page[w], 0u);
     }
-    if (t == 0u) {
-        srcBase = desc[2u * i];
-        res = parse(desc[2u * i + 1u]);
-        status[i] = res.x;
-    }
-    let r = workgroupUniformLoad(&res);
-    if (r.x == 0u) {
-        return;
-    }
-    // All literals: every invocation walks the sequences, sharing each.
-    for (var s = 0u; s < r.y; s = s + 1u) {
-        let at = litAt[s];
-        let o = at & 0xffffu;
-        let n = at >> 16u;
-        let sb = litSrc[s];
-        for (var j = t; j < n; j = j + WG) {
-            let b = sb + j;
-            putOut(o + j, (src[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu);
+    srcBase = desc[2u * i];
+    let len = desc[2u * i + 1u];
+    ip = 0u;
+    op = 0u;
+    loop {
+        if (t == 0u) {
+            res = parse(len);
         }
-    }
-    workgroupBarrier();
-    // Matches, one wave at a time.
-    for (var w = 0u; w < r.z; w = w + 1u) {
-        for (var s = waves[w]; s < waves[w + 1u]; s = s + 1u) {
-            let m = mAt[s];
-            if (m == 0u) { continue; }
-            let off = m & 0xffffu;
-            let n = m >> 16u;
+        let r = workgroupUniformLoad(&res);
+        if (r.x == 0u) {
+            if (t == 0u) { status[i] = 0u; }
+            return;
+        }
+        // The chunk's literals: every invocation walks its sequences.
+        for (var s = 0u; s < r.y; s = s + 1u) {
             let at = litAt[s];
-            let o = (at & 0xffffu) + (at >> 16u);
-            let sb = o - off;
-            if (off >= n) {
-                for (var j = t; j < n; j = j + WG) {
-                    putOut(o + j, outByte(sb + j));
-                }
-            } else {
-                for (var j = t; j < n; j = j + WG) {
-                    putOut(o + j, outByte(sb + j % off));
-                }
+            let o = at & 0xffffu;
+            let n = at >> 16u;
+            let sb = litSrc[s];
+            for (var j = t; j < n; j = j + WG) {
+                let b = sb + j;
+                putOut(o + j, (src[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu);
             }
         }
         workgroupBarrier();
+        // Its matches, one wave at a time.
+        for (var w = 0u; w < r.z; w = w + 1u) {
+            for (var s = waves[w]; s < waves[w + 1u]; s = s + 1u) {
+                let m = mAt[s];
+                if (m == 0u) { continue; }
+                let off = m & 0xffffu;
+                let n = m >> 16u;
+                let at = litAt[s];
+                let o = (at & 0xffffu) + (at >> 16u);
+                let sb = o - off;
+                if (off >= n) {
+                    for (var j = t; j < n; j = j + WG) {
+                        putOut(o + j, outByte(sb + j));
+                    }
+                } else {
+                    for (var j = t; j < n; j = j + WG) {
+                        putOut(o + j, outByte(sb + j % off));
+                    }
+                }
+            }
+            workgroupBarrier();
+        }
+        if (r.x == 2u) { break; }
     }
+    if (t == 0u) { status[i] = 1u; }
     for (var w = t; w < PAGE_WORDS; w = w + WG) {
         dst[i * PAGE_WORDS + w] = atomicLoad(&page[w]);
     }
