@@ -42,7 +42,37 @@ func (d *Daemon) openBacking() error {
 		d.back.wg.Add(1)
 		go d.checkpointEvery(d.cfg.CheckpointEvery)
 	}
+	if d.cfg.WritebackHeadroom > 0 {
+		d.back.wg.Add(1)
+		go d.keepRoom(d.cfg.WritebackHeadroom)
+	}
 	return nil
+}
+
+// keepRoom keeps percent of the memory limit free, writing the coldest
+// pages back ahead of the PUTs that would otherwise do it while their
+// client waits. It looks every few milliseconds: a look costs a read lock
+// while there is room.
+func (d *Daemon) keepRoom(percent int) {
+	defer d.back.wg.Done()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.back.stop:
+			return
+		case <-t.C:
+			if err := d.store.KeepRoom(percent); err != nil {
+				// Counted and logged where the round failed; a PUT
+				// still makes room for itself.
+				select {
+				case <-d.back.stop:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}
 }
 
 // checkpointEvery records the file's pages periodically, so that a crash

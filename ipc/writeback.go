@@ -50,6 +50,7 @@ type BackingStats struct {
 	ReadP99US      uint64  `json:"read_p99_us"`
 	WriteSeconds   float64 `json:"write_seconds"`
 	PressureRounds uint64  `json:"pressure_rounds"` // writebacks the memory limit asked for
+	AheadRounds    uint64  `json:"ahead_rounds"`    // of which run in the background, before a PUT needed room
 	Forced         uint64  `json:"forced_pages"`    // pages moved by WRITEBACK or a planned stop
 	Compacted      uint64  `json:"compacted_pages"` // pages moved within the file
 	Failures       uint64  `json:"failures"`        // rounds failed by an I/O error; their pages stayed in RAM

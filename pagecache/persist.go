@@ -225,6 +225,7 @@ type ColdStats struct {
 	WrittenBack    uint64 // pages moved to the file in all
 	Forced         uint64 // of which by a forced writeback
 	PressureRounds uint64 // rounds run because the memory limit was reached
+	AheadRounds    uint64 // of which run in the background, ahead of PUTs (KeepRoom)
 	Compacted      uint64 // pages moved within the file by compaction
 	Failures       uint64 // rounds failed by an I/O error (their pages stayed in RAM)
 	FullRounds     uint64 // rounds that found the file full
@@ -241,7 +242,7 @@ func (s *Store) ColdStats() (ColdStats, bool) {
 		return ColdStats{}, false
 	}
 	st := ColdStats{Stats: c.f.Stats(), Path: c.f.Path(), Persist: c.persist, WrittenBack: c.pages.Load(),
-		Forced: c.forced.Load(), PressureRounds: c.pressure.Load(), Compacted: c.moved.Load(),
+		Forced: c.forced.Load(), PressureRounds: c.pressure.Load(), AheadRounds: c.kept.Load(), Compacted: c.moved.Load(),
 		Failures: c.failures.Load(), FullRounds: c.full.Load(), ReadFailures: c.readFailures.Load()}
 	if e := c.lastErr.Load(); e != nil {
 		st.LastError = *e

@@ -56,6 +56,7 @@ type cold struct {
 	cursor  uint32     // slab index the next pressure round starts from
 
 	pressure, forced, moved atomic.Uint64 // rounds under pressure, pages forced out, pages compacted in the file
+	kept                    atomic.Uint64 // of the rounds under pressure, those run ahead of PUTs (KeepRoom)
 	pages                   atomic.Uint64 // pages written back in all
 	failures, full          atomic.Uint64 // rounds failed by an I/O error; rounds that found the file full
 	readFailures, corrupt   atomic.Uint64
@@ -212,6 +213,23 @@ func (s *Store) makeRoom(need uint64) error {
 		}
 		return err
 	}
+}
+
+// KeepRoom writes back the coldest slabs' pages, outside any PUT, until
+// percent of the memory limit is free (and a slab more, as for a PUT), so
+// that PUTs find room without writing back themselves. It does nothing
+// without a backing file or a limit, or while that much is free.
+func (s *Store) KeepRoom(percent int) error {
+	s.mu.RLock()
+	a := s.arena
+	room := a.limit / 100 * uint64(percent)
+	enough := s.cold == nil || a.limit == 0 || a.used+room+uint64(a.slabSize) <= a.limit
+	s.mu.RUnlock()
+	if enough {
+		return nil
+	}
+	s.cold.kept.Add(1)
+	return s.makeRoom(room)
 }
 
 // coldSlabs picks slabs to empty, coldest first, until they hold want

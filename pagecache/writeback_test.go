@@ -147,6 +147,45 @@ func TestWritebackUnderPressure(t *testing.T) {
 }
 
 // PUTs are refused only once the file is full too; what was stored stays.
+// KeepRoom writes pages back ahead of PUTs: afterwards the share asked
+// for is free, every page still reads back, and the PUTs that follow fit
+// without a round of their own.
+func TestKeepRoom(t *testing.T) {
+	const ps = 4096
+	limit := uint64(128 * ps * slabPages)
+	s := New(ps, limit)
+	withBacking(t, s, backingFile(t, 64<<20), false)
+	if err := s.KeepRoom(25); err != nil { // nothing stored: nothing to do
+		t.Fatal(err)
+	}
+	const n = 4000
+	pages := corpus.Pages(corpus.Text, n, ps, 8)
+	for lo := 0; lo < n; lo += 250 {
+		putOK(t, s, 3, "p", keysFrom(uint64(lo), 250), pages[lo*ps:(lo+250)*ps])
+	}
+	before, _ := s.ColdStats()
+	if err := s.KeepRoom(25); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := s.ColdStats()
+	if free := limit - s.arena.used; free < limit/4 || after.AheadRounds != before.AheadRounds+1 || after.Pages <= before.Pages {
+		t.Fatalf("after KeepRoom(25): %d of %d bytes free, rounds ahead %d -> %d, pages on file %d -> %d",
+			free, limit, before.AheadRounds, after.AheadRounds, before.Pages, after.Pages)
+	}
+	// There is room now: a second call does nothing, and a PUT of less
+	// than the room fits without writing back.
+	if err := s.KeepRoom(25); err != nil {
+		t.Fatal(err)
+	}
+	more := corpus.Pages(corpus.Text, 100, ps, 9)
+	putOK(t, s, 3, "p", keysFrom(n, 100), more)
+	if last, _ := s.ColdStats(); last.PressureRounds != after.PressureRounds {
+		t.Fatalf("rounds %d -> %d with room to spare", after.PressureRounds, last.PressureRounds)
+	}
+	checkAll(t, s, 3, "p", keysFrom(0, n), pages)
+	checkAll(t, s, 3, "p", keysFrom(n, 100), more)
+}
+
 func TestWritebackFileFull(t *testing.T) {
 	const ps = 4096
 	s := New(ps, uint64(4*ps*slabPages))

@@ -67,6 +67,10 @@ type Config struct {
 	BackingVerify   bool // read each write to it back before trusting it
 	Persist         bool
 	CheckpointEvery time.Duration
+	// WritebackHeadroom is the percent of MemLimit kept free in the
+	// background by writing the coldest pages to the backing file, so
+	// that a PUT seldom writes back itself (0 = only when one must).
+	WritebackHeadroom int
 	Log             *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
 	Level *slog.LevelVar
@@ -95,6 +99,7 @@ func Defaults() Config {
 		RecompressMinSaving: 10,
 		CheckpointEvery:     time.Minute,
 		BackingVerify:       true,
+		WritebackHeadroom:   10,
 	}
 }
 
@@ -123,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CheckpointEvery < 0 {
 		return fmt.Errorf("checkpoint interval cannot be negative")
+	}
+	if c.WritebackHeadroom < 0 || c.WritebackHeadroom > 50 {
+		return fmt.Errorf("writeback headroom %d%%: must be 0 to 50", c.WritebackHeadroom)
 	}
 	if c.MaxBatchPages < 1 {
 		return fmt.Errorf("max batch pages must be at least 1")
