@@ -71,7 +71,7 @@ type Config struct {
 	// background by writing the coldest pages to the backing file, so
 	// that a PUT seldom writes back itself (0 = only when one must).
 	WritebackHeadroom int
-	Log             *slog.Logger
+	Log               *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
 	Level *slog.LevelVar
 }
