@@ -137,7 +137,103 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // of 6 bytes (the second finds long matches among short repeats).
     // The words around p are read once into registers: the key, the
     // bytes a match is compared on, and the 32 positions before p.
-    for (var r = 0u; r < ROUNDS; r = r + 1u) {
+    for (var r = 0u; r < select(0u, ROUNDS, (TUNE & 512u) != 0u); r = r + 1u) {
+        let p = r * WG + t;
+        let rs = r * WG;
+        let live = p <= MFLIMIT;
+        var h = HSIZE;  // where p goes in the 4-byte table (HSIZE: nowhere)
+        var h6 = HSIZE; // and in the 6-byte one
+        var key = 0u;
+        var key6 = 0u;
+        var v = vec4<u32>(0u);
+        if (live) {
+            let sh = (p & 3u) * 8u;
+            let b0 = i32(p >> 2u);
+            let w4 = pageWord(b0);
+            let w5 = pageWord(b0 + 1);
+            let w6 = pageWord(b0 + 2);
+            let w7 = pageWord(b0 + 3);
+            let w8 = pageWord(b0 + 4);
+            let w9 = pageWord(b0 + 5);
+            key = fsh(w4, w5, sh);
+            // The 4 bytes at p+4, p+8, p+12, p+16.
+            v = vec4<u32>(fsh(w5, w6, sh), fsh(w6, w7, sh), fsh(w7, w8, sh), fsh(w8, w9, sh));
+            key6 = v.x & 0xffffu; // bytes 4 and 5 after p
+            // Insert p unless a later position of this round has the same
+            // key (runs would otherwise all hit one table entry at once).
+            // k1, k2: the 4 bytes at p+1, p+2; j1, j2: the 2 bytes after
+            // (all within the key and v.x, the 8 bytes at p).
+            let k1 = (key >> 8u) | (v.x << 24u);
+            let k2 = (key >> 16u) | (v.x << 16u);
+            let j1 = (v.x >> 8u) & 0xffffu;
+            let j2 = (v.x >> 16u) & 0xffffu;
+            let end = min(MFLIMIT + 1u, rs + WG);
+            let e1 = p + 1u < end;
+            let e2 = p + 2u < end;
+            let e4 = p + 4u < end;
+            let e8 = p + 8u < end;
+            let dup = (e1 && k1 == key) || (e2 && k2 == key) || (e4 && v.x == key) || (e8 && v.y == key);
+            let dup6 = (e1 && k1 == key && j1 == key6) || (e2 && k2 == key && j2 == key6) ||
+                       (e4 && v.x == key && (v.y & 0xffffu) == key6) || (e8 && v.y == key && (v.z & 0xffffu) == key6);
+            if ((TUNE & 2u) == 0u) {
+                h = select(hashOf(key), HSIZE, dup);
+                h6 = select(hash6(key, key6), HSIZE, dup6);
+            }
+            scanBuf[t] = key;
+        }
+        // The round's keys are in; so are the last round's displaced
+        // entries (stored after its second barrier).
+        workgroupBarrier();
+        var prev1 = 0u;
+        if (live) {
+            let lim = min(CAP, MATCH_END - p);
+            var best = 0u;
+            var boff = 0u;
+            // The nearest of the (up to) 32 positions before p in this
+            // round with the same key.
+            var near = 0u; // its distance, 0: none
+            if ((TUNE & 1u) == 0u) {
+                for (var k = 1u; k <= min(t, 32u); k = k + 1u) {
+                    if (scanBuf[t - k] == key) {
+                        near = k;
+                        break;
+                    }
+                }
+            }
+            let old1 = atomicLoad(&A[hashOf(key)]);
+            let old2 = atomicLoad(&A[HSIZE + hash6(key, key6)]);
+            let old3 = atomicLoad(&A[2u * HSIZE + hashOf(key)]);
+            prev1 = old1;
+            if (near != 0u) {
+                best = candLen(p - near, key, v, lim);
+                boff = near;
+            }
+            if (best < lim && old1 != 0u) {
+                let l = candLen(old1 - 1u, key, v, lim);
+                if (l > best) { best = l; boff = p - (old1 - 1u); }
+            }
+            if (best < lim && old2 != 0u) {
+                let l = candLen(old2 - 1u, key, v, lim);
+                if (l > best) { best = l; boff = p - (old2 - 1u); }
+            }
+            if (best < lim && old3 != 0u) {
+                let l = candLen(old3 - 1u, key, v, lim);
+                if (l > best) { best = l; boff = p - (old3 - 1u); }
+            }
+            if (best >= 4u) {
+                atomicOr(&mt[p >> 1u], (((best - 4u) << 12u) | boff) << (16u * (p & 1u)));
+            }
+        }
+        workgroupBarrier();
+        if (h < HSIZE) { atomicMax(&A[h], p + 1u); }
+        if (h6 < HSIZE) { atomicMax(&A[HSIZE + h6], p + 1u); }
+        workgroupBarrier();
+        // The entry p displaced stays as a second candidate.
+        if (h < HSIZE && atomicLoad(&A[h]) == p + 1u && prev1 != 0u) {
+            atomicStore(&A[2u * HSIZE + h], prev1);
+        }
+    }
+    for (var r = 0u; r < select(ROUNDS, 0u, (TUNE & 512u) != 0u); r = r + 1u) {
         let p = r * WG + t;
         let rs = r * WG;
         var h = HSIZE;  // where p goes in the 4-byte table (HSIZE: nowhere)
@@ -169,15 +265,12 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             let key6 = v.x & 0xffffu; // bytes 4 and 5 after p
             // Insert p unless a later position of this round has the same
             // key (runs would otherwise all hit one table entry at once).
-            // k1, k2: the 4 bytes at p+1, p+2; j1, j2: the 2 bytes after.
-            let a1 = a + 1u;
-            let a2 = a + 2u;
-            let s1 = (a1 & 3u) * 8u;
-            let s2 = (a2 & 3u) * 8u;
-            let k1 = select(fsh(w4, w5, s1), fsh(w5, w6, s1), a1 >= 4u);
-            let k2 = select(fsh(w4, w5, s2), fsh(w5, w6, s2), a2 >= 4u);
-            let j1 = select(fsh(w5, w6, s1), fsh(w6, w7, s1), a1 >= 4u) & 0xffffu;
-            let j2 = select(fsh(w5, w6, s2), fsh(w6, w7, s2), a2 >= 4u) & 0xffffu;
+            // k1, k2: the 4 bytes at p+1, p+2; j1, j2: the 2 bytes after
+            // (all within the key and v.x, the 8 bytes at p).
+            let k1 = (key >> 8u) | (v.x << 24u);
+            let k2 = (key >> 16u) | (v.x << 16u);
+            let j1 = (v.x >> 8u) & 0xffffu;
+            let j2 = (v.x >> 16u) & 0xffffu;
             let end = min(MFLIMIT + 1u, rs + WG);
             let e1 = p + 1u < end;
             let e2 = p + 2u < end;

@@ -44,8 +44,9 @@ fn pageWord(i: i32) -> u32 {
 }
 
 // The 4 bytes starting s/8 bytes into a (s a multiple of 8 below 32).
+// b is shifted in two steps so that s = 0 needs no select (b << 32).
 fn fsh(a: u32, b: u32, s: u32) -> u32 {
-    return select((a >> s) | (b << ((32u - s) & 31u)), a, s == 0u);
+    return (a >> s) | ((b << 1u) << (31u - s));
 }
 
 // Length of the match of candidate c against p's key and the 16 bytes
