@@ -12,6 +12,7 @@ package backing
 const (
 	markHeld       = 0xFFFF // headers and the checkpoint index
 	markQuarantine = 0xFFFE // freed since the last checkpoint (persist)
+	markDeferred   = 0xFFFD // emptied while readers held the file (Hold)
 	maxRunBlocks   = 256    // 1 MiB: one write
 )
 
@@ -26,6 +27,11 @@ type allocator struct {
 	// must still be where it says.
 	quarantine  bool
 	objs, bytes uint64 // live objects and their bytes
+	// holders are reads under way outside the store's lock; blocks
+	// emptied meanwhile wait in deferred, so that no read meets bytes
+	// written there for another page.
+	holders  int
+	deferred []uint32
 }
 
 func (a *allocator) init(blocks uint64, quarantine bool) {
@@ -70,6 +76,17 @@ func (a *allocator) release(off uint64, size int) {
 }
 
 func (a *allocator) emptied(b uint32) {
+	if a.holders > 0 {
+		a.live[b] = markDeferred
+		a.deferred = append(a.deferred, b)
+		return
+	}
+	a.settle(b)
+}
+
+// settle makes an emptied block free, or quarantines it.
+func (a *allocator) settle(b uint32) {
+	a.live[b] = 0
 	if a.quarantine {
 		a.live[b] = markQuarantine
 		a.pending = append(a.pending, b)
@@ -154,7 +171,7 @@ func (bf *File) Sparse(maxLive int) func(off uint64, size int) bool {
 	bf.mu.Lock()
 	set := make([]uint64, (len(bf.a.live)+63)/64)
 	for b, w := range bf.a.live {
-		if w != 0 && w < markQuarantine && int(w) < maxLive {
+		if w != 0 && w < markDeferred && int(w) < maxLive {
 			set[b/64] |= 1 << (b % 64)
 		}
 	}

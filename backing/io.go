@@ -156,6 +156,27 @@ func (bf *File) Free(off uint64, size int) {
 	bf.mu.Unlock()
 }
 
+// Hold keeps the space of every object from reuse until Unhold: a reader
+// that found objects under its caller's lock may then read them without
+// it, though they be freed meanwhile. Holds nest.
+func (bf *File) Hold() {
+	bf.mu.Lock()
+	bf.a.holders++
+	bf.mu.Unlock()
+}
+
+// Unhold ends a Hold; with the last, blocks emptied meanwhile are free.
+func (bf *File) Unhold() {
+	bf.mu.Lock()
+	if bf.a.holders--; bf.a.holders == 0 {
+		for _, b := range bf.a.deferred {
+			bf.a.settle(b)
+		}
+		bf.a.deferred = bf.a.deferred[:0]
+	}
+	bf.mu.Unlock()
+}
+
 // Read asks for one object; ReadBatch fills Data or Err.
 type Read struct {
 	Off  uint64

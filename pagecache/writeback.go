@@ -419,6 +419,49 @@ func (s *Store) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err
 	}
 }
 
+// readOutside reads the pages a View found on the file (res pendingRead)
+// without the store's read lock, which the caller holds on entry and on
+// return: a slow disk then keeps no writer waiting, nor the readers queued
+// behind one. The file's space is held meanwhile (backing.File.Hold), so
+// the bytes read are those the entries pointed at. Once the lock is back,
+// relook finds the keys anew (pages in RAM may have moved); a page whose
+// entry is the one read takes the bytes, and one that changed stays
+// pending, for readBack under the lock.
+func (s *Store) readOutside(out []backends.Stored, res []Result, relook func() error) error {
+	c := s.cold
+	var idx []int
+	var ent []entry
+	var rs []backing.Read
+	for i := range res {
+		if res[i] == pendingRead {
+			e := entry(out[i].Fill)
+			idx, ent = append(idx, i), append(ent, e)
+			rs = append(rs, backing.Read{Off: c.off(e), Len: e.objSize()})
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	c.f.Hold()
+	defer c.f.Unhold()
+	s.mu.RUnlock()
+	c.f.ReadBatch(rs)
+	s.mu.RLock()
+	if err := relook(); err != nil {
+		return err
+	}
+	for k, i := range idx {
+		if res[i] != pendingRead || entry(out[i].Fill)&^idleBits != ent[k]&^idleBits {
+			continue
+		}
+		out[i].Fill = 0
+		if res[i] = checkObject(rs[k].Data, rs[k].Err, &out[i]); res[i] == Failed {
+			c.readFailures.Add(1)
+		}
+	}
+	return nil
+}
+
 // readBack reads the pages found on the file (res pendingRead, their
 // entry in out[i].Fill), all in one batch, and checks their checksums.
 // The caller holds the store's read lock.

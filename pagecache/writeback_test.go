@@ -379,6 +379,29 @@ func TestWritebackConcurrent(t *testing.T) {
 			}
 		}
 	}()
+	// A second reader, whose reads of the file (outside the store's lock)
+	// overlap the first one's writebacks and file compactions.
+	reader.Add(1)
+	go func() {
+		defer reader.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			got, rs := viewAll(t, s, 1, "p", keys)
+			for k := range n {
+				page := got[k*ps : (k+1)*ps]
+				if rs[k] == OK && !bytes.Equal(page, versions[0][k*ps:(k+1)*ps]) && !bytes.Equal(page, versions[1][k*ps:(k+1)*ps]) && !bytes.Equal(page, versions[2][k*ps:(k+1)*ps]) {
+					t.Errorf("key %d: bytes of no version", k)
+				}
+				if rs[k] != OK && rs[k] != NotFound {
+					t.Errorf("key %d: %v", k, rs[k])
+				}
+			}
+		}
+	}()
 	wg.Wait()
 	close(stop)
 	reader.Wait()
