@@ -22,6 +22,34 @@ import (
 // daemon, checking every byte against a shadow copy. S4D_SOAK sets how
 // long (default 5s; `make soak` runs minutes).
 func TestSoak(t *testing.T) {
+	soak(t, start(t, "--mem-limit", "256M"), nil)
+}
+
+// TestSoakCold is TestSoak with the cold tier in the way: a memory limit
+// far below what the clients store, a backing file taking the rest, and,
+// meanwhile, forced writebacks, recompressions and compactions of the
+// file. Every byte is still checked against the shadow copies.
+func TestSoakCold(t *testing.T) {
+	d := start(t, "--mem-limit", "4M", "--backing-file", backingFile(t, 256<<20), "--idle-epoch", "1s")
+	soak(t, d, func(c *ipc.Client, i int) error {
+		var err error
+		switch i % 4 {
+		case 0:
+			_, err = c.Writeback(ctx(t), ipc.WritebackRequest{Mode: "all"})
+		case 1:
+			_, err = c.Recompress(ctx(t), &ipc.RecompressRequest{Flags: ipc.RecompressIdle | ipc.RecompressHuge})
+		case 2:
+			_, err = c.Writeback(ctx(t), ipc.WritebackRequest{Mode: "compact"})
+		case 3:
+			_, err = c.Idle(ctx(t), &ipc.IdleRequest{Flags: ipc.IdleMark})
+		}
+		return err
+	})
+}
+
+// soak drives d with random requests for S4D_SOAK (default 5s); churn,
+// if set, is called over and over on a connection of its own meanwhile.
+func soak(t *testing.T, d *daemon, churn func(c *ipc.Client, i int) error) {
 	dur := 5 * time.Second
 	if v := os.Getenv("S4D_SOAK"); v != "" {
 		var err error
@@ -29,7 +57,6 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("S4D_SOAK=%q: %v", v, err)
 		}
 	}
-	d := start(t, "--mem-limit", "256M")
 	const ps, clients, keySpace = 4096, 4, 2048
 	var ops, mismatches, failures atomic.Int64
 	var wg sync.WaitGroup
@@ -99,6 +126,20 @@ func TestSoak(t *testing.T) {
 					}
 				}
 				ops.Add(1)
+			}
+		}()
+	}
+	if churn != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := d.client()
+			for i := 0; time.Now().Before(deadline); i++ {
+				if err := churn(c, i); err != nil {
+					failures.Add(1)
+					t.Errorf("churn %d: %v", i%4, err)
+					return
+				}
 			}
 		}()
 	}
