@@ -1,7 +1,11 @@
 package pagecache
 
 import (
+	"cmp"
+	"slices"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends"
 )
@@ -20,11 +24,12 @@ const pinnedRegionSlabs = 256
 
 // SetPinner has the store register every slab mapping it makes from now
 // on with p, so that p's device writes objects straight into slots.
-// Registered memory stays resident while the store lives: slabs emptied
-// there are kept for reuse rather than given back to the kernel (dropping
-// pages that a device holds would leave it writing into pages the store
-// no longer sees). A mapping that p refuses is used unregistered: the
-// engine then writes its objects through a buffer of its own.
+// Slabs emptied in registered memory are kept for reuse rather than their
+// pages given back one by one (dropping pages that a device holds would
+// leave it writing into pages the store no longer sees); a registered
+// mapping none of whose slabs is in use goes back whole, unregistered
+// first (Sweep). A mapping that p refuses is used unregistered: the engine
+// then writes its objects through a buffer of its own.
 func (s *Store) SetPinner(p backends.Pinner) {
 	s.mu.Lock()
 	s.arena.mem.pin = p
@@ -34,6 +39,7 @@ func (s *Store) SetPinner(p backends.Pinner) {
 // pinnedRange is a slab mapping registered with a device.
 type pinnedRange struct {
 	lo, hi uintptr
+	mem    []byte // the mapping
 	unpin  func()
 }
 
@@ -47,7 +53,7 @@ func (r *regions) register(mem []byte, p backends.Pinner) {
 		return
 	}
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
-	r.pinned = append(r.pinned, pinnedRange{lo: lo, hi: lo + uintptr(len(mem)), unpin: unpin})
+	r.pinned = append(r.pinned, pinnedRange{lo: lo, hi: lo + uintptr(len(mem)), mem: mem, unpin: unpin})
 }
 
 // isPinned tells whether a slab lies in a registered mapping.
@@ -59,6 +65,87 @@ func (r *regions) isPinned(slab []byte) bool {
 		}
 	}
 	return false
+}
+
+// idleMappings takes out of use the registered mappings none of whose
+// slabs is in use (all of them filed for reuse, or never handed out) and
+// returns them, for the caller to unregister and unmap outside the store's
+// lock: nothing refers to them any more. Under the store's lock.
+func (m *slabMem) idleMappings() []pinnedRange {
+	r := m.maps
+	if len(r.pinned) == 0 {
+		return nil
+	}
+	order := make([]int, len(r.pinned))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(r.pinned[x].lo, r.pinned[y].lo) })
+	of := func(b []byte) int {
+		a := addr(b)
+		k, _ := slices.BinarySearchFunc(order, a, func(i int, a uintptr) int {
+			switch p := r.pinned[i]; {
+			case a < p.lo:
+				return 1
+			case a >= p.hi:
+				return -1
+			}
+			return 0
+		})
+		if k < len(order) && a >= r.pinned[order[k]].lo && a < r.pinned[order[k]].hi {
+			return order[k]
+		}
+		return -1
+	}
+	idle := make([]int, len(r.pinned)) // slabs not in use, per mapping
+	for _, s := range m.free {
+		if i := of(s); i >= 0 {
+			idle[i] += len(s) / m.slabSize
+		}
+	}
+	if len(m.rest) > 0 {
+		if i := of(m.rest); i >= 0 {
+			idle[i] += len(m.rest) / m.slabSize
+		}
+	}
+	drop := make([]bool, len(r.pinned))
+	var out []pinnedRange
+	for i, p := range r.pinned {
+		if idle[i]*m.slabSize == len(p.mem) {
+			drop[i] = true
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	m.free = slices.DeleteFunc(m.free, func(s []byte) bool { i := of(s); return i >= 0 && drop[i] })
+	if len(m.rest) > 0 {
+		if i := of(m.rest); i >= 0 && drop[i] {
+			m.rest = nil
+		}
+	}
+	r.all = slices.DeleteFunc(r.all, func(mm []byte) bool { i := of(mm); return i >= 0 && drop[i] })
+	kept := r.pinned[:0]
+	for i, p := range r.pinned {
+		if !drop[i] {
+			kept = append(kept, p)
+		}
+	}
+	clear(r.pinned[len(kept):])
+	r.pinned = kept
+	return out
+}
+
+// dropMappings unregisters and unmaps mappings idleMappings took out of
+// use, and returns their bytes.
+func dropMappings(ps []pinnedRange) (bytes uint64) {
+	for _, p := range ps {
+		p.unpin() // the device lets go of the pages first
+		unix.Munmap(p.mem)
+		bytes += uint64(len(p.mem))
+	}
+	return bytes
 }
 
 // unpinAll unregisters every mapping, before they are unmapped.

@@ -48,7 +48,8 @@ func (r *pinRecorder) Pin(mem []byte) (func(), error) {
 // A part offered with a Placer is stored by it, bytes and checksums as
 // Put's own copy would make them; a Placer that fails leaves nothing
 // stored or counted and says so with a PlaceError. Registered slabs are
-// kept, not given back.
+// kept while their mapping is in use, and the mapping goes back whole once
+// it is not.
 func TestPutPlaced(t *testing.T) {
 	const ps = 4096
 	pages := corpus.Pages(corpus.Mixed, 600, ps, 3)
@@ -84,14 +85,40 @@ func TestPutPlaced(t *testing.T) {
 	if !bytes.Equal(got, pages) {
 		t.Fatal("placed pages read back different")
 	}
-	// Emptied registered slabs stay with the store.
-	if err := s.Del(1, "p", keys, res); err != nil {
+	// Emptied registered slabs are kept, not given back one by one, while
+	// their mapping holds a page in use...
+	held := 0 // a page that keeps arena memory
+	for c.Class[held] == backends.ClassZero {
+		held++
+	}
+	others := append(append([]uint64{}, keys[:held]...), keys[held+1:]...)
+	if err := s.Del(1, "p", others, res[:len(others)]); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if n := s.Sweep(); n != 0 {
-			t.Fatalf("sweep gave back %d bytes of registered slabs", n)
+		if n := s.Sweep(); n != 0 || pins.unpinned != 0 {
+			t.Fatalf("sweep gave back %d bytes of registered slabs, %d mappings unregistered, one page in use", n, pins.unpinned)
 		}
+	}
+	// ... and the mapping goes back whole, unregistered first, once none
+	// is in use.
+	if err := s.Del(1, "p", keys[held:held+1], res[:1]); err != nil {
+		t.Fatal(err)
+	}
+	var back uint64
+	for range 3 {
+		back += s.Sweep()
+	}
+	if pins.unpinned != pins.pinned || back < uint64(pinnedRegionSlabs*s.arena.slabSize) || len(s.arena.mem.maps.all) != 0 {
+		t.Fatalf("idle: %d mappings registered, %d unregistered, %d bytes back, %d mappings left",
+			pins.pinned, pins.unpinned, back, len(s.arena.mem.maps.all))
+	}
+	// The store goes on with a fresh mapping.
+	if err := s.Put(1, "p", keys, b, c, 0, res); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := getAll(t, s, 1, "p", keys); !bytes.Equal(got, pages) || pins.pinned != pins.unpinned+1 {
+		t.Fatalf("after giving back: pages equal %v, %d registered, %d unregistered", bytes.Equal(got, pages), pins.pinned, pins.unpinned)
 	}
 	s.arena.mem.maps.unmap()
 	if pins.unpinned != pins.pinned {

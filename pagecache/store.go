@@ -140,8 +140,9 @@ func (s *Store) Sweep() uint64 {
 	giveBack(let)
 	s.mu.Lock()
 	s.arena.mem.reuse(let)
+	idle := s.arena.mem.idleMappings() // direct.go
 	s.mu.Unlock()
-	return uint64(len(let)) * uint64(s.arena.slabSize)
+	return uint64(len(let))*uint64(s.arena.slabSize) + dropMappings(idle)
 }
 
 // BackendID returns the small number entries use for a backend name.
