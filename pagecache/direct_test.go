@@ -57,6 +57,7 @@ func TestPutPlaced(t *testing.T) {
 	s := New(ps, 0)
 	var pins pinRecorder
 	s.SetPinner(&pins)
+	s.arena.mem.keepIdle = 0 // give back every idle mapping (idlePinnedKeep is 16 of them)
 	keys := keysFrom(0, b.Len())
 	res := make([]Result, len(keys))
 
@@ -124,4 +125,32 @@ func TestPutPlaced(t *testing.T) {
 	if pins.unpinned != pins.pinned {
 		t.Fatalf("%d mappings registered, %d unregistered", pins.pinned, pins.unpinned)
 	}
+}
+
+// Idle registered mappings beyond keepIdle bytes go back; up to it they
+// stay, for the next burst to reuse without registering memory again.
+func TestIdlePinnedKeep(t *testing.T) {
+	const ps, n = 4096, 3 * 4096
+	s := New(ps, 0)
+	var pins pinRecorder
+	s.SetPinner(&pins)
+	s.arena.mem.keepIdle = pinnedRegionSlabs * s.arena.slabSize // one mapping
+	keys := keysFrom(0, n)
+	pages := corpus.Pages(corpus.Random, n, ps, 4) // stored raw: three mappings and more
+	putOK(t, s, 1, "p", keys, pages)
+	if pins.pinned < 3 {
+		t.Fatalf("%d mappings registered for %d raw pages", pins.pinned, n)
+	}
+	res := make([]Result, n)
+	if err := s.Del(1, "p", keys, res); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		s.Sweep()
+	}
+	if pins.unpinned != pins.pinned-1 || len(s.arena.mem.maps.pinned) != 1 {
+		t.Fatalf("%d registered, %d unregistered, %d left; want one left", pins.pinned, pins.unpinned, len(s.arena.mem.maps.pinned))
+	}
+	putOK(t, s, 1, "p", keys[:1000], pages[:1000*ps]) // reuses the one kept
+	checkAll(t, s, 1, "p", keys[:1000], pages[:1000*ps])
 }

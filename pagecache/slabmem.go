@@ -24,6 +24,7 @@ type slabMem struct {
 	rest     []byte   // what the newest region has not handed out
 	maps     *regions
 	pin      backends.Pinner // registers new regions with a device (direct.go)
+	keepIdle int             // idle registered bytes kept for reuse (direct.go)
 }
 
 // regions are the mappings slabs come from.
