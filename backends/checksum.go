@@ -35,6 +35,16 @@ func (s *Stored) SumOK() bool {
 	return !s.Check || crc32.Checksum(s.Data, Castagnoli) == s.Sum
 }
 
+// CorruptFlags gives d a Corrupt of len(Src), cleared, unless the caller
+// sized it (then it is the caller's, and kept): for a backend that checks
+// sums.
+func (d *Decompression) CorruptFlags() {
+	if n := len(d.Src); len(d.Corrupt) < n {
+		d.Corrupt = resize(d.Corrupt, n)
+		clear(d.Corrupt)
+	}
+}
+
 // NeedsCheck reports whether any page of d asks for a check.
 func (d *Decompression) NeedsCheck() bool {
 	for i := range d.Src {

@@ -208,9 +208,7 @@ func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i i
 func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
 	n := len(d.Src)
 	d.Failed = resizeBool(d.Failed, n)
-	if len(d.Corrupt) < n {
-		d.Corrupt = resizeBool(d.Corrupt, n)
-	}
+	d.CorruptFlags()
 	ps := d.PageSize
 	b.parallel(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {

@@ -32,13 +32,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 	}
 	d.Failed = d.Failed[:n]
 	clear(d.Failed)
-	if len(d.Corrupt) < n { // else the caller's, cleared
-		if cap(d.Corrupt) < n {
-			d.Corrupt = make([]bool, n)
-		}
-		d.Corrupt = d.Corrupt[:n]
-		clear(d.Corrupt)
-	}
+	d.CorruptFlags()
 	allOnGPU := ps <= unpackMax && b.inPinned(d.Dst) && !hasZstd(d.Src)
 	if !allOnGPU {
 		parallelFor(n, func(lo, hi int) {
