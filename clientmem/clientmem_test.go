@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends"
-	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/client"
 )
 
 // memfd makes a memfd of size bytes with the given seals added.
@@ -285,7 +285,7 @@ func TestMapShareConcurrent(t *testing.T) {
 // FuzzMapPages maps arbitrary ranges of a sealed memfd: out-of-range and
 // misaligned requests are refused, accepted ones are readable to the end.
 func FuzzMapPages(f *testing.F) {
-	buf, err := ipc.NewPageBuffer(16 * 4096)
+	buf, err := client.NewPageBuffer(16 * 4096)
 	if err != nil {
 		f.Fatal(err)
 	}

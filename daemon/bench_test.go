@@ -9,7 +9,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
-	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/settings"
 )
 
@@ -84,7 +84,7 @@ func BenchmarkGet(b *testing.B) {
 		}
 	})
 	b.Run("memfd", func(b *testing.B) {
-		buf, _ := ipc.NewPageBuffer(len(pages))
+		buf, _ := client.NewPageBuffer(len(pages))
 		defer buf.Close()
 		b.SetBytes(int64(len(pages)))
 		for b.Loop() {
@@ -99,7 +99,7 @@ func BenchmarkGet(b *testing.B) {
 // benchmark's lifetime and returns a client connected to it.
 // serveInProcess runs a daemon in the test's process on a socket of its
 // own, preferring backend, until the test ends.
-func serveInProcess(tb testing.TB, backend string) *ipc.Client {
+func serveInProcess(tb testing.TB, backend string) *client.Client {
 	cfg := settings.Defaults()
 	cfg.Socket = filepath.Join(tb.TempDir(), "s.sock")
 	cfg.Backend = backend
@@ -114,7 +114,7 @@ func serveInProcess(tb testing.TB, backend string) *ipc.Client {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- d.Serve(ctx) }()
-	c := &ipc.Client{Socket: cfg.Socket}
+	c := &client.Client{Socket: cfg.Socket}
 	tb.Cleanup(func() { c.Close(); cancel(); <-done })
 	return c
 }

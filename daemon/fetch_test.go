@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -36,7 +37,7 @@ func TestFetchAcrossChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf, err := ipc.NewPageBuffer(n * ps)
+	buf, err := client.NewPageBuffer(n * ps)
 	if err != nil {
 		t.Fatal(err)
 	}

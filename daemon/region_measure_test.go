@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends/corpus"
-	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/client"
 )
 
 // TestRegionMeasure measures a region against the kernel's zram on the
@@ -29,9 +29,9 @@ func TestRegionMeasure(t *testing.T) {
 		t.Skip("set S4D_MEASURE=1")
 	}
 	needUffd(t)
-	var c *ipc.Client
+	var c *client.Client
 	if s := os.Getenv("S4D_SOCKET"); s != "" {
-		c = &ipc.Client{Socket: s}
+		c = &client.Client{Socket: s}
 	} else {
 		c = serveInProcess(t, "cpu")
 	}

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/settings"
 )
@@ -63,7 +64,7 @@ func checkPattern(mem []byte, seed uint64) error {
 	return nil
 }
 
-func regionOf(t *testing.T, c *ipc.Client, id uint64) *ipc.RegionStats {
+func regionOf(t *testing.T, c *client.Client, id uint64) *ipc.RegionStats {
 	st, err := c.Stats(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +174,7 @@ func TestRegionBadDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	const size = 1 << 20
-	rm, err := ipc.NewRegionMemory(size)
+	rm, err := client.NewRegionMemory(size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestRegionBadDescriptors(t *testing.T) {
 	defer unix.Close(p[1])
 	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	defer unix.Close(efd)
-	other, err := ipc.NewRegionMemory(size)
+	other, err := client.NewRegionMemory(size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestRegionClientExit(t *testing.T) {
 	c := serveInProcess(t, "cpu")
 	ctx := context.Background()
 	const size = 4 << 20
-	rm, err := ipc.NewRegionMemory(size)
+	rm, err := client.NewRegionMemory(size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,8 +303,8 @@ func TestRegionDaemonKilled(t *testing.T) {
 	select {
 	case err := <-done:
 		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != ipc.ExitRegionLost {
-			t.Fatalf("client ended with %v, want exit status %d; stderr: %s", err, ipc.ExitRegionLost, stderr.String())
+		if !ok || ee.ExitCode() != client.ExitRegionLost {
+			t.Fatalf("client ended with %v, want exit status %d; stderr: %s", err, client.ExitRegionLost, stderr.String())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("client still running a minute after the daemon died; stderr: %s", stderr.String())
@@ -334,7 +335,7 @@ func TestRegionHelper(t *testing.T) {
 		}
 		d.Serve(context.Background())
 	case "client":
-		c := &ipc.Client{Socket: os.Getenv("S4D_SOCKET")}
+		c := &client.Client{Socket: os.Getenv("S4D_SOCKET")}
 		const size = 8 << 20
 		m, err := c.Map(context.Background(), size, 1<<20)
 		if err != nil {
@@ -360,7 +361,7 @@ func TestRegionHelper(t *testing.T) {
 	case "fds":
 		// Hands its region memory's descriptors to the parent over fd 3
 		// and waits for stdin to close.
-		rm, err := ipc.NewRegionMemory(1 << 20)
+		rm, err := client.NewRegionMemory(1 << 20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +383,7 @@ func TestRegionReleasedOnShutdown(t *testing.T) {
 	defer c.Close()
 	const size = 8 << 20
 	lost := make(chan struct{}, 1)
-	m, err := c.MapWith(context.Background(), size, 0, ipc.MapOptions{OnLost: func(uintptr, int) { lost <- struct{}{} }})
+	m, err := c.MapWith(context.Background(), size, 0, client.MapOptions{OnLost: func(uintptr, int) { lost <- struct{}{} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func TestRegionReleasedOnShutdown(t *testing.T) {
 
 // startDaemon runs a cpu daemon in this process with the settings edit
 // makes; stop stops it (the test's end does too).
-func startDaemon(t *testing.T, edit func(*Config)) (c *ipc.Client, stop func()) {
+func startDaemon(t *testing.T, edit func(*Config)) (c *client.Client, stop func()) {
 	cfg := settings.Defaults()
 	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
 	cfg.Backend = "cpu"
@@ -430,7 +431,7 @@ func startDaemon(t *testing.T, edit func(*Config)) (c *ipc.Client, stop func()) 
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
-	return &ipc.Client{Socket: cfg.Socket}, stop
+	return &client.Client{Socket: cfg.Socket}, stop
 }
 
 // TestRegionQuota: a region's pages count against its owner's quota;
@@ -526,7 +527,7 @@ func TestRegionOtherProcess(t *testing.T) {
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
 	addr := binary.LittleEndian.Uint64(buf)
-	rm, err := ipc.NewRegionMemory(1 << 20)
+	rm, err := client.NewRegionMemory(1 << 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +566,7 @@ func TestRegionLimits(t *testing.T) {
 	needUffd(t)
 	c := serveInProcess(t, "cpu")
 	for i := 0; i <= maxRegionsOfUser; i++ {
-		rm, err := ipc.NewRegionMemory(64 << 10)
+		rm, err := client.NewRegionMemory(64 << 10)
 		if err != nil {
 			t.Fatal(err)
 		}

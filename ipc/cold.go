@@ -1,7 +1,6 @@
 package ipc
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -127,18 +126,6 @@ type RecompressResult struct {
 
 // RecompressStats is STATS's view of the cold tier's recompression.
 type RecompressStats = RecompressResult
-
-// Idle counts idle pages, lists the oldest, or marks pages idle.
-func (c *Client) Idle(ctx context.Context, r *IdleRequest) (*IdleResult, error) {
-	var out IdleResult
-	return &out, c.callJSON(ctx, OpIdle, r.Encode(), &out)
-}
-
-// Recompress recompresses idle or huge pages now and waits for the result.
-func (c *Client) Recompress(ctx context.Context, r *RecompressRequest) (*RecompressResult, error) {
-	var out RecompressResult
-	return &out, c.callJSON(ctx, OpRecompress, r.Encode(), &out)
-}
 
 func millis(ms uint64) time.Duration {
 	return time.Duration(min(ms, uint64(1<<63-1)/uint64(time.Millisecond))) * time.Millisecond

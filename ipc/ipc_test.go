@@ -87,10 +87,6 @@ func TestErrors(t *testing.T) {
 	if e := PageError([]uint64{1, 2, 3}, []Code{OK, CodeNoSpace, CodeNoSpace}); !errors.Is(e, ErrNoSpace) || !strings.Contains(e.Error(), "2 of 3") {
 		t.Fatalf("page error: %v", e)
 	}
-	de := &DialError{Socket: "/x", Err: errors.New("refused")}
-	if !strings.Contains(de.Error(), "systemctl start s4d") || !strings.Contains(de.Error(), "s4d daemon --socket /x") {
-		t.Fatalf("dial error does not say how to start: %v", de)
-	}
 }
 
 func TestValidPool(t *testing.T) {

@@ -65,7 +65,8 @@ func classNumber(name string) uint8 {
 	return 0
 }
 
-var errMalformed = errors.New("malformed body")
+// ErrMalformed wraps every error about a body that does not parse.
+var ErrMalformed = errors.New("malformed body")
 
 // reader walks a body with bounds checks; the first overrun sticks.
 type reader struct {
@@ -75,7 +76,7 @@ type reader struct {
 
 func (r *reader) take(n int) []byte {
 	if r.err != nil || n < 0 || n > len(r.b) {
-		r.err = errMalformed
+		r.err = ErrMalformed
 		return nil
 	}
 	v := r.b[:n]
@@ -123,7 +124,7 @@ func (r *reader) strAs(old string) string {
 func (r *reader) keys(dst []uint64) []uint64 {
 	n := int(r.u32())
 	if r.err != nil || n > len(r.b)/8 {
-		r.err = errMalformed
+		r.err = ErrMalformed
 		return nil
 	}
 	ks := dst[:0]
@@ -140,7 +141,7 @@ func (r *reader) keys(dst []uint64) []uint64 {
 
 func (r *reader) done() error {
 	if r.err == nil && len(r.b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", errMalformed, len(r.b))
+		return fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.b))
 	}
 	return r.err
 }
@@ -170,7 +171,7 @@ func EncodeHelloRequest(client string) []byte {
 func DecodeHelloRequest(body []byte) (minV, maxV uint16, client string, err error) {
 	r := reader{b: body}
 	if r.u32() != HelloMagic && r.err == nil {
-		return 0, 0, "", fmt.Errorf("%w: bad magic", errMalformed)
+		return 0, 0, "", fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
 	minV, maxV, client = r.u16(), r.u16(), r.str()
 	return minV, maxV, client, r.done()
@@ -253,7 +254,7 @@ func (p *PutRequest) Decode(body []byte) error {
 	p.PageSize = r.u32()
 	p.Keys = r.keys(p.Keys)
 	if r.err == nil && uint64(len(r.b)) != uint64(len(p.Keys))*uint64(p.PageSize) {
-		return fmt.Errorf("%w: %d page bytes for %d keys of %d bytes", errMalformed, len(r.b), len(p.Keys), p.PageSize)
+		return fmt.Errorf("%w: %d page bytes for %d keys of %d bytes", ErrMalformed, len(r.b), len(p.Keys), p.PageSize)
 	}
 	p.Pages = r.take(len(r.b))
 	return r.done()
@@ -289,7 +290,7 @@ func (k *KeysRequest) Decode(op Op, body []byte) error {
 	if op == OpInspect {
 		f := r.u8()
 		if f&^1 != 0 {
-			return fmt.Errorf("%w: unknown INSPECT flags %#x", errMalformed, f)
+			return fmt.Errorf("%w: unknown INSPECT flags %#x", ErrMalformed, f)
 		}
 		k.WithData = f&1 != 0
 	}
@@ -315,7 +316,7 @@ func DecodeCodes(body []byte, n int) ([]Code, error) {
 
 func readCodes(r *reader, n int) []Code {
 	if int(r.u32()) != n && r.err == nil {
-		r.err = fmt.Errorf("%w: status count differs from key count", errMalformed)
+		r.err = fmt.Errorf("%w: status count differs from key count", ErrMalformed)
 	}
 	raw := r.take(n)
 	if raw == nil {
@@ -334,6 +335,17 @@ func GetResponseSize(n, ok, pageSize int) int { return getHeadSize(n) + ok*pageS
 // getHeadSize is the size of what precedes the pages in a GET response:
 // the page size, the status count and a status a key.
 func getHeadSize(n int) int { return 8 + n }
+
+// GetHeadSize is the length of a GET reply's head for n keys: what comes
+// before the pages.
+func GetHeadSize(n int) int { return getHeadSize(n) }
+
+// DecodeGetHead parses a GET reply's head for n keys, given the length of
+// the pages that follow it, and says how many pages came.
+func DecodeGetHead(head []byte, n, pagesLen int) (pageSize int, codes []Code, ok int, err error) {
+	r := reader{b: head}
+	return decodeGetHead(&r, n, pagesLen)
+}
 
 // DecodeGet parses a GET response into pages (zeroed where a key failed).
 func DecodeGet(body []byte, n int) (pageSize int, pages []byte, codes []Code, err error) {
@@ -375,7 +387,7 @@ func decodeGetHead(r *reader, n, pagesLen int) (pageSize int, codes []Code, ok i
 	// The page size comes from the peer: nothing is allocated for it until
 	// the body is seen to hold exactly the pages it announces.
 	if pageSize <= 0 || pageSize > MaxPageSize || pagesLen != ok*pageSize {
-		return 0, nil, 0, fmt.Errorf("%w: GET response holds %d bytes for %d pages of %d bytes", errMalformed, pagesLen, ok, pageSize)
+		return 0, nil, 0, fmt.Errorf("%w: GET response holds %d bytes for %d pages of %d bytes", ErrMalformed, pagesLen, ok, pageSize)
 	}
 	return pageSize, codes, ok, nil
 }
@@ -397,7 +409,7 @@ func AppendPageInfo(b []byte, p *PageInfo, withData bool) []byte {
 func DecodeInspect(body []byte, keys []uint64, withData bool) ([]PageInfo, error) {
 	r := reader{b: body}
 	if int(r.u32()) != len(keys) && r.err == nil {
-		return nil, fmt.Errorf("%w: entry count differs from key count", errMalformed)
+		return nil, fmt.Errorf("%w: entry count differs from key count", ErrMalformed)
 	}
 	out := make([]PageInfo, len(keys))
 	for i := range out {

@@ -1,7 +1,6 @@
 package ipc
 
 import (
-	"context"
 	"fmt"
 )
 
@@ -26,11 +25,4 @@ func DecodePoolCodec(body []byte) (pool, codec string, err error) {
 		return "", "", fmt.Errorf("codec %q: want lz4, zstd, or empty for the daemon's", codec)
 	}
 	return pool, codec, nil
-}
-
-// SetPoolCodec makes the pool's later writes compress with codec ("lz4",
-// "zstd", or "" for the daemon's), creating the pool if there is none.
-func (c *Client) SetPoolCodec(ctx context.Context, pool, codec string) error {
-	_, err := c.call(ctx, OpPoolCodec, EncodePoolCodec(pool, codec))
-	return err
 }

@@ -1,5 +1,6 @@
-// Package ipc is s4d's wire protocol (see PROTOCOL.md) and its Go client.
-// It imports nothing else of s4d so that clients stay small.
+// Package ipc is s4d's wire protocol (see PROTOCOL.md): frames, messages,
+// status codes, and the socket both ends use. The Go client is package
+// client. It imports nothing else of s4d so that clients stay small.
 package ipc
 
 import (
@@ -9,6 +10,9 @@ import (
 	"io"
 	"slices"
 )
+
+// DefaultSocketPath is where the daemon listens unless told otherwise.
+const DefaultSocketPath = "/run/s4d/s4d.sock"
 
 // Version is the protocol version this package speaks.
 const Version = 1

@@ -1,7 +1,6 @@
 package ipc
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"time"
@@ -87,10 +86,4 @@ func (r *WritebackRequest) Decode(b []byte) error {
 	}
 	r.MinAge = time.Duration(ms) * time.Millisecond
 	return nil
-}
-
-// Writeback asks the daemon to move pages to its backing file. Only root may.
-func (c *Client) Writeback(ctx context.Context, req WritebackRequest) (*WritebackResult, error) {
-	var r WritebackResult
-	return &r, c.callJSON(ctx, OpWriteback, req.Encode(), &r)
 }

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/client"
 )
 
 // memStore keeps pages uncompressed in a map: enough to test the region's
@@ -84,7 +84,7 @@ func newTestRegion(t *testing.T, size, budget int) (*Region, []byte, *memStore) 
 		old := runtime.GOMAXPROCS(16)
 		t.Cleanup(func() { runtime.GOMAXPROCS(old) })
 	}
-	rm, err := ipc.NewRegionMemory(size)
+	rm, err := client.NewRegionMemory(size)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/s4d-project/s4d/backends/corpus"
-	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/client"
 )
 
 // BenchmarkGetPath compares receiving pages through the socket with
@@ -14,8 +14,8 @@ func BenchmarkGetPath(b *testing.B) {
 	for _, n := range []int{16, 1024} {
 		pages := corpus.Pages(corpus.Mixed, n, 4096, 1)
 		ks := keys(0, n)
-		setup := func(b *testing.B) *ipc.Client {
-			c := &ipc.Client{Socket: start(b).socket}
+		setup := func(b *testing.B) *client.Client {
+			c := &client.Client{Socket: start(b).socket}
 			if _, err := c.Put(b.Context(), "bench", ks, pages); err != nil {
 				b.Fatal(err)
 			}
@@ -34,7 +34,7 @@ func BenchmarkGetPath(b *testing.B) {
 		b.Run(fmt.Sprint("memfd/", n), func(b *testing.B) {
 			c := setup(b)
 			defer c.Close()
-			buf, err := ipc.NewPageBuffer(len(pages))
+			buf, err := client.NewPageBuffer(len(pages))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -55,7 +55,7 @@ func BenchmarkPutPath(b *testing.B) {
 		pages := corpus.Pages(corpus.Mixed, n, 4096, 1)
 		ks := keys(0, n)
 		b.Run(fmt.Sprint("copy/", n), func(b *testing.B) {
-			c := &ipc.Client{Socket: start(b).socket}
+			c := &client.Client{Socket: start(b).socket}
 			defer c.Close()
 			b.SetBytes(int64(len(pages)))
 			for b.Loop() {
@@ -65,9 +65,9 @@ func BenchmarkPutPath(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprint("memfd/", n), func(b *testing.B) {
-			c := &ipc.Client{Socket: start(b).socket}
+			c := &client.Client{Socket: start(b).socket}
 			defer c.Close()
-			buf, err := ipc.NewPageBuffer(len(pages))
+			buf, err := client.NewPageBuffer(len(pages))
 			if err != nil {
 				b.Fatal(err)
 			}

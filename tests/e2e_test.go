@@ -17,6 +17,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/backendtest"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -264,7 +265,7 @@ func TestSocketLifecycle(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	d.cmd.Process.Signal(syscall.SIGTERM)
-	if err := <-res; err != nil && !errors.Is(err, ipc.ErrConnLost) {
+	if err := <-res; err != nil && !errors.Is(err, client.ErrConnLost) {
 		t.Fatalf("in-flight put: %v", err)
 	}
 	select {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -82,7 +83,7 @@ func TestBackendFault(t *testing.T) {
 	allOKPut(t, c, "f", keys(100, 64), pages)
 }
 
-func allOKPut(t *testing.T, c *ipc.Client, pool string, ks []uint64, pages []byte) {
+func allOKPut(t *testing.T, c *client.Client, pool string, ks []uint64, pages []byte) {
 	t.Helper()
 	codes, err := c.Put(ctx(t), pool, ks, pages)
 	if err != nil {
@@ -137,7 +138,7 @@ func TestStoredCorruption(t *testing.T) {
 	}
 	check("streamed GET", got, codes, 0)
 	// Into a memfd: the damaged page's place keeps what it held.
-	buf, err := ipc.NewPageBuffer(n * 4096)
+	buf, err := client.NewPageBuffer(n * 4096)
 	if err != nil {
 		t.Fatal(err)
 	}

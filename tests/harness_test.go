@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -128,8 +129,8 @@ func startOnBin(t testing.TB, bin, socket string, args ...string) *daemon {
 	}
 }
 
-func (d *daemon) client() *ipc.Client {
-	c := &ipc.Client{Socket: d.socket}
+func (d *daemon) client() *client.Client {
+	c := &client.Client{Socket: d.socket}
 	d.t.Cleanup(func() { c.Close() })
 	return c
 }

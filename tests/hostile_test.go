@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -260,9 +261,9 @@ func TestHostileUnreadReplies(t *testing.T) {
 func TestHostileRefusedConnections(t *testing.T) {
 	d := start(t, "--backend", "cpu", "--max-connections", "1")
 	// The harness's own probe of the socket may hold the one slot a moment.
-	var keep *ipc.Client
+	var keep *client.Client
 	if !settle(5*time.Second, func() bool {
-		keep = &ipc.Client{Socket: d.socket}
+		keep = &client.Client{Socket: d.socket}
 		_, err := keep.Stats(ctx(t), "")
 		return err == nil
 	}) {
@@ -297,7 +298,7 @@ func TestHostileRefusedConnections(t *testing.T) {
 	// The Go client reports the refusal, whether its hello went out first
 	// or not.
 	for i := 0; i < 20; i++ {
-		c := &ipc.Client{Socket: d.socket}
+		c := &client.Client{Socket: d.socket}
 		_, err := c.Stats(ctx(t), "")
 		c.Close()
 		if !errors.Is(err, ipc.ErrLimit) || !strings.Contains(err.Error(), "too many connections") {

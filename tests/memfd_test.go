@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -16,7 +17,7 @@ func TestPutFromMemfd(t *testing.T) {
 	d := start(t)
 	c := d.client()
 	const ps, n = 4096, 256
-	buf, err := ipc.NewPageBuffer(2 * n * ps)
+	buf, err := client.NewPageBuffer(2 * n * ps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestPutFromMemfd(t *testing.T) {
 	}
 
 	// And back into another memfd, with a missing key left untouched.
-	back, err := ipc.NewPageBuffer((n + 1) * ps)
+	back, err := client.NewPageBuffer((n + 1) * ps)
 	if err != nil {
 		t.Fatal(err)
 	}

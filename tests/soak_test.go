@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -31,7 +32,7 @@ func TestSoak(t *testing.T) {
 // file. Every byte is still checked against the shadow copies.
 func TestSoakCold(t *testing.T) {
 	d := start(t, "--mem-limit", "4M", "--backing-file", backingFile(t, 256<<20), "--idle-epoch", "1s")
-	soak(t, d, func(c *ipc.Client, i int) error {
+	soak(t, d, func(c *client.Client, i int) error {
 		var err error
 		switch i % 4 {
 		case 0:
@@ -49,7 +50,7 @@ func TestSoakCold(t *testing.T) {
 
 // soak drives d with random requests for S4D_SOAK (default 5s); churn,
 // if set, is called over and over on a connection of its own meanwhile.
-func soak(t *testing.T, d *daemon, churn func(c *ipc.Client, i int) error) {
+func soak(t *testing.T, d *daemon, churn func(c *client.Client, i int) error) {
 	dur := 5 * time.Second
 	if v := os.Getenv("S4D_SOAK"); v != "" {
 		var err error
@@ -211,8 +212,8 @@ func TestKill9(t *testing.T) {
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	err := <-errs
 	close(stop)
-	var de *ipc.DialError
-	if err == nil || !(errors.Is(err, ipc.ErrConnLost) || errors.As(err, &de)) {
+	var de *client.DialError
+	if err == nil || !(errors.Is(err, client.ErrConnLost) || errors.As(err, &de)) {
 		t.Fatalf("client error after kill -9: %v", err)
 	}
 	// The process is gone once it is reaped; its socket file stays behind.

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -27,7 +28,7 @@ const userHZ = 100
 func daemonPID(socket string) (int, error) {
 	c, err := net.Dial("unix", socket)
 	if err != nil {
-		return 0, &ipc.DialError{Socket: socket, Err: err}
+		return 0, &client.DialError{Socket: socket, Err: err}
 	}
 	defer c.Close()
 	raw, err := c.(*net.UnixConn).SyscallConn()
@@ -114,12 +115,12 @@ type daemonTarget struct {
 	socket  string
 	pid     int
 	hello   *ipc.Hello
-	clients []*ipc.Client // one connection each: the daemon serves connections in parallel
+	clients []*client.Client // one connection each: the daemon serves connections in parallel
 	pool    string
 	memfd   bool // hand pages over in shared memory (PUT_FD/GET_FD), not through the socket
 	// The shared buffers pages go out from and come back into with memfd,
 	// made once and reused by every run, as a client keeps its buffer.
-	in, out *ipc.PageBuffer
+	in, out *client.PageBuffer
 }
 
 func openDaemon(ctx context.Context, socket string, clients int, poll time.Duration) (*daemonTarget, error) {
@@ -129,7 +130,7 @@ func openDaemon(ctx context.Context, socket string, clients int, poll time.Durat
 	}
 	t := &daemonTarget{socket: socket, pid: pid, pool: fmt.Sprintf("bench-%d", os.Getpid())}
 	for range clients {
-		c := &ipc.Client{Socket: socket, Name: "s4d-bench", PollWait: poll}
+		c := &client.Client{Socket: socket, Name: "s4d-bench", PollWait: poll}
 		h, err := c.Hello(ctx) // dials now, so no request below pays for it
 		if err != nil {
 			t.close()
@@ -145,7 +146,7 @@ func (t *daemonTarget) close() {
 	for _, c := range t.clients {
 		c.Close()
 	}
-	for _, b := range []*ipc.PageBuffer{t.in, t.out} {
+	for _, b := range []*client.PageBuffer{t.in, t.out} {
 		if b != nil {
 			b.Close()
 		}
@@ -156,18 +157,18 @@ func (t *daemonTarget) close() {
 // pages copied into the first and the second cleared, so that a GET that
 // writes nothing cannot pass for one that worked. Either way every page
 // of them is in memory before the clock starts.
-func (t *daemonTarget) buffers(pages []byte) (in, out *ipc.PageBuffer, err error) {
+func (t *daemonTarget) buffers(pages []byte) (in, out *client.PageBuffer, err error) {
 	if t.in == nil || len(t.in.Bytes()) != len(pages) {
-		for _, b := range []*ipc.PageBuffer{t.in, t.out} {
+		for _, b := range []*client.PageBuffer{t.in, t.out} {
 			if b != nil {
 				b.Close()
 			}
 		}
 		t.in, t.out = nil, nil
-		if t.in, err = ipc.NewPageBuffer(len(pages)); err != nil {
+		if t.in, err = client.NewPageBuffer(len(pages)); err != nil {
 			return nil, nil, err
 		}
-		if t.out, err = ipc.NewPageBuffer(len(pages)); err != nil {
+		if t.out, err = client.NewPageBuffer(len(pages)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -224,7 +225,7 @@ func (t *daemonTarget) run(ctx context.Context, pages []byte, batch int, prog *p
 	// last one is answered, as that many independent clients would.
 	conns := len(t.clients)
 	mode := "e2e"
-	var in, out *ipc.PageBuffer
+	var in, out *client.PageBuffer
 	if t.memfd {
 		mode = "e2e-memfd"
 		var err error
@@ -248,7 +249,7 @@ func (t *daemonTarget) run(ctx context.Context, pages []byte, batch int, prog *p
 		return res, err
 	}
 	t0 := time.Now()
-	putLat, err := fanOutConns(nb, conns, func(c *ipc.Client, i int) error {
+	putLat, err := fanOutConns(nb, conns, func(c *client.Client, i int) error {
 		lo, hi := span(i)
 		var codes []ipc.Code
 		var err error
@@ -291,7 +292,7 @@ func (t *daemonTarget) run(ctx context.Context, pages []byte, batch int, prog *p
 	prog.phase(label+" GET", int64(n))
 	runtime.GC()
 	t0 = time.Now()
-	getLat, err := fanOutConns(nb, conns, func(c *ipc.Client, i int) error {
+	getLat, err := fanOutConns(nb, conns, func(c *client.Client, i int) error {
 		lo, hi := span(i)
 		var codes []ipc.Code
 		var err error
@@ -330,8 +331,8 @@ func (t *daemonTarget) run(ctx context.Context, pages []byte, batch int, prog *p
 }
 
 // fanOutConns is fanOut with one connection per goroutine.
-func fanOutConns(n, conns int, do func(c *ipc.Client, i int) error, clients []*ipc.Client) ([]time.Duration, error) {
-	ch := make(chan *ipc.Client, conns)
+func fanOutConns(n, conns int, do func(c *client.Client, i int) error, clients []*client.Client) ([]time.Duration, error) {
+	ch := make(chan *client.Client, conns)
 	for _, c := range clients {
 		ch <- c
 	}

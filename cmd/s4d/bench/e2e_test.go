@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/client"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -134,7 +134,7 @@ func TestEndToEndAgainstRealDaemon(t *testing.T) {
 	}
 
 	// The bench leaves nothing behind in the daemon.
-	c := &ipc.Client{Socket: socket}
+	c := &client.Client{Socket: socket}
 	defer c.Close()
 	st, err := c.Stats(context.Background(), "")
 	if err != nil {

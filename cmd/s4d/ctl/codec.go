@@ -6,8 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
-	"github.com/s4d-project/s4d/ipc"
 )
 
 var codecCommand = &cli.Command{
@@ -26,7 +26,7 @@ var codecCommand = &cli.Command{
 		if name == "default" {
 			name = ""
 		}
-		return withClient(func(ctx context.Context, c *ipc.Client) error {
+		return withClient(func(ctx context.Context, c *client.Client) error {
 			if err := c.SetPoolCodec(ctx, cx.String("pool"), name); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
 )
@@ -32,13 +33,13 @@ var Command = &cli.Command{
 }
 
 // client builds a client from the innermost --socket that was set.
-func client(cx *cli.Context) *ipc.Client {
+func dial(cx *cli.Context) *client.Client {
 	for _, c := range cx.Lineage() {
 		if c.IsSet("socket") {
-			return &ipc.Client{Socket: c.String("socket"), Name: "s4d-ctl"}
+			return &client.Client{Socket: c.String("socket"), Name: "s4d-ctl"}
 		}
 	}
-	return &ipc.Client{Name: "s4d-ctl"}
+	return &client.Client{Name: "s4d-ctl"}
 }
 
 func timeout(cx *cli.Context) (context.Context, context.CancelFunc) {
@@ -80,11 +81,11 @@ func parseKeys(s string) ([]uint64, error) {
 
 // withClient makes an Action that runs do with a connected client and the
 // command's deadline.
-func withClient(do func(ctx context.Context, c *ipc.Client) error) cli.ActionFunc {
+func withClient(do func(ctx context.Context, c *client.Client) error) cli.ActionFunc {
 	return func(cx *cli.Context) error {
 		ctx, cancel := timeout(cx)
 		defer cancel()
-		c := client(cx)
+		c := dial(cx)
 		defer c.Close()
 		return do(ctx, c)
 	}
@@ -92,14 +93,14 @@ func withClient(do func(ctx context.Context, c *ipc.Client) error) cli.ActionFun
 
 // overKeys parses --keys, connects, and calls do for each run of keys the
 // daemon takes in one request, collecting the per-page codes in key order.
-func overKeys(cx *cli.Context, do func(ctx context.Context, c *ipc.Client, h *ipc.Hello, keys []uint64) ([]ipc.Code, error)) ([]uint64, []ipc.Code, error) {
+func overKeys(cx *cli.Context, do func(ctx context.Context, c *client.Client, h *ipc.Hello, keys []uint64) ([]ipc.Code, error)) ([]uint64, []ipc.Code, error) {
 	ctx, cancel := timeout(cx)
 	defer cancel()
 	keys, err := parseKeys(cx.String("keys"))
 	if err != nil {
 		return nil, nil, exitcode.UsageErr(err)
 	}
-	c := client(cx)
+	c := dial(cx)
 	defer c.Close()
 	h, err := c.Hello(ctx)
 	if err != nil {

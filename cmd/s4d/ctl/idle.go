@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
 )
@@ -73,7 +74,7 @@ var idleCommand = &cli.Command{
 		if cx.Bool("mark") {
 			req.Flags |= ipc.IdleMark
 		}
-		return withClient(func(ctx context.Context, c *ipc.Client) error {
+		return withClient(func(ctx context.Context, c *client.Client) error {
 			r, err := c.Idle(ctx, req)
 			if err != nil {
 				return err
@@ -117,7 +118,7 @@ var recompressCommand = &cli.Command{
 		if req.Flags == 0 {
 			return exitcode.UsageErr(fmt.Errorf("say which pages: --idle AGE, --huge, or both"))
 		}
-		return withClient(func(ctx context.Context, c *ipc.Client) error {
+		return withClient(func(ctx context.Context, c *client.Client) error {
 			r, err := c.Recompress(ctx, req)
 			if err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -25,7 +26,7 @@ var putCommand = &cli.Command{
 	Action: func(cx *cli.Context) error {
 		ctx, cancel := timeout(cx)
 		defer cancel()
-		c := client(cx)
+		c := dial(cx)
 		defer c.Close()
 		h, err := c.Hello(ctx)
 		if err != nil {
@@ -68,7 +69,7 @@ var getCommand = &cli.Command{
 	Flags:     withSocket(poolFlag, keysFlag, &cli.StringFlag{Name: "out", Required: true, Usage: "file to write ('-' for stdout)"}),
 	Action: func(cx *cli.Context) error {
 		var data []byte
-		keys, codes, err := overKeys(cx, func(ctx context.Context, c *ipc.Client, _ *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
+		keys, codes, err := overKeys(cx, func(ctx context.Context, c *client.Client, _ *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
 			pages, codes, err := c.Get(ctx, cx.String("pool"), keys)
 			data = append(data, pages...)
 			return codes, err
@@ -93,7 +94,7 @@ var delCommand = &cli.Command{
 	UsageText: "s4d ctl del --pool P --keys K-L",
 	Flags:     withSocket(poolFlag, keysFlag),
 	Action: func(cx *cli.Context) error {
-		keys, codes, err := overKeys(cx, func(ctx context.Context, c *ipc.Client, _ *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
+		keys, codes, err := overKeys(cx, func(ctx context.Context, c *client.Client, _ *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
 			return c.Del(ctx, cx.String("pool"), keys)
 		})
 		if err != nil {
@@ -169,7 +170,7 @@ var inspectCommand = &cli.Command{
 			}
 		}
 		var rows []pageRow
-		keys, codes, err := overKeys(cx, func(ctx context.Context, c *ipc.Client, h *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
+		keys, codes, err := overKeys(cx, func(ctx context.Context, c *client.Client, h *ipc.Hello, keys []uint64) ([]ipc.Code, error) {
 			infos, err := c.Inspect(ctx, cx.String("pool"), keys, dir != "")
 			if err != nil {
 				return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -162,7 +163,7 @@ var statsCommand = &cli.Command{
 		}
 		ctx, cancel := timeout(cx)
 		defer cancel()
-		c := client(cx)
+		c := dial(cx)
 		defer c.Close()
 		st, err := c.Stats(ctx, cx.String("pool"))
 		if err != nil {
@@ -229,7 +230,7 @@ var poolsCommand = &cli.Command{
 		if _, err := poolTable.pick(o.output); err != nil {
 			return err
 		}
-		return withClient(func(ctx context.Context, c *ipc.Client) error {
+		return withClient(func(ctx context.Context, c *client.Client) error {
 			pools, err := c.Pools(ctx)
 			if err != nil {
 				return err
@@ -243,7 +244,7 @@ var compactCommand = &cli.Command{
 	Name:  "compact",
 	Usage: "move pages out of sparse arenas and return the memory",
 	Flags: withSocket(),
-	Action: withClient(func(ctx context.Context, c *ipc.Client) error {
+	Action: withClient(func(ctx context.Context, c *client.Client) error {
 		r, err := c.Compact(ctx)
 		if err != nil {
 			return err

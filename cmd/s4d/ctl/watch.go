@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
 )
@@ -117,7 +118,7 @@ var watchCommand = &cli.Command{
 		if every <= 0 {
 			return exitcode.UsageErr(fmt.Errorf("--interval %v: must be positive", every))
 		}
-		c := client(cx)
+		c := dial(cx)
 		defer c.Close()
 		return watch(cx.Context, c, os.Stdout, isTerminal(os.Stdout) && !o.json && !o.raw, every, cx.Int("count"), o)
 	},
@@ -125,7 +126,7 @@ var watchCommand = &cli.Command{
 
 // watch samples STATS every interval and prints rates until count updates
 // were printed (0: until ctx ends).
-func watch(ctx context.Context, c *ipc.Client, w io.Writer, tty bool, every time.Duration, count int, o listOpts) error {
+func watch(ctx context.Context, c *client.Client, w io.Writer, tty bool, every time.Duration, count int, o listOpts) error {
 	sample := func() (*ipc.Stats, error) {
 		rctx, cancel := context.WithTimeout(ctx, every+10*time.Second)
 		defer cancel()

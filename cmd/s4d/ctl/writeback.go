@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
 )
@@ -36,7 +37,7 @@ var writebackCommand = &cli.Command{
 		default:
 			return exitcode.UsageErr(fmt.Errorf("writeback mode %q: want all, idle, huge or compact", mode))
 		}
-		return withClient(func(ctx context.Context, c *ipc.Client) error {
+		return withClient(func(ctx context.Context, c *client.Client) error {
 			r, err := c.Writeback(ctx, ipc.WritebackRequest{Mode: mode, MinAge: cx.Duration("age")})
 			if err != nil {
 				return err

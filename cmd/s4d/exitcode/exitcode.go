@@ -15,6 +15,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -44,7 +45,7 @@ func UsageErr(err error) error {
 // Of returns the exit status for err.
 func Of(err error) int {
 	var ue *UsageError
-	var de *ipc.DialError
+	var de *client.DialError
 	switch {
 	case err == nil:
 		return OK
@@ -54,7 +55,7 @@ func Of(err error) int {
 	// the fix (join group s4d) differs.
 	case errors.Is(err, ipc.ErrPermission), errors.Is(err, os.ErrPermission):
 		return Permission
-	case errors.As(err, &de), errors.Is(err, ipc.ErrConnLost), errors.Is(err, ipc.ErrShuttingDown),
+	case errors.As(err, &de), errors.Is(err, client.ErrConnLost), errors.Is(err, ipc.ErrShuttingDown),
 		errors.Is(err, syscall.ECONNREFUSED):
 		return Unreachable
 	case errors.Is(err, ipc.ErrNotFound):

@@ -8,12 +8,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
 )
 
 func TestOf(t *testing.T) {
 	dial := func(errno syscall.Errno) error {
-		return &ipc.DialError{Socket: "/x", Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", errno)}}
+		return &client.DialError{Socket: "/x", Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", errno)}}
 	}
 	for _, c := range []struct {
 		err  error
@@ -27,7 +28,7 @@ func TestOf(t *testing.T) {
 		{dial(syscall.EACCES), Permission},
 		{dial(syscall.ENOENT), Unreachable},
 		{dial(syscall.ECONNREFUSED), Unreachable},
-		{fmt.Errorf("get: %w", ipc.ErrConnLost), Unreachable},
+		{fmt.Errorf("get: %w", client.ErrConnLost), Unreachable},
 		{&ipc.Error{Code: ipc.CodeNoSpace}, Failure},
 	} {
 		if got := Of(c.err); got != c.want {

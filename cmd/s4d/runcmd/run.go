@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/settings"
@@ -119,7 +120,7 @@ func findLibrary(flag string) (string, error) {
 func preflight(sock string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := &ipc.Client{Socket: sock}
+	c := &client.Client{Socket: sock}
 	defer c.Close()
 	h, err := c.Hello(ctx)
 	if err != nil {

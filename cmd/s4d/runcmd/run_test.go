@@ -18,8 +18,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	_ "github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/daemon"
-	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/settings"
 )
 
@@ -141,7 +141,7 @@ func setup(t *testing.T, separate bool) (dir, sock, lib, bin string, kill func()
 		go serve(sock)
 	}
 	for dl := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := (&ipc.Client{Socket: sock}).Hello(context.Background()); err == nil {
+		if _, err := (&client.Client{Socket: sock}).Hello(context.Background()); err == nil {
 			break
 		}
 		if time.Now().After(dl) {
@@ -179,7 +179,7 @@ func TestRunProgram(t *testing.T) {
 		t.Fatalf("program: %s", got)
 	}
 	// Its allocations were regions: their pool exists, and is empty now.
-	pools, err := (&ipc.Client{Socket: sock}).Pools(context.Background())
+	pools, err := (&client.Client{Socket: sock}).Pools(context.Background())
 	if err != nil || len(pools) != 1 || !strings.HasPrefix(pools[0].Name, "(regions") || pools[0].Pages != 0 {
 		t.Fatalf("pools after the run: %+v %v", pools, err)
 	}

@@ -1,8 +1,10 @@
-package ipc
+package client
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/s4d-project/s4d/ipc"
 )
 
 // GetInto is Get into memory of the caller's: page i of keys lands at
@@ -11,7 +13,7 @@ import (
 // with no buffer allocated and no copy made; a caller reading into the
 // same memory again and again (a cache, a swap-in path) pays only for the
 // bytes crossing the socket. On an error, dst holds undefined bytes.
-func (c *Client) GetInto(ctx context.Context, pool string, keys []uint64, dst []byte) ([]Code, error) {
+func (c *Client) GetInto(ctx context.Context, pool string, keys []uint64, dst []byte) ([]ipc.Code, error) {
 	if len(keys) == 0 || len(dst)%len(keys) != 0 {
 		return nil, fmt.Errorf("get: %d bytes do not split into %d pages", len(dst), len(keys))
 	}
@@ -20,13 +22,13 @@ func (c *Client) GetInto(ctx context.Context, pool string, keys []uint64, dst []
 	if err != nil {
 		return nil, err
 	}
-	s := &sink{head: make([]byte, getHeadSize(len(keys))), dst: dst}
-	var codes []Code
+	s := &sink{head: make([]byte, ipc.GetHeadSize(len(keys))), dst: dst}
+	var codes []ipc.Code
 	err = cn.roundTripInto(ctx, len(keys) <= quickPages, s, func(id uint64) error {
-		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: OpGet, ID: id}, 2+len(pool)+4+8*len(keys))
-		head = AppendKeys(head, OpGet, &KeysRequest{Pool: pool, Keys: keys})
+		head := ipc.AppendHeader(cn.wbuf[:0], ipc.Header{Version: ipc.Version, Op: ipc.OpGet, ID: id}, 2+len(pool)+4+8*len(keys))
+		head = ipc.AppendKeys(head, ipc.OpGet, &ipc.KeysRequest{Pool: pool, Keys: keys})
 		return cn.writeFrame(head, nil)
-	}, func(_ Header, body []byte, _ bool) error {
+	}, func(_ ipc.Header, body []byte, _ bool) error {
 		var pageSize int
 		var err error
 		if s.done {
@@ -34,11 +36,11 @@ func (c *Client) GetInto(ctx context.Context, pool string, keys []uint64, dst []
 			return err
 		}
 		var pages []byte
-		if pageSize, pages, codes, err = DecodeGet(body, len(keys)); err != nil {
+		if pageSize, pages, codes, err = ipc.DecodeGet(body, len(keys)); err != nil {
 			return err
 		}
 		if pageSize != ps {
-			return fmt.Errorf("%w: the daemon returned pages of %d bytes, not %d", errMalformed, pageSize, ps)
+			return fmt.Errorf("%w: the daemon returned pages of %d bytes, not %d", ipc.ErrMalformed, pageSize, ps)
 		}
 		copy(dst, pages)
 		return nil
@@ -49,20 +51,19 @@ func (c *Client) GetInto(ctx context.Context, pool string, keys []uint64, dst []
 // spreadSunk checks a reply received into s and moves its pages, which
 // came back to back, to their keys' places, zeroing the places of pages
 // that did not come.
-func spreadSunk(s *sink, ps, n int) ([]Code, error) {
-	r := reader{b: s.head}
-	pageSize, codes, ok, err := decodeGetHead(&r, n, s.got)
+func spreadSunk(s *sink, ps, n int) ([]ipc.Code, error) {
+	pageSize, codes, ok, err := ipc.DecodeGetHead(s.head, n, s.got)
 	if err != nil {
 		return nil, err
 	}
 	if pageSize != ps {
-		return nil, fmt.Errorf("%w: the daemon returned pages of %d bytes, not %d", errMalformed, pageSize, ps)
+		return nil, fmt.Errorf("%w: the daemon returned pages of %d bytes, not %d", ipc.ErrMalformed, pageSize, ps)
 	}
 	// Backwards: page j moves to i >= j, so no page is overwritten before
 	// it has moved.
 	dst, j := s.dst, ok
 	for i := n - 1; i >= 0 && j < i+1; i-- {
-		if codes[i] == OK {
+		if codes[i] == ipc.OK {
 			j--
 			if j != i {
 				copy(dst[i*ps:(i+1)*ps], dst[j*ps:(j+1)*ps])

@@ -1,10 +1,11 @@
-package ipc
+package client
 
 import (
 	"encoding/binary"
 	"io"
 	"time"
 
+	"github.com/s4d-project/s4d/ipc"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,18 +16,18 @@ import (
 // readFrame reads the next response. A body that fits the read buffer is
 // returned in place (owned false: valid until the next read); a larger one
 // is received straight into memory of its own.
-func (cn *conn) readFrame() (Header, []byte, bool, error) {
+func (cn *conn) readFrame() (ipc.Header, []byte, bool, error) {
 	if cn.big == nil {
-		for cn.rend-cn.rpos < 4+HeaderSize {
+		for cn.rend-cn.rpos < 4+ipc.HeaderSize {
 			if err := cn.fill(); err != nil {
-				return Header{}, nil, false, err
+				return ipc.Header{}, nil, false, err
 			}
 		}
 		length := binary.LittleEndian.Uint32(cn.rbuf[cn.rpos:])
-		if length < HeaderSize {
-			return Header{}, nil, false, ErrShortFrame
+		if length < ipc.HeaderSize {
+			return ipc.Header{}, nil, false, ipc.ErrShortFrame
 		}
-		h := DecodeHeader(cn.rbuf[cn.rpos+4:])
+		h := ipc.DecodeHeader(cn.rbuf[cn.rpos+4:])
 		total := 4 + int(length)
 		if total <= len(cn.rbuf) {
 			if cn.rpos+total > len(cn.rbuf) {
@@ -34,21 +35,21 @@ func (cn *conn) readFrame() (Header, []byte, bool, error) {
 			}
 			for cn.rend-cn.rpos < total {
 				if err := cn.fill(); err != nil {
-					return Header{}, nil, false, err
+					return ipc.Header{}, nil, false, err
 				}
 			}
-			body := cn.rbuf[cn.rpos+4+HeaderSize : cn.rpos+total : cn.rpos+total]
+			body := cn.rbuf[cn.rpos+4+ipc.HeaderSize : cn.rpos+total : cn.rpos+total]
 			cn.rpos += total
 			return h, body, false, nil
 		}
-		size := int(length) - HeaderSize
+		size := int(length) - ipc.HeaderSize
 		cn.bigHdr, cn.bigSize, cn.bigGot, cn.bigSink = h, size, 0, cn.sinkFor(h, size)
 		if cn.bigSink == nil {
 			cn.big = make([]byte, size)
 		} else {
 			cn.big = cn.bigSink.head
 		}
-		cn.rpos += 4 + HeaderSize
+		cn.rpos += 4 + ipc.HeaderSize
 		for cn.rpos < cn.rend && cn.bigGot < size {
 			n := copy(cn.bodyPart(), cn.rbuf[cn.rpos:cn.rend])
 			cn.rpos += n
@@ -63,7 +64,7 @@ func (cn *conn) readFrame() (Header, []byte, bool, error) {
 		}
 		n, err := cn.recv(p)
 		if err != nil {
-			return Header{}, nil, false, err
+			return ipc.Header{}, nil, false, err
 		}
 		cn.bigGot += n
 	}
@@ -86,8 +87,8 @@ type sink struct {
 
 // sinkFor returns the reader's own GetInto destination when the reply h,
 // of size bytes, can go there: a successful GET whose pages fit.
-func (cn *conn) sinkFor(h Header, size int) *sink {
-	if cn.want == nil || cn.want.sink == nil || h.ID != cn.wantID || h.Op != OpGet || h.Status != OK {
+func (cn *conn) sinkFor(h ipc.Header, size int) *sink {
+	if cn.want == nil || cn.want.sink == nil || h.ID != cn.wantID || h.Op != ipc.OpGet || h.Status != ipc.OK {
 		return nil
 	}
 	s := cn.want.sink
@@ -164,18 +165,18 @@ func (cn *conn) recv(p []byte) (int, error) {
 
 // refused turns the frame a daemon sends a connection it does not admit
 // (op 0, id 0, an error status) into its error.
-func refused(h Header, body []byte) error {
-	if h.Op != 0 || h.ID != 0 || h.Status == OK {
+func refused(h ipc.Header, body []byte) error {
+	if h.Op != 0 || h.ID != 0 || h.Status == ipc.OK {
 		return nil
 	}
-	msg, _ := DecodeString(body)
-	return &Error{Code: h.Status, Msg: msg}
+	msg, _ := ipc.DecodeString(body)
+	return &ipc.Error{Code: h.Status, Msg: msg}
 }
 
 // refusal looks for a refusal the daemon sent before closing, after a
 // send to it failed: the frame may still wait in the socket.
 func (cn *conn) refusal() error {
-	buf := make([]byte, 4+HeaderSize+2+1024)
+	buf := make([]byte, 4+ipc.HeaderSize+2+1024)
 	got := 0
 	deadline := time.Now().Add(50 * time.Millisecond)
 	for got < len(buf) {
@@ -190,16 +191,16 @@ func (cn *conn) refusal() error {
 			break
 		}
 		got += n
-		if got >= 4+HeaderSize && got >= 4+int(binary.LittleEndian.Uint32(buf)) {
+		if got >= 4+ipc.HeaderSize && got >= 4+int(binary.LittleEndian.Uint32(buf)) {
 			break
 		}
 	}
-	if got < 4+HeaderSize {
+	if got < 4+ipc.HeaderSize {
 		return nil
 	}
 	length := int(binary.LittleEndian.Uint32(buf))
-	if length < HeaderSize || 4+length > got {
+	if length < ipc.HeaderSize || 4+length > got {
 		return nil
 	}
-	return refused(DecodeHeader(buf[4:]), buf[4+HeaderSize:4+length])
+	return refused(ipc.DecodeHeader(buf[4:]), buf[4+ipc.HeaderSize:4+length])
 }

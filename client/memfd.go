@@ -1,4 +1,4 @@
-package ipc
+package client
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/s4d-project/s4d/ipc"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,18 +57,18 @@ func (p *PageBuffer) Close() error {
 // PutBuffer stores len(keys) pages of buf, starting at byte offset off,
 // without copying them through the socket. The pages must not change until
 // it returns.
-func (c *Client) PutBuffer(ctx context.Context, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]Code, error) {
-	return c.bufferOp(ctx, OpPutFD, pool, keys, buf, off, pageSize)
+func (c *Client) PutBuffer(ctx context.Context, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]ipc.Code, error) {
+	return c.bufferOp(ctx, ipc.OpPutFD, pool, keys, buf, off, pageSize)
 }
 
 // GetBuffer fetches the pages of keys into buf, page i at byte offset
 // off + i*pageSize, without their crossing the socket. Pages whose code is
 // not OK are left as they were.
-func (c *Client) GetBuffer(ctx context.Context, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]Code, error) {
-	return c.bufferOp(ctx, OpGetFD, pool, keys, buf, off, pageSize)
+func (c *Client) GetBuffer(ctx context.Context, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]ipc.Code, error) {
+	return c.bufferOp(ctx, ipc.OpGetFD, pool, keys, buf, off, pageSize)
 }
 
-func (c *Client) bufferOp(ctx context.Context, op Op, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]Code, error) {
+func (c *Client) bufferOp(ctx context.Context, op ipc.Op, pool string, keys []uint64, buf *PageBuffer, off, pageSize int) ([]ipc.Code, error) {
 	if len(keys) == 0 || off < 0 || off+len(keys)*pageSize > len(buf.mem) {
 		return nil, fmt.Errorf("%v: %d pages of %d bytes at %d do not fit in a %d-byte buffer", op, len(keys), pageSize, off, len(buf.mem))
 	}
@@ -75,10 +76,10 @@ func (c *Client) bufferOp(ctx context.Context, op Op, pool string, keys []uint64
 	if err != nil {
 		return nil, err
 	}
-	var codes []Code
+	var codes []ipc.Code
 	err = cn.roundTrip(ctx, len(keys) <= quickPages, func(id uint64) error {
-		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: op, ID: id}, 0)
-		head = AppendPutFD(head, &PutFDRequest{Pool: pool, PageSize: uint32(pageSize), Keys: keys, Offset: uint64(off)})
+		head := ipc.AppendHeader(cn.wbuf[:0], ipc.Header{Version: ipc.Version, Op: op, ID: id}, 0)
+		head = ipc.AppendPutFD(head, &ipc.PutFDRequest{Pool: pool, PageSize: uint32(pageSize), Keys: keys, Offset: uint64(off)})
 		binary.LittleEndian.PutUint32(head, uint32(len(head)-4))
 		cn.wbuf = head[:0]
 		if cn.closed {
@@ -86,8 +87,8 @@ func (c *Client) bufferOp(ctx context.Context, op Op, pool string, keys []uint64
 		}
 		// The descriptor goes with the frame's first byte.
 		return cn.sock.SendAll(time.Time{}, []int{int(buf.f.Fd())}, head)
-	}, func(_ Header, body []byte, _ bool) (err error) {
-		codes, err = DecodeCodes(body, len(keys))
+	}, func(_ ipc.Header, body []byte, _ bool) (err error) {
+		codes, err = ipc.DecodeCodes(body, len(keys))
 		return err
 	})
 	return codes, err

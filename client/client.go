@@ -1,8 +1,10 @@
-package ipc
+// Package client is s4d's Go client: requests pipelined over one Unix socket
+// connection, replies received into the caller's memory, page buffers shared
+// with the daemon as sealed memfds, and regions. The wire format is package ipc.
+package client
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,18 +15,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/s4d-project/s4d/ipc"
 	"golang.org/x/sys/unix"
 )
 
-// DefaultSocketPath is where the daemon listens unless told otherwise.
-const DefaultSocketPath = "/run/s4d/s4d.sock"
-
-// DefaultSocket returns $S4D_SOCKET, or DefaultSocketPath.
+// DefaultSocket returns $S4D_SOCKET, or ipc.DefaultSocketPath.
 func DefaultSocket() string {
 	if s := os.Getenv("S4D_SOCKET"); s != "" {
 		return s
 	}
-	return DefaultSocketPath
+	return ipc.DefaultSocketPath
 }
 
 // DefaultPollWait is how long a lone request polls for its response
@@ -70,8 +70,8 @@ type Client struct {
 // the reading on. A lone request is thus answered without any hand-off
 // between goroutines.
 type conn struct {
-	sock  *Socket
-	hello *Hello
+	sock  *ipc.Socket
+	hello *ipc.Hello
 	poll  time.Duration
 
 	wmu    sync.Mutex
@@ -90,7 +90,7 @@ type conn struct {
 	big        []byte // a body too large for rbuf, being received
 	bigGot     int
 	bigSize    int
-	bigHdr     Header
+	bigHdr     ipc.Header
 	bigSink    *sink // the body goes to the reader's own GetInto destination instead
 	want       *call // the reader's own request, and its id
 	wantID     uint64
@@ -110,7 +110,7 @@ type call struct {
 }
 
 type result struct {
-	h    Header
+	h    ipc.Header
 	body []byte
 	err  error
 }
@@ -176,9 +176,9 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	if name == "" {
 		name = "s4d-go"
 	}
-	body, err := cn.call(ctx, OpHello, EncodeHelloRequest(name))
+	body, err := cn.call(ctx, ipc.OpHello, ipc.EncodeHelloRequest(name))
 	if err == nil {
-		cn.hello, err = DecodeHello(body)
+		cn.hello, err = ipc.DecodeHello(body)
 	}
 	if err != nil {
 		cn.fail(err)
@@ -189,7 +189,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 }
 
 func newConn(nc *net.UnixConn, poll time.Duration) (*conn, error) {
-	sock, err := NewSocket(nc, -1)
+	sock, err := ipc.NewSocket(nc, -1)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -274,13 +274,13 @@ func (cn *conn) closeWhenIdle() {
 // The body given to decode may lie in the connection's read buffer: it is
 // valid during the call only, unless owned. quick says the daemon should
 // answer within microseconds (a few pages), so polling for it may pay.
-func (cn *conn) roundTrip(ctx context.Context, quick bool, write func(id uint64) error, decode func(h Header, body []byte, owned bool) error) error {
+func (cn *conn) roundTrip(ctx context.Context, quick bool, write func(id uint64) error, decode func(h ipc.Header, body []byte, owned bool) error) error {
 	return cn.roundTripInto(ctx, quick, nil, write, decode)
 }
 
 // roundTripInto is roundTrip with a GET reply received straight into
 // s.dst when the caller reads it itself.
-func (cn *conn) roundTripInto(ctx context.Context, quick bool, s *sink, write func(id uint64) error, decode func(h Header, body []byte, owned bool) error) error {
+func (cn *conn) roundTripInto(ctx context.Context, quick bool, s *sink, write func(id uint64) error, decode func(h ipc.Header, body []byte, owned bool) error) error {
 	cl := calls.Get().(*call)
 	cl.sink = s
 	cn.mu.Lock()
@@ -351,10 +351,10 @@ func (cn *conn) roundTripInto(ctx context.Context, quick bool, s *sink, write fu
 	}
 }
 
-func respond(h Header, body []byte, owned bool, decode func(Header, []byte, bool) error) error {
-	if h.Status != OK {
-		msg, _ := DecodeString(body)
-		return &Error{Code: h.Status, Msg: msg}
+func respond(h ipc.Header, body []byte, owned bool, decode func(ipc.Header, []byte, bool) error) error {
+	if h.Status != ipc.OK {
+		msg, _ := ipc.DecodeString(body)
+		return &ipc.Error{Code: h.Status, Msg: msg}
 	}
 	return decode(h, body, owned)
 }
@@ -365,7 +365,7 @@ var errCancelled = errors.New("cancelled")
 // those of other requests go to their callers. It returns early when ctx
 // ends (errCancelled, with the request withdrawn) or the connection
 // breaks (the error every waiter got). A lone quick request may poll first.
-func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, poll bool) (Header, []byte, bool, error) {
+func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, poll bool) (ipc.Header, []byte, bool, error) {
 	cn.want, cn.wantID = cl, id
 	defer func() { cn.want = nil }()
 	cn.spinArmed = false
@@ -397,24 +397,24 @@ func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, poll bool) (He
 	for {
 		h, body, owned, err := cn.readFrame()
 		if err != nil {
-			if ctx.Err() != nil && errors.Is(err, ErrInterrupted) {
+			if ctx.Err() != nil && errors.Is(err, ipc.ErrInterrupted) {
 				cn.mu.Lock()
 				mine := cn.pending[id] == cl
 				delete(cn.pending, id)
 				cn.mu.Unlock()
 				if mine {
 					cn.dropSink()
-					return Header{}, nil, false, errCancelled
+					return ipc.Header{}, nil, false, errCancelled
 				}
 				r := <-cl.ch // failed meanwhile
-				return Header{}, nil, false, r.err
+				return ipc.Header{}, nil, false, r.err
 			}
 			cn.fail(err)
-			return Header{}, nil, false, (<-cl.ch).err
+			return ipc.Header{}, nil, false, (<-cl.ch).err
 		}
 		if err := refused(h, body); err != nil {
 			cn.fail(err)
-			return Header{}, nil, false, (<-cl.ch).err
+			return ipc.Header{}, nil, false, (<-cl.ch).err
 		}
 		cn.lastDone.Store(time.Now().UnixNano())
 		cn.mu.Lock()
@@ -453,14 +453,14 @@ func (cn *conn) writeFrame(head, tail []byte) error {
 }
 
 // call sends a request whose body is parts and returns the response body.
-func (cn *conn) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, error) {
+func (cn *conn) call(ctx context.Context, op ipc.Op, parts ...[]byte) ([]byte, error) {
 	var out []byte
 	err := cn.roundTrip(ctx, true, func(id uint64) error {
 		n := 0
 		for _, p := range parts {
 			n += len(p)
 		}
-		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: op, ID: id}, n)
+		head := ipc.AppendHeader(cn.wbuf[:0], ipc.Header{Version: ipc.Version, Op: op, ID: id}, n)
 		for _, p := range parts[:max(len(parts)-1, 0)] {
 			head = append(head, p...)
 		}
@@ -469,7 +469,7 @@ func (cn *conn) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, error
 			tail = parts[len(parts)-1]
 		}
 		return cn.writeFrame(head, tail)
-	}, func(_ Header, body []byte, owned bool) error {
+	}, func(_ ipc.Header, body []byte, owned bool) error {
 		if !owned {
 			body = append([]byte(nil), body...)
 		}
@@ -479,7 +479,7 @@ func (cn *conn) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, error
 	return out, err
 }
 
-func (c *Client) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, error) {
+func (c *Client) call(ctx context.Context, op ipc.Op, parts ...[]byte) ([]byte, error) {
 	cn, err := c.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -488,7 +488,7 @@ func (c *Client) call(ctx context.Context, op Op, parts ...[]byte) ([]byte, erro
 }
 
 // Hello returns what the daemon announced when the connection opened.
-func (c *Client) Hello(ctx context.Context) (*Hello, error) {
+func (c *Client) Hello(ctx context.Context) (*ipc.Hello, error) {
 	cn, err := c.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -499,7 +499,7 @@ func (c *Client) Hello(ctx context.Context) (*Hello, error) {
 // Put stores pages (len(keys) pages of equal size, back to back) under keys
 // in pool, creating the pool on first use. It returns one code per page:
 // OK, or e.g. CodeNoSpace for pages the memory limit refused.
-func (c *Client) Put(ctx context.Context, pool string, keys []uint64, pages []byte) ([]Code, error) {
+func (c *Client) Put(ctx context.Context, pool string, keys []uint64, pages []byte) ([]ipc.Code, error) {
 	if len(keys) == 0 || len(pages)%len(keys) != 0 {
 		return nil, fmt.Errorf("put: %d bytes do not split into %d pages", len(pages), len(keys))
 	}
@@ -507,16 +507,14 @@ func (c *Client) Put(ctx context.Context, pool string, keys []uint64, pages []by
 	if err != nil {
 		return nil, err
 	}
-	var codes []Code
+	var codes []ipc.Code
 	err = cn.roundTrip(ctx, len(keys) <= quickPages, func(id uint64) error {
-		n := PutBodySize(pool, len(keys), len(pages)/len(keys))
-		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: OpPut, ID: id}, n)
-		head = appendStr(head, pool)
-		head = binary.LittleEndian.AppendUint32(head, uint32(len(pages)/len(keys)))
-		head = appendKeys(head, keys)
+		n := ipc.PutBodySize(pool, len(keys), len(pages)/len(keys))
+		head := ipc.AppendHeader(cn.wbuf[:0], ipc.Header{Version: ipc.Version, Op: ipc.OpPut, ID: id}, n)
+		head = ipc.AppendPut(head, &ipc.PutRequest{Pool: pool, PageSize: uint32(len(pages) / len(keys)), Keys: keys})
 		return cn.writeFrame(head, pages)
-	}, func(_ Header, body []byte, _ bool) (err error) {
-		codes, err = DecodeCodes(body, len(keys))
+	}, func(_ ipc.Header, body []byte, _ bool) (err error) {
+		codes, err = ipc.DecodeCodes(body, len(keys))
 		return err
 	})
 	return codes, err
@@ -524,19 +522,19 @@ func (c *Client) Put(ctx context.Context, pool string, keys []uint64, pages []by
 
 // Get returns the pages stored under keys, back to back; a page whose code
 // is not OK is left zero.
-func (c *Client) Get(ctx context.Context, pool string, keys []uint64) ([]byte, []Code, error) {
+func (c *Client) Get(ctx context.Context, pool string, keys []uint64) ([]byte, []ipc.Code, error) {
 	cn, err := c.conn(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	var pages []byte
-	var codes []Code
+	var codes []ipc.Code
 	err = cn.roundTrip(ctx, len(keys) <= quickPages, func(id uint64) error {
-		head := AppendHeader(cn.wbuf[:0], Header{Version: Version, Op: OpGet, ID: id}, 2+len(pool)+4+8*len(keys))
-		head = AppendKeys(head, OpGet, &KeysRequest{Pool: pool, Keys: keys})
+		head := ipc.AppendHeader(cn.wbuf[:0], ipc.Header{Version: ipc.Version, Op: ipc.OpGet, ID: id}, 2+len(pool)+4+8*len(keys))
+		head = ipc.AppendKeys(head, ipc.OpGet, &ipc.KeysRequest{Pool: pool, Keys: keys})
 		return cn.writeFrame(head, nil)
-	}, func(_ Header, body []byte, owned bool) (err error) {
-		_, pages, codes, err = DecodeGet(body, len(keys))
+	}, func(_ ipc.Header, body []byte, owned bool) (err error) {
+		_, pages, codes, err = ipc.DecodeGet(body, len(keys))
 		if err == nil && !owned && len(pages) > 0 && len(pages) <= len(body) && &pages[0] == &body[len(body)-len(pages)] {
 			pages = append([]byte(nil), pages...)
 		}
@@ -546,42 +544,42 @@ func (c *Client) Get(ctx context.Context, pool string, keys []uint64) ([]byte, [
 }
 
 // Del removes keys; missing keys get CodeNotFound.
-func (c *Client) Del(ctx context.Context, pool string, keys []uint64) ([]Code, error) {
-	body, err := c.call(ctx, OpDel, AppendKeys(nil, OpDel, &KeysRequest{Pool: pool, Keys: keys}))
+func (c *Client) Del(ctx context.Context, pool string, keys []uint64) ([]ipc.Code, error) {
+	body, err := c.call(ctx, ipc.OpDel, ipc.AppendKeys(nil, ipc.OpDel, &ipc.KeysRequest{Pool: pool, Keys: keys}))
 	if err != nil {
 		return nil, err
 	}
-	return DecodeCodes(body, len(keys))
+	return ipc.DecodeCodes(body, len(keys))
 }
 
 // Inspect describes how each key is stored, with the stored bytes if withData.
-func (c *Client) Inspect(ctx context.Context, pool string, keys []uint64, withData bool) ([]PageInfo, error) {
-	body, err := c.call(ctx, OpInspect, AppendKeys(nil, OpInspect, &KeysRequest{Pool: pool, Keys: keys, WithData: withData}))
+func (c *Client) Inspect(ctx context.Context, pool string, keys []uint64, withData bool) ([]ipc.PageInfo, error) {
+	body, err := c.call(ctx, ipc.OpInspect, ipc.AppendKeys(nil, ipc.OpInspect, &ipc.KeysRequest{Pool: pool, Keys: keys, WithData: withData}))
 	if err != nil {
 		return nil, err
 	}
-	return DecodeInspect(body, keys, withData)
+	return ipc.DecodeInspect(body, keys, withData)
 }
 
 // Stats returns the daemon's counters; pool "" means all pools the caller may see.
-func (c *Client) Stats(ctx context.Context, pool string) (*Stats, error) {
-	var s Stats
-	return &s, c.callJSON(ctx, OpStats, EncodeString(pool), &s)
+func (c *Client) Stats(ctx context.Context, pool string) (*ipc.Stats, error) {
+	var s ipc.Stats
+	return &s, c.callJSON(ctx, ipc.OpStats, ipc.EncodeString(pool), &s)
 }
 
 // Pools lists the pools the caller may see.
-func (c *Client) Pools(ctx context.Context) ([]PoolStats, error) {
-	var p []PoolStats
-	return p, c.callJSON(ctx, OpPools, nil, &p)
+func (c *Client) Pools(ctx context.Context) ([]ipc.PoolStats, error) {
+	var p []ipc.PoolStats
+	return p, c.callJSON(ctx, ipc.OpPools, nil, &p)
 }
 
 // Compact moves pages out of sparse arenas and returns the memory.
-func (c *Client) Compact(ctx context.Context) (*CompactResult, error) {
-	var r CompactResult
-	return &r, c.callJSON(ctx, OpCompact, nil, &r)
+func (c *Client) Compact(ctx context.Context) (*ipc.CompactResult, error) {
+	var r ipc.CompactResult
+	return &r, c.callJSON(ctx, ipc.OpCompact, nil, &r)
 }
 
-func (c *Client) callJSON(ctx context.Context, op Op, body []byte, v any) error {
+func (c *Client) callJSON(ctx context.Context, op ipc.Op, body []byte, v any) error {
 	out, err := c.call(ctx, op, body)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package ipc
+package client
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/s4d-project/s4d/ipc"
 	"golang.org/x/sys/unix"
 )
 
@@ -180,14 +181,14 @@ func (c *Client) MapWith(ctx context.Context, size, budget int, opt MapOptions) 
 		return nil, &DialError{Socket: c.socket(), Err: unwrapOp(err)}
 	}
 	life := nc.(*net.UnixConn)
-	req := RegisterRequest{Addr: uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))), Length: uint64(size), Budget: uint64(max(budget, 0))}
-	body, err := exchange(ctx, life, OpRegister, req.Encode(), []int{rm.Memfd, rm.Uffd})
+	req := ipc.RegisterRequest{Addr: uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))), Length: uint64(size), Budget: uint64(max(budget, 0))}
+	body, err := exchange(ctx, life, ipc.OpRegister, req.Encode(), []int{rm.Memfd, rm.Uffd})
 	if err != nil {
 		life.Close()
 		rm.Close()
 		return nil, err
 	}
-	id, _, err := DecodeRegionID(body, 0)
+	id, _, err := ipc.DecodeRegionID(body, 0)
 	if err != nil {
 		life.Close()
 		rm.Close()
@@ -200,31 +201,31 @@ func (c *Client) MapWith(ctx context.Context, size, budget int, opt MapOptions) 
 
 // exchange sends one request on a connection of its own (descriptors on
 // its first byte) and reads the answer.
-func exchange(ctx context.Context, nc *net.UnixConn, op Op, body []byte, fds []int) ([]byte, error) {
+func exchange(ctx context.Context, nc *net.UnixConn, op ipc.Op, body []byte, fds []int) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 		defer nc.SetDeadline(time.Time{})
 	}
-	frame := Frame(Header{Version: Version, Op: op, ID: 1}, body)
+	frame := ipc.Frame(ipc.Header{Version: ipc.Version, Op: op, ID: 1}, body)
 	if _, _, err := nc.WriteMsgUnix(frame, unix.UnixRights(fds...), nil); err != nil {
 		return nil, fmt.Errorf("%v: %w", op, err)
 	}
-	var lw [4 + HeaderSize]byte
+	var lw [4 + ipc.HeaderSize]byte
 	if _, err := io.ReadFull(nc, lw[:]); err != nil {
 		return nil, fmt.Errorf("%v: %w: %v", op, ErrConnLost, err)
 	}
 	n := int(binary.LittleEndian.Uint32(lw[:]))
-	if n < HeaderSize || n > 1<<20 {
+	if n < ipc.HeaderSize || n > 1<<20 {
 		return nil, fmt.Errorf("%v: response frame of %d bytes", op, n)
 	}
-	h := DecodeHeader(lw[4:])
-	resp := make([]byte, n-HeaderSize)
+	h := ipc.DecodeHeader(lw[4:])
+	resp := make([]byte, n-ipc.HeaderSize)
 	if _, err := io.ReadFull(nc, resp); err != nil {
 		return nil, fmt.Errorf("%v: %w: %v", op, ErrConnLost, err)
 	}
-	if h.Status != OK {
-		msg, _ := DecodeString(resp)
-		return nil, &Error{Code: h.Status, Msg: msg}
+	if h.Status != ipc.OK {
+		msg, _ := ipc.DecodeString(resp)
+		return nil, &ipc.Error{Code: h.Status, Msg: msg}
 	}
 	return resp, nil
 }
@@ -233,7 +234,7 @@ func exchange(ctx context.Context, nc *net.UnixConn, op Op, body []byte, fds []i
 // the region back whole (RegionReleased); otherwise it ends only when the
 // daemon goes away or Close closes it.
 func (m *Mapping) watch() {
-	want := RegionReleased(m.id)
+	want := ipc.RegionReleased(m.id)
 	got := make([]byte, 0, len(want))
 	var b [64]byte
 	for {
@@ -286,7 +287,7 @@ func (m *Mapping) ID() uint64 { return m.id }
 
 // SetBudget changes how many bytes may stay resident.
 func (m *Mapping) SetBudget(ctx context.Context, budget int) error {
-	_, err := m.c.call(ctx, OpSetBudget, EncodeSetBudget(m.id, uint64(max(budget, 0))))
+	_, err := m.c.call(ctx, ipc.OpSetBudget, ipc.EncodeSetBudget(m.id, uint64(max(budget, 0))))
 	return err
 }
 
@@ -294,7 +295,7 @@ func (m *Mapping) SetBudget(ctx context.Context, budget int) error {
 // go: the memory stays, as ordinary shared memory, until Close. It needs
 // the memory for every page.
 func (m *Mapping) Detach(ctx context.Context) error {
-	if _, err := m.c.call(ctx, OpUnregister, EncodeUnregister(m.id, UnregisterRestore)); err != nil {
+	if _, err := m.c.call(ctx, ipc.OpUnregister, ipc.EncodeUnregister(m.id, ipc.UnregisterRestore)); err != nil {
 		return err
 	}
 	// The daemon wrote the release frame on the lifeline before answering:
@@ -324,8 +325,8 @@ func (m *Mapping) Close() error {
 	unix.Munmap(m.rm.Mem)
 	var err error
 	if !released {
-		_, err = m.c.call(context.Background(), OpUnregister, EncodeUnregister(m.id, 0))
-		if errors.Is(err, ErrNotFound) {
+		_, err = m.c.call(context.Background(), ipc.OpUnregister, ipc.EncodeUnregister(m.id, 0))
+		if errors.Is(err, ipc.ErrNotFound) {
 			err = nil // already gone with the lifeline
 		}
 	}

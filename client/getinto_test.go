@@ -1,4 +1,4 @@
-package ipc
+package client
 
 import (
 	"bufio"
@@ -13,14 +13,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/s4d-project/s4d/ipc"
 )
 
 // checkInto checks dst against what the fake holds under keys in pool:
 // found pages in place, missing ones zeroed.
-func checkInto(pool string, keys []uint64, dst []byte, codes []Code) error {
+func checkInto(pool string, keys []uint64, dst []byte, codes []ipc.Code) error {
 	for j, key := range keys {
 		want := pageOf(key)
-		if fakeCode(pool, key) != OK {
+		if fakeCode(pool, key) != ipc.OK {
 			want = make([]byte, testPage)
 		}
 		if codes[j] != fakeCode(pool, key) || !bytes.Equal(dst[j*testPage:(j+1)*testPage], want) {
@@ -51,7 +53,7 @@ func TestGetIntoPipelined(t *testing.T) {
 				for j := range keys {
 					keys[j] = uint64(g*100000 + i*100 + j)
 				}
-				var codes []Code
+				var codes []ipc.Code
 				var err error
 				into := dst[:n*testPage]
 				for k := range into {
@@ -99,11 +101,11 @@ func replayServer(t *testing.T, reply []byte) string {
 		defer c.Close()
 		r, buf := bufio.NewReader(c), make([]byte, 64<<10)
 		for {
-			h, body, err := ReadFrame(r, 1<<20, buf)
+			h, body, err := ipc.ReadFrame(r, 1<<20, buf)
 			if err != nil {
 				return
 			}
-			if h.Op != OpGet {
+			if h.Op != ipc.OpGet {
 				c.Write(answer(h, body))
 				continue
 			}
@@ -122,13 +124,13 @@ func TestGetIntoAllocatesNoReplyBuffer(t *testing.T) {
 	for i := range keys {
 		keys[i] = uint64(i)
 	}
-	reply := answer(Header{Op: OpGet, ID: 1}, AppendKeys(nil, OpGet, &KeysRequest{Pool: "p", Keys: keys}))
+	reply := answer(ipc.Header{Op: ipc.OpGet, ID: 1}, ipc.AppendKeys(nil, ipc.OpGet, &ipc.KeysRequest{Pool: "p", Keys: keys}))
 	c := &Client{Socket: replayServer(t, reply)}
 	defer c.Close()
 	ctx := context.Background()
 	dst := make([]byte, len(keys)*testPage)
 	const rounds = 20
-	measure := func(get func() ([]Code, error)) uint64 {
+	measure := func(get func() ([]ipc.Code, error)) uint64 {
 		get() // dials
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
@@ -145,8 +147,8 @@ func TestGetIntoAllocatesNoReplyBuffer(t *testing.T) {
 		return m1.TotalAlloc - m0.TotalAlloc
 	}
 	received := uint64(rounds * len(dst))
-	into := measure(func() ([]Code, error) { return c.GetInto(ctx, "p", keys, dst) })
-	whole := measure(func() ([]Code, error) {
+	into := measure(func() ([]ipc.Code, error) { return c.GetInto(ctx, "p", keys, dst) })
+	whole := measure(func() ([]ipc.Code, error) {
 		pages, codes, err := c.Get(ctx, "p", keys)
 		copy(dst, pages)
 		return codes, err

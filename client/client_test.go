@@ -1,4 +1,4 @@
-package ipc
+package client
 
 import (
 	"bufio"
@@ -9,10 +9,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/s4d-project/s4d/ipc"
 )
 
 const testPage = 4096
@@ -59,7 +63,7 @@ func serveFake(c net.Conn) {
 		defer close(frames)
 		r := bufio.NewReader(c)
 		for {
-			h, body, err := ReadFrame(r, 1<<30, nil)
+			h, body, err := ipc.ReadFrame(r, 1<<30, nil)
 			if err != nil {
 				return
 			}
@@ -108,17 +112,17 @@ func serveFake(c net.Conn) {
 }
 
 // answer builds the response frame to a request (nil: none).
-func answer(h Header, body []byte) []byte {
-	rh := Header{Version: Version, Op: h.Op, Flags: FlagResponse, ID: h.ID}
+func answer(h ipc.Header, body []byte) []byte {
+	rh := ipc.Header{Version: ipc.Version, Op: h.Op, Flags: ipc.FlagResponse, ID: h.ID}
 	switch h.Op {
-	case OpHello:
-		return Frame(rh, (&Hello{Version: Version, PageSize: testPage, MaxFrame: DefaultMaxFrame,
-			MaxBatchPages: DefaultMaxBatchPages, Server: "fake", Codec: "lz4"}).Encode())
-	case OpGet:
-		k, err := DecodeKeys(OpGet, body)
+	case ipc.OpHello:
+		return ipc.Frame(rh, (&ipc.Hello{Version: ipc.Version, PageSize: testPage, MaxFrame: ipc.DefaultMaxFrame,
+			MaxBatchPages: ipc.DefaultMaxBatchPages, Server: "fake", Codec: "lz4"}).Encode())
+	case ipc.OpGet:
+		k, err := ipc.DecodeKeys(ipc.OpGet, body)
 		if err != nil {
-			rh.Status = CodeMalformed
-			return Frame(rh, EncodeString(err.Error()))
+			rh.Status = ipc.CodeMalformed
+			return ipc.Frame(rh, ipc.EncodeString(err.Error()))
 		}
 		out := binary.LittleEndian.AppendUint32(nil, testPage)
 		out = binary.LittleEndian.AppendUint32(out, uint32(len(k.Keys)))
@@ -126,7 +130,7 @@ func answer(h Header, body []byte) []byte {
 			out = append(out, uint8(fakeCode(k.Pool, key)))
 		}
 		for _, key := range k.Keys {
-			if fakeCode(k.Pool, key) == OK {
+			if fakeCode(k.Pool, key) == ipc.OK {
 				out = append(out, pageOf(key)...)
 			}
 		}
@@ -134,21 +138,21 @@ func answer(h Header, body []byte) []byte {
 		case 999:
 			return nil
 		case 998:
-			return append([]byte("late"), Frame(rh, out)...)
+			return append([]byte("late"), ipc.Frame(rh, out)...)
 		case 997:
-			return append([]byte("slow"), Frame(rh, out)...)
+			return append([]byte("slow"), ipc.Frame(rh, out)...)
 		}
-		return Frame(rh, out)
+		return ipc.Frame(rh, out)
 	}
-	rh.Status = CodeUnknownOp
-	return Frame(rh, EncodeString("not in the fake"))
+	rh.Status = ipc.CodeUnknownOp
+	return ipc.Frame(rh, ipc.EncodeString("not in the fake"))
 }
 
-func fakeCode(pool string, key uint64) Code {
+func fakeCode(pool string, key uint64) ipc.Code {
 	if pool == "holes" && key%3 == 1 {
-		return CodeNotFound
+		return ipc.CodeNotFound
 	}
-	return OK
+	return ipc.OK
 }
 
 // Many goroutines share one connection: responses come back out of order,
@@ -176,7 +180,7 @@ func TestClientPipelinedOutOfOrder(t *testing.T) {
 					return
 				}
 				for j, key := range keys {
-					if codes[j] != OK || !bytes.Equal(pages[j*testPage:(j+1)*testPage], pageOf(key)) {
+					if codes[j] != ipc.OK || !bytes.Equal(pages[j*testPage:(j+1)*testPage], pageOf(key)) {
 						errs <- fmt.Errorf("goroutine %d request %d: key %d came back wrong", g, i, key)
 						return
 					}
@@ -241,7 +245,7 @@ func TestClientErrorStatus(t *testing.T) {
 	c := &Client{Socket: fakeServer(t)}
 	defer c.Close()
 	_, err := c.Stats(context.Background(), "")
-	if CodeOf(err) != CodeUnknownOp || err.Error() == "" {
+	if ipc.CodeOf(err) != ipc.CodeUnknownOp || err.Error() == "" {
 		t.Fatalf("stats against the fake: %v", err)
 	}
 	// The connection is still good.
@@ -279,5 +283,28 @@ func TestClientRedialsAfterIdleClose(t *testing.T) {
 	time.Sleep(150 * time.Millisecond)
 	if p, _, err := c.Get(context.Background(), "p", []uint64{2}); err != nil || !bytes.Equal(p, pageOf(2)) {
 		t.Fatalf("after the daemon closed the idle connection: %v", err)
+	}
+}
+
+func TestDialErrorSaysHowToStart(t *testing.T) {
+	de := &DialError{Socket: "/x", Err: errors.New("refused")}
+	if !strings.Contains(de.Error(), "systemctl start s4d") || !strings.Contains(de.Error(), "s4d daemon --socket /x") {
+		t.Fatalf("dial error does not say how to start: %v", de)
+	}
+}
+
+// TestImportsOnlyTheWireFormat keeps programs that embed the client small:
+// of s4d it needs the wire format alone.
+func TestImportsOnlyTheWireFormat(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		switch dep {
+		case "github.com/s4d-project/s4d/client", "github.com/s4d-project/s4d/ipc", "golang.org/x/sys/unix":
+		default:
+			t.Errorf("client depends on %s", dep)
+		}
 	}
 }
