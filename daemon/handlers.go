@@ -395,7 +395,7 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			RequestBytes: used, RequestBytesMax: peak, RequestBudget: d.mem.Total()},
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),
-		Regions:  d.regionStats(uid),
+		Regions:  d.regs.Stats(uid),
 
 		IdleEpoch: d.cfg.IdleEpoch.Seconds(), Recompress: d.recompressStats(), // recompress.go
 		Backing: d.backingStats(), // writeback.go

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -16,88 +14,10 @@ import (
 )
 
 // Regions (#19): a client's memory whose cold pages the daemon keeps
-// compressed, served through a userfaultfd (package region). This file is
-// the glue: the operations, the registry, and the region.Store that puts
-// a region's pages through the dispatcher into the owner's pool.
-
-const (
-	maxRegionBytes       = 64 << 30 // per region: its bookkeeping takes 3 bytes a page
-	maxRegionsOfUser     = 16
-	maxRegionBytesOfUser = 256 << 30 // bounds one user's bookkeeping to 192 MiB
-)
-
-// regionSet is a daemon's regions.
-type regionSet struct {
-	mu       sync.Mutex
-	next     uint64
-	regs     map[uint64]*daemonRegion
-	reserved map[uint32]usage // registrations under way, counted against the limits
-}
-
-type usage struct {
-	n     int
-	bytes uint64
-}
-
-type daemonRegion struct {
-	id   uint64
-	uid  uint32
-	pid  int32
-	size uint64
-	r    *region.Region
-}
-
-// reserve counts a region of size bytes against uid's limits, or says
-// which limit refuses it; release undoes it once the region is in the set
-// (or failed).
-func (s *regionSet) reserve(uid uint32, size uint64) (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u := s.reserved[uid]
-	for _, dr := range s.regs {
-		if dr.uid == uid {
-			u.n++
-			u.bytes += dr.size
-		}
-	}
-	if u.n >= maxRegionsOfUser {
-		return 0, errorf(ipc.CodeLimit, "user %d has %d regions; the limit is %d", uid, u.n, maxRegionsOfUser)
-	}
-	if u.bytes+size > maxRegionBytesOfUser {
-		return 0, errorf(ipc.CodeLimit, "user %d has %d bytes in regions; the limit is %d", uid, u.bytes, uint64(maxRegionBytesOfUser))
-	}
-	if s.reserved == nil {
-		s.reserved = map[uint32]usage{}
-	}
-	r := s.reserved[uid]
-	s.reserved[uid] = usage{r.n + 1, r.bytes + size}
-	s.next++
-	return s.next, nil
-}
-
-func (s *regionSet) release(uid uint32, size uint64, dr *daemonRegion) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.reserved[uid]
-	if r.n <= 1 {
-		delete(s.reserved, uid)
-	} else {
-		s.reserved[uid] = usage{r.n - 1, r.bytes - size}
-	}
-	if dr != nil {
-		s.regs[dr.id] = dr
-	}
-}
-
-func (d *Daemon) regions() *regionSet {
-	s := &d.regs
-	s.mu.Lock()
-	if s.regs == nil {
-		s.regs = map[uint64]*daemonRegion{}
-	}
-	s.mu.Unlock()
-	return s
-}
+// compressed, served through a userfaultfd (package region, which also
+// keeps the registry and its limits). This file is the glue: the
+// operations, and the region.Store that puts a region's pages through the
+// router into the owner's pool.
 
 // regionPool names the pool holding uid's region pages. The space in it
 // keeps every client from naming it (ValidPool refuses spaces), so nobody
@@ -118,24 +38,24 @@ func (c *conn) region(op ipc.Op, body []byte, fds []int) ([]byte, error) {
 		if err != nil {
 			return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 		}
-		dr, err := c.d.regions().lookup(c.uid, id)
+		dr, err := c.d.regs.Lookup(c.uid, id)
 		if err != nil {
 			return nil, err
 		}
-		dr.r.SetBudget(leUint64(rest))
+		dr.R.SetBudget(leUint64(rest))
 		return c.reply(nil), nil
 	case ipc.OpUnregister:
 		id, rest, err := ipc.DecodeRegionID(body, 1)
 		if err != nil {
 			return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 		}
-		dr, err := c.d.regions().take(c.uid, id)
+		dr, err := c.d.regs.Take(c.uid, id)
 		if err != nil {
 			return nil, err
 		}
 		if rest[0]&ipc.UnregisterRestore == 0 {
-			dr.r.Close()
-		} else if err := dr.r.Release(ipc.RegionReleased(id)); err != nil {
+			dr.R.Close()
+		} else if err := dr.R.Release(ipc.RegionReleased(id)); err != nil {
 			return nil, &ipc.Error{Code: ipc.CodeFailed, Msg: err.Error()}
 		}
 		return c.reply(nil), nil
@@ -143,7 +63,7 @@ func (c *conn) region(op ipc.Op, body []byte, fds []int) ([]byte, error) {
 		if len(body) != 0 {
 			return nil, errorf(ipc.CodeMalformed, "REGIONS takes no body")
 		}
-		return c.jsonBody(c.d.regionStats(c.uid))
+		return c.jsonBody(c.d.regs.Stats(c.uid))
 	}
 	return nil, errorf(ipc.CodeUnknownOp, "operation %d is not known", uint8(op))
 }
@@ -171,14 +91,14 @@ func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 	if c.d.cfg.PageSize != os.Getpagesize() {
 		return nil, errorf(ipc.CodeInternal, "regions need the daemon's page size (%d) to be the system's (%d)", c.d.cfg.PageSize, os.Getpagesize())
 	}
-	if req.Length > maxRegionBytes {
-		return nil, errorf(ipc.CodeTooLarge, "a region of %d bytes; the limit is %d", req.Length, uint64(maxRegionBytes))
+	if req.Length > region.MaxBytes {
+		return nil, errorf(ipc.CodeTooLarge, "a region of %d bytes; the limit is %d", req.Length, uint64(region.MaxBytes))
 	}
 	if err := c.d.store.CheckPool(c.uid, regionPool(c.uid)); err != nil {
 		return nil, storeErr(err, regionPool(c.uid))
 	}
-	set := c.d.regions()
-	id, err := set.reserve(c.uid, req.Length)
+	set := &c.d.regs
+	id, err := set.Reserve(c.uid, req.Length)
 	if err != nil {
 		return nil, err
 	}
@@ -188,106 +108,24 @@ func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 	for i, fd := range []int{fds[0], fds[1], c.sock.Fd()} {
 		if own[i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 			closeAll(own[:i])
-			set.release(c.uid, req.Length, nil)
+			set.Unreserve(c.uid, req.Length)
 			return nil, errorf(ipc.CodeInternal, "dup: %v", err)
 		}
 	}
 	st := &regionStore{d: c.d, uid: c.uid, pool: regionPool(c.uid), base: id << 32}
 	spec := region.Spec{Memfd: own[0], Uffd: own[1], Lifeline: own[2], Addr: req.Addr, Length: req.Length,
 		Budget: req.Budget, PID: c.pid}
-	r, err := region.New(spec, st, c.d.log, func(r *region.Region) { set.lost(id) })
+	r, err := region.New(spec, st, c.d.log, func(r *region.Region) { set.Lost(id) })
 	if err != nil {
-		set.release(c.uid, req.Length, nil)
+		set.Unreserve(c.uid, req.Length)
 		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
-	set.release(c.uid, req.Length, &daemonRegion{id: id, uid: c.uid, pid: c.pid, size: req.Length, r: r})
+	set.Added(&region.Entry{ID: id, UID: c.uid, PID: c.pid, Size: req.Length, R: r})
 	if r.Err() != nil {
-		set.lost(id) // it stopped before it was in the set: onLost missed it
+		set.Lost(id) // it stopped before it was in the set: onLost missed it
 	}
 	c.d.log.Debug("region registered", "id", id, "uid", c.uid, "pid", c.pid, "bytes", req.Length, "budget", req.Budget)
 	return c.reply(ipc.EncodeRegionID(id)), nil
-}
-
-// lookup finds a region uid may use (root may use all).
-func (s *regionSet) lookup(uid uint32, id uint64) (*daemonRegion, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	dr := s.regs[id]
-	if dr == nil {
-		return nil, errorf(ipc.CodeNotFound, "no region %d", id)
-	}
-	if uid != 0 && dr.uid != uid {
-		return nil, errorf(ipc.CodePermission, "region %d belongs to another user", id)
-	}
-	return dr, nil
-}
-
-// take is lookup that also removes the region from the set.
-func (s *regionSet) take(uid uint32, id uint64) (*daemonRegion, error) {
-	dr, err := s.lookup(uid, id)
-	if err == nil {
-		s.mu.Lock()
-		delete(s.regs, id)
-		s.mu.Unlock()
-	}
-	return dr, err
-}
-
-// lost frees a region that stopped serving: its client went away, or it
-// failed, and then the client learns it by the lifeline's end.
-func (s *regionSet) lost(id uint64) {
-	s.mu.Lock()
-	dr := s.regs[id]
-	delete(s.regs, id)
-	s.mu.Unlock()
-	if dr != nil {
-		dr.r.Close()
-	}
-}
-
-// releaseRegions hands every region back whole before the daemon stops:
-// their evicted pages are placed back and the clients told on their
-// lifelines, so that a restart of the daemon costs them memory, not their
-// lives. A region that cannot be restored (no memory for its pages, say)
-// ends as if the daemon had died: its client stops.
-func (d *Daemon) releaseRegions() {
-	set := d.regions()
-	set.mu.Lock()
-	list := set.regs
-	set.regs = map[uint64]*daemonRegion{}
-	set.mu.Unlock()
-	for id, dr := range list {
-		if err := dr.r.Release(ipc.RegionReleased(id)); err != nil {
-			d.log.Warn("region not handed back whole", "id", id, "pid", dr.pid, "err", err)
-		}
-	}
-}
-
-// regionStats lists the regions uid may see (all for root).
-func (d *Daemon) regionStats(uid uint32) []ipc.RegionStats {
-	set := d.regions()
-	set.mu.Lock()
-	list := make([]*daemonRegion, 0, len(set.regs))
-	for _, dr := range set.regs {
-		if uid == 0 || dr.uid == uid {
-			list = append(list, dr)
-		}
-	}
-	set.mu.Unlock()
-	sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
-	out := []ipc.RegionStats{}
-	for _, dr := range list {
-		s := dr.r.Stats()
-		rs := ipc.RegionStats{ID: dr.id, UID: dr.uid, PID: dr.pid, Addr: s.Addr, Size: s.Size, Budget: s.Budget,
-			Resident: s.Resident, Evicted: s.Evicted, Stored: s.Stored, Faults: s.Faults, WPFaults: s.WPFaults,
-			ZeroFills: s.ZeroFills, Evictions: s.Evictions, Cancelled: s.Cancelled, Refused: s.Refused, Throttled: s.Throttled,
-			FaultP50: float64(s.FaultP50.Nanoseconds()) / 1e3, FaultP99: float64(s.FaultP99.Nanoseconds()) / 1e3, Error: s.Err}
-		if s.Stored > 0 {
-			rs.Ratio = float64(s.Evicted) / float64(s.Stored)
-		}
-		out = append(out, rs)
-	}
-	return out
 }
 
 // regionStore puts a region's pages through the dispatcher into the

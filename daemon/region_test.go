@@ -24,6 +24,7 @@ import (
 
 	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/region"
 	"github.com/s4d-project/s4d/settings"
 )
 
@@ -565,14 +566,14 @@ func TestRegionOtherProcess(t *testing.T) {
 func TestRegionLimits(t *testing.T) {
 	needUffd(t)
 	c := serveInProcess(t, "cpu")
-	for i := 0; i <= maxRegionsOfUser; i++ {
+	for i := 0; i <= region.MaxOfUser; i++ {
 		rm, err := client.NewRegionMemory(64 << 10)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer rm.Close()
 		code, msg, _ := rawRegister(t, c.Socket, ipc.RegisterRequest{Addr: uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))), Length: 64 << 10}, rm.Memfd, rm.Uffd)
-		if want := map[bool]ipc.Code{true: ipc.OK, false: ipc.CodeLimit}[i < maxRegionsOfUser]; code != want {
+		if want := map[bool]ipc.Code{true: ipc.OK, false: ipc.CodeLimit}[i < region.MaxOfUser]; code != want {
 			t.Fatalf("region %d: %v %s, want %v", i, code, msg, want)
 		}
 		if code != ipc.OK {

@@ -18,8 +18,10 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/clientmem"
+	"github.com/s4d-project/s4d/cold"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/region"
 	"github.com/s4d-project/s4d/reqmem"
 	"github.com/s4d-project/s4d/routing"
 	"github.com/s4d-project/s4d/settings"
@@ -64,9 +66,8 @@ type Daemon struct {
 	failedWr atomic.Uint64
 	noSpace  atomic.Uint64
 	corrupt  atomic.Uint64
-	cold     coldState   // recompress.go
-	regs     regionSet   // region.go
-	back     backingSide // the backing file (persist.go)
+	cold     *cold.Tier // idle clock, recompression, the backing file
+	regs     region.Registry
 }
 
 // New opens the backends and the store. It does not listen yet.
@@ -111,12 +112,12 @@ func New(cfg Config) (*Daemon, error) {
 	if p := d.pinners(); len(p) > 0 {
 		d.store.SetPinner(p[0])
 	}
-	if err := d.openBacking(); err != nil {
+	d.disp = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
+	if d.cold, err = cold.Open(&d.cfg, d.store, d.disp, d.disp.Busy, d.log); err != nil {
 		unix.Close(d.wake)
 		set.Close()
 		return nil, err
 	}
-	d.disp = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
 	if usable := set.Usable(); len(usable) > 1 {
 		// Only a choice needs measuring: with one backend there is none.
 		cal, err := routing.Calibrate(context.Background(), usable, cfg.PageSize, codec, routing.CalibrationSizes)
@@ -208,7 +209,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	sweeperDone := make(chan struct{})
 	defer close(sweeperDone)
 	go d.sweepEvery(2*time.Second, sweeperDone)
-	d.startCold() // recompress.go
+	d.cold.Start()
 	var err error
 	for {
 		var nc net.Conn
@@ -323,8 +324,8 @@ func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
 // already read to be answered. A reply being written is finished: its
 // client has the write deadline (the frame timeout) to read it.
 func (d *Daemon) shutdown() {
-	d.releaseRegions() // daemon/region.go
-	d.stopCold()       // recompress.go: a recompression stops before the backends close
+	d.regs.ReleaseAll(d.log)
+	d.cold.Stop() // a recompression stops before the backends close
 	d.mu.Lock()
 	for c := range d.live {
 		c.sock.Interrupt()
@@ -340,7 +341,7 @@ func (d *Daemon) shutdown() {
 		d.log.Warn("requests still running; cancelling them", "after", grace)
 	}
 	d.cancel()
-	d.stopBacking() // persist.go
+	d.cold.Close() // with persist, every page goes to the backing file
 	d.set.Close()
 	d.log.Info("stopped")
 }

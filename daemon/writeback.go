@@ -18,16 +18,16 @@ func (c *conn) writeback(body []byte) ([]byte, error) {
 	if c.uid != 0 {
 		return nil, errorf(ipc.CodePermission, "only root may force a writeback")
 	}
-	if c.d.back.f == nil {
+	if !c.d.cold.HasFile() {
 		return nil, errorf(ipc.CodeFailed, "this daemon has no backing file (--backing-file)")
 	}
 	r := ipc.WritebackResult{Mode: mode}
 	age := pagecache.MaxAge // pages marked idle, or idle for the longest
 	if req.MinAge > 0 {
-		if err := c.d.checkAge(req.MinAge); err != nil {
+		if err := c.d.cold.CheckAge(req.MinAge); err != nil {
 			return nil, err
 		}
-		age = c.d.ageOf(req.MinAge) // recompress.go
+		age = c.d.cold.AgeOf(req.MinAge)
 	}
 	var err error
 	t0 := time.Now()
