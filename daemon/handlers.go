@@ -218,7 +218,7 @@ func (c *conn) putFD(body []byte, fd int) ([]byte, error) {
 // comes, so the compressed bytes are copied once, into the store.
 func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, error) {
 	// The compressed output can take up to the pages' size.
-	if len(pages) > rbufSize {
+	if len(pages) > ipc.ReadBufSize {
 		if err := c.reserve(int64(len(pages)), time.Now().Add(c.d.cfg.FrameTimeout)); err != nil {
 			return nil, budgetErr(err)
 		}

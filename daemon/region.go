@@ -107,7 +107,7 @@ func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 	var own [3]int
 	for i, fd := range []int{fds[0], fds[1], c.sock.Fd()} {
 		if own[i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
-			closeAll(own[:i])
+			ipc.CloseAll(own[:i])
 			set.Unreserve(c.uid, req.Length)
 			return nil, errorf(ipc.CodeInternal, "dup: %v", err)
 		}

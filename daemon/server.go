@@ -20,6 +20,7 @@ import (
 	"github.com/s4d-project/s4d/clientmem"
 	"github.com/s4d-project/s4d/cold"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/latency"
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/region"
 	"github.com/s4d-project/s4d/reqmem"
@@ -68,6 +69,7 @@ type Daemon struct {
 	corrupt  atomic.Uint64
 	cold     *cold.Tier // idle clock, recompression, the backing file
 	regs     region.Registry
+	lat      latency.Recorder // request latency by operation (metrics.go)
 }
 
 // New opens the backends and the store. It does not listen yet.
@@ -357,15 +359,9 @@ type conn struct {
 	pid  int32
 
 	// Reading (connio.go).
-	rbuf          []byte // received bytes; rbuf[rpos:rend] not parsed yet
-	rpos, rend    int
-	recvd         int64 // bytes received on the stream so far
-	oob           []byte
-	tags          []fdTag // descriptors received, not yet claimed by a frame
-	fds           []int
-	body          []byte    // a body too large for rbuf, from d.bufs
-	frameDeadline time.Time // set once a frame has to be waited for
-	spin          spinner
+	rd   *ipc.FrameReader
+	body []byte // a body too large for rd's buffer, from d.bufs
+	spin spinner
 
 	// Writing.
 	out    []byte // the connection's response buffer
@@ -392,9 +388,7 @@ func (c *conn) loop() {
 	defer func() {
 		c.sock.Close()
 		c.maps.Close()
-		for _, t := range c.tags {
-			closeAll(t.fds)
-		}
+		c.rd.Close()
 		c.done()
 		c.d.mu.Lock()
 		delete(c.d.live, c)
@@ -403,20 +397,20 @@ func (c *conn) loop() {
 		c.d.conns.Done()
 	}()
 	// Once the daemon is stopping, requests received whole are still answered.
-	for !c.d.closing.Load() || c.frameBuffered() {
-		h, body, fds, err := c.readFrame()
+	for !c.d.closing.Load() || c.rd.Buffered() {
+		h, body, fds, err := c.rd.Read()
 		if err != nil {
-			closeAll(fds)
+			ipc.CloseAll(fds)
 			c.readFailed(h, err)
 			return
 		}
 		t0 := time.Now()
-		// What readFrame reserved for the body stays with the request.
+		// What Read reserved for the body stays with the request.
 		c.req.ctx, c.req.h, c.req.body, c.req.fds = c.d.ctx, h, body, fds
 		ok := c.serve()
 		c.spin.served = time.Since(t0)
-		c.d.observe(h.Op, c.spin.served)
-		closeAll(fds)
+		c.d.lat.Observe(h.Op, c.spin.served)
+		ipc.CloseAll(fds)
 		c.done()
 		if !ok {
 			return // a broken stream: the rest of it cannot be trusted

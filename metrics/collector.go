@@ -12,16 +12,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/s4d-project/s4d/daemon"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/latency"
+	"github.com/s4d-project/s4d/routing"
 )
 
 // Source is what the collector reads; *daemon.Daemon is one.
 type Source interface {
 	// Stats is the STATS answer as uid sees it (0: every pool).
 	Stats(uid uint32) *ipc.Stats
-	RequestLatency() []daemon.OpLatency
-	CalibratedRates() []daemon.CalibratedRate
+	RequestLatency() []latency.Op
+	CalibratedRates() []routing.Rate
 }
 
 const ns = "s4d"
@@ -161,9 +162,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	for _, op := range c.src.RequestLatency() {
-		buckets := make(map[float64]uint64, len(daemon.LatencyBounds))
+		buckets := make(map[float64]uint64, len(latency.Bounds))
 		var n uint64
-		for i, b := range daemon.LatencyBounds {
+		for i, b := range latency.Bounds {
 			n += op.Counts[i]
 			buckets[b] = n
 		}

@@ -10,20 +10,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/s4d-project/s4d/daemon"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/latency"
+	"github.com/s4d-project/s4d/routing"
 )
 
 type fake struct{ st ipc.Stats }
 
 func (f *fake) Stats(uint32) *ipc.Stats { s := f.st; return &s }
-func (f *fake) RequestLatency() []daemon.OpLatency {
-	counts := make([]uint64, len(daemon.LatencyBounds)+1)
+func (f *fake) RequestLatency() []latency.Op {
+	counts := make([]uint64, len(latency.Bounds)+1)
 	counts[0], counts[len(counts)-1] = 3, 1 // three quick PUTs, one past every bound
-	return []daemon.OpLatency{{Op: "put", Counts: counts, Sum: 20 * time.Second}}
+	return []latency.Op{{Op: "put", Counts: counts, Sum: 20 * time.Second}}
 }
-func (f *fake) CalibratedRates() []daemon.CalibratedRate {
-	return []daemon.CalibratedRate{{Backend: "cpu", Direction: "compress", Pages: 16, BytesPerS: 1.5e9}}
+func (f *fake) CalibratedRates() []routing.Rate {
+	return []routing.Rate{{Backend: "cpu", Direction: "compress", Pages: 16, BytesPerS: 1.5e9}}
 }
 
 func sample() *fake {

@@ -181,3 +181,31 @@ func (c *Calibration) String() string {
 	}
 	return "compress/decompress " + strings.TrimSuffix(b.String(), "; ")
 }
+
+// Rate is one figure of the start-up calibration.
+type Rate struct {
+	Backend   string
+	Direction string // compress or decompress
+	Pages     int    // batch size
+	BytesPerS float64
+}
+
+// Rates lists what calibration measured, or nothing when there was no
+// choice to make (one usable backend) or it failed.
+func (d *Router) Rates() []Rate {
+	cal := d.Calibration()
+	if cal == nil {
+		return nil
+	}
+	var out []Rate
+	for dir, rates := range map[string]map[string][]float64{"compress": cal.Rate, "decompress": cal.DecRate} {
+		for be, perSize := range rates {
+			for i, gbps := range perSize {
+				if i < len(cal.Sizes) {
+					out = append(out, Rate{Backend: be, Direction: dir, Pages: cal.Sizes[i], BytesPerS: gbps * 1e9})
+				}
+			}
+		}
+	}
+	return out
+}
