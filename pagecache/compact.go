@@ -1,6 +1,6 @@
 package pagecache
 
-import "sort"
+import "github.com/s4d-project/s4d/pageindex"
 
 // Compact moves objects out of the sparsest slabs of each size class into
 // the free slots of fuller ones, then releases the emptied slabs. It holds
@@ -11,61 +11,31 @@ func (s *Store) Compact() (moved, freed uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.arena
-	defer a.release() // compaction is asked for to give memory back
-	before := a.used
-	victims := make(map[uint32]bool)
-	for c := 0; c <= topClass; c++ {
-		list := append([]uint32(nil), a.partial[c]...)
-		if len(list) < 2 {
-			continue
-		}
-		// Fullest first: they receive; the sparsest give up their objects
-		// while the free slots of the others can take them.
-		sort.Slice(list, func(i, j int) bool { return a.slabs[list[i]].used > a.slabs[list[j]].used })
-		per := a.slotsPer(c)
-		free := 0
-		for _, idx := range list {
-			free += per - int(a.slabs[idx].used)
-		}
-		for i := len(list) - 1; i > 0; i-- {
-			sl := a.slabs[list[i]]
-			// The slab's own free slots stop counting once it drains.
-			if free-(per-int(sl.used)) < int(sl.used) {
-				break
-			}
-			free -= per
-			victims[list[i]] = true
-			sl.draining = true
-			a.unlist(list[i])
-		}
-	}
+	defer a.Release() // compaction is asked for to give memory back
+	before := a.Used()
+	victims := a.DrainSparse()
 	if len(victims) == 0 {
 		return 0, 0
 	}
 	for _, p := range s.pools {
-		p.ix.each(func(_ uint64, e *entry) {
-			if !e.hasObject() || !victims[uint32(e.handle()>>slotBits)] {
+		p.ix.Each(func(_ uint64, e *pageindex.Entry) {
+			if !e.HasObject() || !victims[e.Handle().Slab()] {
 				return
 			}
-			h, buf, err := a.alloc(e.objSize())
+			h, buf, err := a.Alloc(e.ObjSize())
 			if err != nil {
 				return // cannot happen: the receivers had room; the page stays put
 			}
-			copy(buf, a.bytes(e.handle(), e.objSize()))
-			a.free(e.handle())
-			*e = e.withHandle(h)
+			copy(buf, a.Bytes(e.Handle(), e.ObjSize()))
+			a.Free(e.Handle())
+			*e = e.WithHandle(h)
 			moved++
 		})
 	}
 	// A victim that kept an object (it should not) goes back into service.
 	for idx := range victims {
-		if sl := a.slabs[idx]; sl != nil {
-			sl.draining = false
-			if sl.partial < 0 && int(sl.used) < a.slotsPer(int(sl.class)) {
-				a.list(idx)
-			}
-		}
+		a.Undrain(idx)
 	}
 	s.compacted += moved
-	return moved, before - a.used
+	return moved, before - a.Used()
 }

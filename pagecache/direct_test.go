@@ -8,6 +8,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/slab"
 )
 
 // hostPlacer places a compressed batch's objects as an engine would,
@@ -57,7 +58,7 @@ func TestPutPlaced(t *testing.T) {
 	s := New(ps, 0)
 	var pins pinRecorder
 	s.SetPinner(&pins)
-	s.arena.mem.keepIdle = 0 // give back every idle mapping (idlePinnedKeep is 16 of them)
+	s.arena.SetPinner(&pins, 0) // give back every idle mapping (slab.IdlePinnedKeep is 16 of them)
 	keys := keysFrom(0, b.Len())
 	res := make([]Result, len(keys))
 
@@ -110,9 +111,9 @@ func TestPutPlaced(t *testing.T) {
 	for range 3 {
 		back += s.Sweep()
 	}
-	if pins.unpinned != pins.pinned || back < uint64(pinnedRegionSlabs*s.arena.slabSize) || len(s.arena.mem.maps.all) != 0 {
+	if pins.unpinned != pins.pinned || back < uint64(slab.PinnedRegionSlabs*s.arena.SlabSize()) || mapped(s) != 0 {
 		t.Fatalf("idle: %d mappings registered, %d unregistered, %d bytes back, %d mappings left",
-			pins.pinned, pins.unpinned, back, len(s.arena.mem.maps.all))
+			pins.pinned, pins.unpinned, back, mapped(s))
 	}
 	// The store goes on with a fresh mapping.
 	if err := s.Put(1, "p", keys, b, c, 0, res); err != nil {
@@ -121,7 +122,7 @@ func TestPutPlaced(t *testing.T) {
 	if got, _ := getAll(t, s, 1, "p", keys); !bytes.Equal(got, pages) || pins.pinned != pins.unpinned+1 {
 		t.Fatalf("after giving back: pages equal %v, %d registered, %d unregistered", bytes.Equal(got, pages), pins.pinned, pins.unpinned)
 	}
-	s.arena.mem.maps.unmap()
+	s.arena.Unmap()
 	if pins.unpinned != pins.pinned {
 		t.Fatalf("%d mappings registered, %d unregistered", pins.pinned, pins.unpinned)
 	}
@@ -134,7 +135,7 @@ func TestIdlePinnedKeep(t *testing.T) {
 	s := New(ps, 0)
 	var pins pinRecorder
 	s.SetPinner(&pins)
-	s.arena.mem.keepIdle = pinnedRegionSlabs * s.arena.slabSize // one mapping
+	s.arena.SetPinner(&pins, slab.PinnedRegionSlabs*s.arena.SlabSize()) // keep one mapping
 	keys := keysFrom(0, n)
 	pages := corpus.Pages(corpus.Random, n, ps, 4) // stored raw: three mappings and more
 	putOK(t, s, 1, "p", keys, pages)
@@ -148,9 +149,12 @@ func TestIdlePinnedKeep(t *testing.T) {
 	for range 3 {
 		s.Sweep()
 	}
-	if pins.unpinned != pins.pinned-1 || len(s.arena.mem.maps.pinned) != 1 {
-		t.Fatalf("%d registered, %d unregistered, %d left; want one left", pins.pinned, pins.unpinned, len(s.arena.mem.maps.pinned))
+	if pins.unpinned != pins.pinned-1 || registered(s) != 1 {
+		t.Fatalf("%d registered, %d unregistered, %d left; want one left", pins.pinned, pins.unpinned, registered(s))
 	}
 	putOK(t, s, 1, "p", keys[:1000], pages[:1000*ps]) // reuses the one kept
 	checkAll(t, s, 1, "p", keys[:1000], pages[:1000*ps])
 }
+
+func mapped(s *Store) int     { n, _ := s.arena.Mappings(); return n }
+func registered(s *Store) int { _, n := s.arena.Mappings(); return n }

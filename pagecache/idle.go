@@ -1,86 +1,21 @@
 package pagecache
 
 import (
-	"sync/atomic"
-
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pageindex"
 )
 
 // Idle tracking. Every entry carries its page's age: the epochs since the
 // page was last read or written, saturating at MaxAge. It costs no
-// metadata beyond the entry, and no write lock on a read:
-//   - a write makes a fresh entry, of age 0;
-//   - a read clears the age in place (touch), only when it is not 0
-//     already, so a page read again within an epoch costs one load. The
-//     reader holds its shard's read lock: writers are shut out, and
-//     readers race only each other, through atomics (index.find and get
-//     load entries atomically for that reason);
-//   - AgeTick, once an epoch, adds one to every age, also under read
-//     locks and through compare-and-swap, a chunk of slots at a time.
+// metadata beyond the entry, and no write lock on a read: a write makes a
+// fresh entry, of age 0; a read clears the age in place (GetTouch); AgeTick,
+// once an epoch, adds one to every age under read locks (see pageindex).
 //
 // The epoch's length is the caller's (the daemon's idle-epoch setting).
 
-const (
-	ageShift = 56
-	// MaxAge is the oldest age an entry tells: a page idle longer, or
-	// marked idle (MarkIdle), reads MaxAge.
-	MaxAge        = 63
-	ageMask entry = MaxAge << ageShift
-)
-
-func (e entry) age() int            { return int(e>>ageShift) & MaxAge }
-func (e entry) withAge(a int) entry { return e&^ageMask | entry(a)<<ageShift }
-
-// load reads a slot's entry; see touch for why atomically.
-func (s *slot) load() entry { return entry(atomic.LoadUint64((*uint64)(&s.e))) }
-
-func (s *slot) cas(old, new entry) bool {
-	return atomic.CompareAndSwapUint64((*uint64)(&s.e), uint64(old), uint64(new))
-}
-
-// getTouch is get for a read of the page: its age starts again. The
-// caller holds the shard's read lock at least.
-func (ix *index) getTouch(key uint64) (entry, bool) {
-	p := ix.find(key)
-	if p < 0 {
-		return 0, false
-	}
-	s := &ix.slots[p]
-	for {
-		e := s.load()
-		if e&ageMask == 0 || s.cas(e, e&^ageMask) {
-			return e &^ ageMask, true
-		}
-	}
-}
-
-// sharedChunk is how many slots a shared walk visits per hold of a
-// shard's read lock, so that a writer waits for a few microseconds, not
-// for a whole shard of a large pool.
-const sharedChunk = 1024
-
-// eachShared calls fn for every stored slot under its shard's read lock;
-// fn may change the entry only with slot.cas, and only its age or
-// tried bit (readers hold the same lock). An entry a writer moves between
-// two chunks may be seen twice or not at all: good enough for ages.
-func (sh *shards) eachShared(fn func(key uint64, s *slot)) {
-	for i := range sh {
-		for lo := 0; ; lo += sharedChunk {
-			sh[i].mu.RLock()
-			slots := sh[i].ix.slots
-			if lo >= len(slots) {
-				sh[i].mu.RUnlock()
-				break
-			}
-			for j := lo; j < min(lo+sharedChunk, len(slots)); j++ {
-				if s := &slots[j]; s.load() != 0 {
-					fn(s.key, s)
-				}
-			}
-			sh[i].mu.RUnlock()
-		}
-	}
-}
+// MaxAge is the oldest age an entry tells: a page idle longer, or marked
+// idle (MarkIdle), reads MaxAge.
+const MaxAge = pageindex.MaxAge
 
 // poolsFor lists the pools uid may use (all for root), or the one named.
 func (s *Store) poolsFor(uid uint32, name string) ([]*pool, error) {
@@ -106,14 +41,7 @@ func (s *Store) poolsFor(uid uint32, name string) ([]*pool, error) {
 func (s *Store) AgeTick() {
 	ps, _ := s.poolsFor(0, "")
 	for _, p := range ps {
-		p.ix.eachShared(func(_ uint64, sl *slot) {
-			for {
-				e := sl.load()
-				if e == 0 || e.age() == MaxAge || sl.cas(e, e.withAge(e.age()+1)) {
-					return
-				}
-			}
-		})
+		p.ix.Tick()
 	}
 }
 
@@ -128,15 +56,7 @@ func (s *Store) MarkIdle(uid uint32, pool string) (uint64, error) {
 	}
 	var n uint64
 	for _, p := range ps {
-		p.ix.eachShared(func(_ uint64, sl *slot) {
-			for {
-				e := sl.load()
-				if e == 0 || sl.cas(e, e.withAge(MaxAge)) {
-					n++
-					return
-				}
-			}
-		})
+		n += p.ix.MarkIdle()
 	}
 	return n, nil
 }
@@ -169,10 +89,10 @@ func (s *Store) Idle(uid uint32, pool string) ([]IdleInfo, error) {
 	for i, p := range ps {
 		in := &out[i]
 		in.Pool, in.UID = p.name, p.uid
-		p.ix.eachShared(func(_ uint64, sl *slot) {
-			e := sl.load()
-			in.Pages[e.age()]++
-			in.Bytes[e.age()] += uint64(e.size())
+		p.ix.EachShared(func(_ uint64, sl *pageindex.Slot) {
+			e := sl.Load()
+			in.Pages[e.Age()]++
+			in.Bytes[e.Age()] += uint64(e.Size())
 		})
 	}
 	return out, nil
@@ -189,16 +109,16 @@ type PageRef struct {
 	Class backends.Class
 	Size  int // stored bytes
 	p     *pool
-	e     entry // as found
+	e     pageindex.Entry // as found
 }
 
 // Tried says whether recompression was tried on the page's bytes already.
-func (r *PageRef) Tried() bool { return r.e&triedBit != 0 }
+func (r *PageRef) Tried() bool { return r.e.Tried() }
 
 // OnFile says whether the page lives on the backing file (entry bit 63):
 // its handle is no arena object then, and ReadRefs and Replace are not
 // for it.
-func (r *PageRef) OnFile() bool { return r.e>>63 != 0 }
+func (r *PageRef) OnFile() bool { return r.e.OnFile() }
 
 // ColdFilter chooses the pages Coldest looks at.
 type ColdFilter struct {
@@ -224,13 +144,13 @@ func (s *Store) Coldest(n int, f ColdFilter) ([]PageRef, error) {
 	var byAge [MaxAge + 1][]PageRef
 	total, youngest := 0, 0 // youngest: no page kept is younger
 	for _, p := range ps {
-		p.ix.eachShared(func(key uint64, sl *slot) {
-			e := sl.load()
-			a := e.age()
+		p.ix.EachShared(func(key uint64, sl *pageindex.Slot) {
+			e := sl.Load()
+			a := e.Age()
 			if a < f.MinAge || (total == n && a <= youngest) {
 				return
 			}
-			r := PageRef{Pool: p.name, UID: p.uid, Key: key, Age: a, Class: e.class(), Size: e.size(), p: p, e: e}
+			r := PageRef{Pool: p.name, UID: p.uid, Key: key, Age: a, Class: e.Class(), Size: e.Size(), p: p, e: e}
 			if f.Want != nil && !f.Want(&r) {
 				return
 			}

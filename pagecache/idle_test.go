@@ -280,7 +280,7 @@ func TestReplaceWithoutRoom(t *testing.T) {
 	const ps, n = 4096, 64
 	s := New(ps, 0)
 	putPages(t, s, 1, "p", keysFrom(0, n), corpus.Pages(corpus.Text, n, ps, 3))
-	s.SetMemLimit(s.arena.used) // no new slab
+	s.SetMemLimit(s.arena.Used()) // no new slab
 	refs, _ := s.Coldest(n, ColdFilter{Pool: "p"})
 	r := recompress(t, s, refs, nil, nil)
 	again, _ := s.Coldest(n, ColdFilter{Pool: "p", Want: func(r *PageRef) bool { return !r.Tried() }})

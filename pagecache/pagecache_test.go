@@ -4,110 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pageindex"
+	"github.com/s4d-project/s4d/slab"
 )
-
-func TestIndexAgainstMap(t *testing.T) {
-	var ix index
-	want := map[uint64]entry{}
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range 200000 {
-		k := r.Uint64N(20000)
-		if i%7 == 0 {
-			k = r.Uint64() // sparse keys too
-		}
-		switch r.IntN(3) {
-		case 0, 1:
-			e := entry(r.Uint64() | 1<<49)
-			old, ok := ix.set(k, e)
-			if wo, wok := want[k]; ok != wok || old != wo {
-				t.Fatalf("set %d: replaced=%v old=%x, want %v %x", k, ok, old, wok, wo)
-			}
-			want[k] = e
-		case 2:
-			old, ok := ix.del(k)
-			if wo, wok := want[k]; ok != wok || old != wo {
-				t.Fatalf("del %d: %v %x, want %v %x", k, ok, old, wok, wo)
-			}
-			delete(want, k)
-		}
-		if ix.n != len(want) {
-			t.Fatalf("n=%d want %d", ix.n, len(want))
-		}
-	}
-	for k, e := range want {
-		if got, ok := ix.get(k); !ok || got != e {
-			t.Fatalf("get %d = %x %v, want %x", k, got, ok, e)
-		}
-	}
-	seen := 0
-	ix.each(func(k uint64, e *entry) {
-		if want[k] != *e {
-			t.Fatalf("each: %d", k)
-		}
-		seen++
-	})
-	if seen != len(want) {
-		t.Fatalf("each saw %d of %d", seen, len(want))
-	}
-}
-
-func TestEntryPacking(t *testing.T) {
-	for _, c := range []backends.Class{backends.ClassZero, backends.ClassSame, backends.ClassLZ4, backends.ClassZstd, backends.ClassRaw} {
-		e := makeEntry(0xFFFFFFFF, 65536, c, 15)
-		if e.handle() != 0xFFFFFFFF || e.size() != 65536 || e.class() != c || e.backend() != 15 || e == 0 {
-			t.Fatalf("%v: %x unpacks to %x %d %v %d", c, uint64(e), e.handle(), e.size(), e.class(), e.backend())
-		}
-		if e2 := e.withHandle(7); e2.handle() != 7 || e2.size() != 65536 || e2.class() != c {
-			t.Fatalf("withHandle broke %x", uint64(e2))
-		}
-	}
-}
-
-func TestArenaReuse(t *testing.T) {
-	a := newArena(4096)
-	var hs []handle
-	for i := range 5000 {
-		h, buf, err := a.alloc(100 + i%50)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j := range buf {
-			buf[j] = byte(i)
-		}
-		hs = append(hs, h)
-	}
-	for i, h := range hs {
-		if b := a.bytes(h, 100+i%50); b[0] != byte(i) || b[len(b)-1] != byte(i) {
-			t.Fatalf("object %d overwritten", i)
-		}
-	}
-	peak := a.used
-	for _, h := range hs {
-		a.free(h)
-	}
-	if a.used != 0 {
-		t.Fatalf("%d bytes held after freeing everything", a.used)
-	}
-	for i := range 5000 {
-		if _, _, err := a.alloc(100 + i%50); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if a.used != peak {
-		t.Fatalf("refill used %d, first fill %d", a.used, peak)
-	}
-}
 
 // fill compresses pages with the cpu backend, as the daemon does.
 func fill(t testing.TB, pages []byte, ps int) (*backends.Batch, *backends.Compressed) {
@@ -213,8 +120,8 @@ func TestPutGetReplaceDel(t *testing.T) {
 	if err := s.Del(1000, "p", keys[150:], res[:150]); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.Pages != 0 || st.ComprDataSize != 0 || s.arena.used != 0 {
-		t.Fatalf("empty store holds %+v, arena %d", st, s.arena.used)
+	if st := s.Stats(); st.Pages != 0 || st.ComprDataSize != 0 || s.arena.Used() != 0 {
+		t.Fatalf("empty store holds %+v, arena %d", st, s.arena.Used())
 	}
 }
 
@@ -254,7 +161,7 @@ func TestPermissions(t *testing.T) {
 
 func TestMemLimit(t *testing.T) {
 	const ps = 4096
-	limit := uint64(4 * ps * slabPages) // four slabs
+	limit := uint64(4 * ps * slab.SlabPages) // four slabs
 	s := New(ps, limit)
 	pages := corpus.Pages(corpus.Random, 200, ps, 9) // raw: 16 per slab
 	b, c := fill(t, pages, ps)
@@ -271,7 +178,7 @@ func TestMemLimit(t *testing.T) {
 			t.Fatalf("result %v", r)
 		}
 	}
-	if want := 4 * s.arena.slotsPer(topClass); stored != want {
+	if want := 4 * s.arena.SlotsPer(slab.TopClass); stored != want {
 		t.Fatalf("stored %d pages under a 4-slab limit, want %d", stored, want)
 	}
 	if st := s.Stats(); st.MemUsedTotal-st.MetadataBytes > limit || st.MemUsedMax > limit {
@@ -360,10 +267,10 @@ func TestChecksum(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Flip one stored bit of key 2, as a memory fault would.
-	w := s.pools["p"].ix.walk(false)
-	e, _ := w.at(2).get(2)
-	w.done()
-	s.arena.bytes(e.handle(), e.objSize())[checksumSize+e.size()/2] ^= 0x10
+	w := s.pools["p"].ix.Walk(false)
+	e, _ := w.At(2).Get(2)
+	w.Done()
+	s.arena.Bytes(e.Handle(), e.ObjSize())[checksumSize+e.Size()/2] ^= 0x10
 	_, r := getAll(t, s, 1, "p", []uint64{1, 2, 3})
 	if r[0] != OK || r[1] != Corrupt || r[2] != OK {
 		t.Fatalf("get after corruption: %v", r)
@@ -414,56 +321,6 @@ func TestUserLimits(t *testing.T) {
 	}
 	if err := s.Put(5, "a", keysFrom(100, 4), b, c, 0, res[:4]); err != nil || res[3] != OK {
 		t.Fatalf("after delete: %v %v", err, res[:4])
-	}
-}
-
-// Emptied slabs lend their memory to new ones until two sweeps pass.
-func TestArenaKeepsEmptiedSlabs(t *testing.T) {
-	a := newArena(4096)
-	var hs []handle
-	for i := range 3000 {
-		h, _, err := a.alloc(100 + i%50)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs = append(hs, h)
-	}
-	slabs := int(a.used) / a.slabSize
-	mem := map[*byte]bool{}
-	for _, s := range a.slabs {
-		mem[&s.buf[0]] = true
-	}
-	for _, h := range hs {
-		a.free(h)
-	}
-	if a.used != 0 || a.keptBytes() != uint64(slabs*a.slabSize) {
-		t.Fatalf("after freeing: used %d, kept %d, want 0 and %d", a.used, a.keptBytes(), slabs*a.slabSize)
-	}
-	a.sweep()
-	for i := range 3000 {
-		if _, _, err := a.alloc(100 + i%50); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range a.slabs {
-		if s != nil && !mem[&s.buf[0]] {
-			t.Fatal("a new slab did not reuse kept memory")
-		}
-	}
-	if a.keptBytes() != 0 {
-		t.Fatalf("%d bytes still kept", a.keptBytes())
-	}
-	for _, s := range a.slabs {
-		for j := 0; j < int(s.fresh); j++ {
-			a.free(handle(uint32(slices.Index(a.slabs, s))<<slotBits | uint32(j)))
-		}
-	}
-	kept := a.keptBytes()
-	if let := a.sweep(); len(let) != 0 || a.keptBytes() != kept || kept == 0 {
-		t.Fatalf("first sweep let go of %d slabs, kept %d of %d bytes", len(let), a.keptBytes(), kept)
-	}
-	if let := a.sweep(); uint64(len(let)*a.slabSize) != kept || a.keptBytes() != 0 {
-		t.Fatalf("second sweep let go of %d slabs of %d bytes, %d still kept", len(let), kept, a.keptBytes())
 	}
 }
 
@@ -578,7 +435,7 @@ func TestConcurrentPutCompactGet(t *testing.T) {
 		}
 		st := s.Stats()
 		var stored uint64
-		s.pools["p"].ix.each(func(_ uint64, e *entry) { stored += uint64(e.size()) })
+		s.pools["p"].ix.Each(func(_ uint64, e *pageindex.Entry) { stored += uint64(e.Size()) })
 		if st.Pages != n || st.ComprDataSize != stored {
 			t.Fatalf("stride %d: %d pages counted, %d keys; %d bytes counted, %d stored", stride, st.Pages, n, st.ComprDataSize, stored)
 		}
@@ -617,12 +474,6 @@ func BenchmarkPutParallel(b *testing.B) {
 			}
 			wg.Wait()
 		})
-	}
-}
-
-func TestShardSize(t *testing.T) {
-	if n := unsafe.Sizeof(shard{}); n != 128 {
-		t.Fatalf("a shard takes %d bytes, want 128 (two cache lines)", n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backing"
+	"github.com/s4d-project/s4d/pageindex"
 )
 
 // AttachBacking gives the store a backing file: from now on, pages the
@@ -42,32 +43,36 @@ func (s *Store) AttachBacking(f *backing.File, idx *backing.Index, persist bool)
 		p := &pool{name: bp.Name, uid: bp.UID, codec: backends.Codec(bp.Codec)}
 		s.pools[p.name] = p
 		s.user(p.uid).pools++
+		w := p.ix.Walk(true)
 		for j, key := range bp.Keys {
-			e, err := s.restored(entry(bp.Words[j]), ids)
+			e, err := s.restored(pageindex.Entry(bp.Words[j]), ids)
 			if err != nil {
+				w.Done()
 				return n, fmt.Errorf("backing file %s: damaged index: pool %q key %d: %w", f.Path(), p.name, key, err)
 			}
-			if _, dup := p.ix[shardOf(key)].ix.set(key, e); dup {
+			if _, dup := w.At(key).Set(key, e); dup {
+				w.Done()
 				return n, fmt.Errorf("backing file %s: damaged index: pool %q has key %d twice", f.Path(), p.name, key)
 			}
 			s.account(p, e, +1)
 			n++
 		}
+		w.Done()
 	}
 	return n, nil
 }
 
 // restored checks an entry from a checkpoint and gives it this store's
 // backend number; a page on the file is counted live there.
-func (s *Store) restored(e entry, ids []uint8) (entry, error) {
-	e &^= idleBits
-	if int(e.backend()) >= len(ids) {
-		return 0, fmt.Errorf("backend %d not named", e.backend())
+func (s *Store) restored(e pageindex.Entry, ids []uint8) (pageindex.Entry, error) {
+	e &^= pageindex.IdleBits
+	if int(e.Backend()) >= len(ids) {
+		return 0, fmt.Errorf("backend %d not named", e.Backend())
 	}
-	e = e&^(15<<52) | entry(ids[e.backend()])<<52
-	cl, size := e.class(), e.size()
-	if !e.onFile() {
-		if cl != backends.ClassZero || e.handle() != 0 || size != 0 {
+	e = e.WithBackend(ids[e.Backend()])
+	cl, size := e.Class(), e.Size()
+	if !e.OnFile() {
+		if cl != backends.ClassZero || e.Handle() != 0 || size != 0 {
 			return 0, errors.New("a page in RAM recorded (only zero pages may be)")
 		}
 		return e, nil
@@ -75,8 +80,8 @@ func (s *Store) restored(e entry, ids []uint8) (entry, error) {
 	if cl < backends.ClassSame || cl > backends.ClassRaw || size == 0 || size > s.pageSize || cl == backends.ClassSame && size != 8 {
 		return 0, fmt.Errorf("class %d of %d bytes", cl, size)
 	}
-	if !s.cold.f.Restore(s.cold.off(e), e.objSize()) {
-		return 0, fmt.Errorf("place %d (%d bytes) outside the file or over another", s.cold.off(e), e.objSize())
+	if !s.cold.f.Restore(s.cold.off(e), e.ObjSize()) {
+		return 0, fmt.Errorf("place %d (%d bytes) outside the file or over another", s.cold.off(e), e.ObjSize())
 	}
 	return e, nil
 }
@@ -105,18 +110,13 @@ func (s *Store) checkpointLocked() error {
 	}
 	for _, p := range s.pools {
 		bp := backing.Pool{Name: p.name, UID: p.uid, Codec: uint8(p.codec)}
-		for i := range p.ix {
-			sh := &p.ix[i]
-			sh.mu.RLock()
-			for j := range sh.ix.slots {
-				sl := &sh.ix.slots[j]
-				if e := sl.load(); e != 0 && (e.onFile() || e.class() == backends.ClassZero) {
-					bp.Keys = append(bp.Keys, sl.key)
-					bp.Words = append(bp.Words, uint64(e&^idleBits))
-				}
+		p.ix.EachLoaded(func(key uint64, e pageindex.Entry) bool {
+			if e.OnFile() || e.Class() == backends.ClassZero {
+				bp.Keys = append(bp.Keys, key)
+				bp.Words = append(bp.Words, uint64(e&^pageindex.IdleBits))
 			}
-			sh.mu.RUnlock()
-		}
+			return true
+		})
 		idx.Pools = append(idx.Pools, bp)
 	}
 	c.f.BeginCheckpoint()
@@ -159,20 +159,20 @@ func (s *Store) compactFile() uint64 {
 	c := s.cold
 	sparse := c.f.Sparse(backing.BlockSize / 2)
 	s.mu.Lock()
-	all := s.pick(func(e entry) bool { return e.onFile() && sparse(c.off(e), e.objSize()) }, 1<<62)
+	all := s.pick(func(e pageindex.Entry) bool { return e.OnFile() && sparse(c.off(e), e.ObjSize()) }, 1<<62)
 	s.mu.Unlock()
 	var moved uint64
 	for len(all) > 0 {
 		n, total := 0, 0
 		for n < len(all) && total < roundMax {
-			total += all[n].e.objSize()
+			total += all[n].e.ObjSize()
 			n++
 		}
 		vs := all[:n]
 		all = all[n:]
 		rs := make([]backing.Read, len(vs))
 		for i, v := range vs {
-			rs[i] = backing.Read{Off: c.off(v.e), Len: v.e.objSize()}
+			rs[i] = backing.Read{Off: c.off(v.e), Len: v.e.ObjSize()}
 		}
 		// Read under the lock: the objects cannot be freed meanwhile.
 		s.mu.RLock()

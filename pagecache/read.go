@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pageindex"
 )
 
 // Reading stored pages: Get copies them out, View lends them in place
@@ -25,31 +26,31 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 	}
 	out = out[:0]
 	need, onFile := 0, 0
-	w := p.ix.walk(false)
+	w := p.ix.Walk(false)
 	for i, key := range keys {
-		e, ok := w.at(key).getTouch(key) // a read: the page's age starts again
+		e, ok := w.At(key).GetTouch(key) // a read: the page's age starts again
 		res[i] = OK
 		if !ok {
 			res[i] = NotFound
-		} else if e.hasObject() {
-			need += e.objSize()
-		} else if e.onFile() {
+		} else if e.HasObject() {
+			need += e.ObjSize()
+		} else if e.OnFile() {
 			res[i] = pendingRead
 			onFile++
 		}
 		// Park the entry in Fill until the bytes are copied.
-		out = append(out, backends.Stored{Class: e.class(), Fill: uint64(e)})
+		out = append(out, backends.Stored{Class: e.Class(), Fill: uint64(e)})
 	}
-	w.done()
+	w.Done()
 	if cap(scratch) < need {
 		scratch = make([]byte, need)
 	}
 	scratch = scratch[:need]
 	off := 0
 	for i := range out {
-		if e := entry(out[i].Fill); res[i] == OK && e.hasObject() {
-			out[i].Data = scratch[off : off+e.objSize() : off+e.objSize()]
-			off += e.objSize()
+		if e := pageindex.Entry(out[i].Fill); res[i] == OK && e.HasObject() {
+			out[i].Data = scratch[off : off+e.ObjSize() : off+e.ObjSize()]
+			off += e.ObjSize()
 		}
 	}
 	inParallel(len(out), 256, func(lo, hi int) { s.copyChecked(out, res, lo, hi) })
@@ -66,13 +67,13 @@ func (s *Store) copyChecked(out []backends.Stored, res []Result, lo, hi int) {
 		if res[i] == pendingRead {
 			continue // on the file: read after
 		}
-		e := entry(out[i].Fill)
+		e := pageindex.Entry(out[i].Fill)
 		out[i].Fill = 0
-		if res[i] != OK || !e.hasObject() {
+		if res[i] != OK || !e.HasObject() {
 			continue
 		}
 		obj := out[i].Data
-		copy(obj, s.arena.bytes(e.handle(), e.objSize()))
+		copy(obj, s.arena.Bytes(e.Handle(), e.ObjSize()))
 		data := obj[checksumSize:]
 		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
 			res[i], out[i].Data = Corrupt, nil
@@ -147,24 +148,24 @@ func (s *Store) view(uid uint32, name string, keys []uint64, out []backends.Stor
 // checksums checked, or, unless check, left to check. The caller holds the
 // read lock.
 func (s *Store) findInPlace(p *pool, keys []uint64, out []backends.Stored, res []Result, lo, hi int, check bool) {
-	w := p.ix.walk(false)
-	defer w.done()
+	w := p.ix.Walk(false)
+	defer w.Done()
 	for i := lo; i < hi; i++ {
-		e, ok := w.at(keys[i]).getTouch(keys[i])
-		out[i] = backends.Stored{Class: e.class()}
+		e, ok := w.At(keys[i]).GetTouch(keys[i])
+		out[i] = backends.Stored{Class: e.Class()}
 		res[i] = OK
 		if !ok {
 			res[i] = NotFound
 			continue
 		}
-		if e.onFile() {
+		if e.OnFile() {
 			res[i], out[i].Fill = pendingRead, uint64(e)
 			continue
 		}
-		if !e.hasObject() {
+		if !e.HasObject() {
 			continue
 		}
-		obj := s.arena.bytes(e.handle(), e.objSize())
+		obj := s.arena.Bytes(e.Handle(), e.ObjSize())
 		data := obj[checksumSize:len(obj):len(obj)]
 		sum := binary.LittleEndian.Uint32(obj)
 		if !check {
@@ -188,10 +189,10 @@ func (s *Store) Missing(uid uint32, name string, keys []uint64) bool {
 	if err != nil {
 		return true
 	}
-	w := p.ix.walk(false)
-	defer w.done()
+	w := p.ix.Walk(false)
+	defer w.Done()
 	for _, k := range keys {
-		if w.at(k).find(k) < 0 {
+		if !w.At(k).Has(k) {
 			return true
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"hash/crc32"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pageindex"
+	"github.com/s4d-project/s4d/slab"
 )
 
 // Recompression in the background: a job picks pages (Coldest), reads
@@ -13,10 +15,9 @@ import (
 // without a foreground request ever waiting on the job for more than a
 // short lock hold, and without a newer write ever being undone.
 
-// triedBit marks an entry whose bytes recompression has tried: kept or
-// not, the job leaves them alone until the page is written again (a
-// write makes a fresh entry, without the bit).
-const triedBit entry = 1 << 62
+// An entry whose bytes recompression has tried carries pageindex.TriedBit:
+// kept or not, the job leaves them alone until the page is written again
+// (a write makes a fresh entry, without the bit).
 
 // ReadRefs copies out the stored bytes of refs, checksums checked, into
 // scratch (grown as needed and returned), without refreshing their ages:
@@ -37,21 +38,18 @@ func (s *Store) ReadRefs(refs []PageRef, scratch []byte, out []backends.Stored, 
 	for i, r := range refs {
 		out = append(out, backends.Stored{Class: r.Class})
 		ok[i] = false
-		sh := &r.p.ix[shardOf(r.Key)]
-		sh.mu.RLock()
-		e, found := sh.ix.get(r.Key)
-		sh.mu.RUnlock()
+		e, found := r.p.ix.Get(r.Key)
 		// The shard's lock may go: the store's read lock keeps the
 		// object where it is (compaction and frees take the write lock).
 		if !found || !sameBytes(e, r.e) || r.OnFile() {
 			continue
 		}
-		if !e.hasObject() {
+		if !e.HasObject() {
 			ok[i] = true
 			continue
 		}
 		off := len(scratch)
-		scratch = append(scratch, s.arena.bytes(e.handle(), e.objSize())...)
+		scratch = append(scratch, s.arena.Bytes(e.Handle(), e.ObjSize())...)
 		obj := scratch[off:]
 		data := obj[checksumSize:]
 		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
@@ -68,7 +66,7 @@ func (s *Store) ReadRefs(refs []PageRef, scratch []byte, out []backends.Stored, 
 
 // sameBytes says whether two entries hold the same stored bytes in the
 // same place: they may differ in age only.
-func sameBytes(a, b entry) bool { return a&^ageMask == b&^ageMask }
+func sameBytes(a, b pageindex.Entry) bool { return a&^pageindex.AgeMask == b&^pageindex.AgeMask }
 
 // Replace stores page i of c (compressed from b by backend) in place of
 // refs[i] for every i with keep[i], and marks the other refs tried. Each
@@ -80,7 +78,7 @@ func sameBytes(a, b entry) bool { return a&^ageMask == b&^ageMask }
 func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compressed, backend uint8, keep []bool) Replaced {
 	var out Replaced
 	n := len(refs)
-	h := make([]handle, n)
+	h := make([]slab.Handle, n)
 	buf := make([][]byte, n)
 	// As in Put: slots reserved under the lock, filled without it, and
 	// compaction (which moves objects) kept out meanwhile.
@@ -91,7 +89,7 @@ func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compresse
 	for i := range refs {
 		if keep[i] {
 			var err error
-			if h[i], buf[i], err = s.arena.alloc(checksumSize + int(c.Size[i])); err != nil {
+			if h[i], buf[i], err = s.arena.Alloc(checksumSize + int(c.Size[i])); err != nil {
 				keep[i], noRoom[i] = false, true
 			}
 		}
@@ -104,37 +102,35 @@ func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compresse
 			copy(buf[i][checksumSize:], data)
 		}
 	}
-	old := make([]entry, n) // what each replaced page held; 0: not replaced
+	old := make([]pageindex.Entry, n) // what each replaced page held; 0: not replaced
 	for i, r := range refs {
-		sh := &r.p.ix[shardOf(r.Key)]
-		sh.mu.Lock()
-		if pos := sh.ix.find(r.Key); pos >= 0 {
-			sl := &sh.ix.slots[pos]
-			switch cur := sl.e; {
+		w := r.p.ix.Walk(true)
+		if e := w.At(r.Key).Ref(r.Key); e != nil {
+			switch cur := *e; {
 			case !sameBytes(cur, r.e):
 				out.Changed++
 			case keep[i]:
-				sl.e = makeEntry(h[i], int(c.Size[i]), c.Class[i], backend) | cur&ageMask | triedBit
+				*e = pageindex.MakeEntry(h[i], int(c.Size[i]), c.Class[i], backend) | cur&pageindex.AgeMask | pageindex.TriedBit
 				old[i] = cur
 			case !noRoom[i]:
-				sl.e = cur | triedBit
+				*e = cur | pageindex.TriedBit
 			}
 		} else {
 			out.Changed++
 		}
-		sh.mu.Unlock()
+		w.Done()
 	}
 	s.mu.Lock()
 	for i, r := range refs {
 		switch {
 		case old[i] != 0:
 			s.forget(r.p, old[i])
-			s.account(r.p, makeEntry(h[i], int(c.Size[i]), c.Class[i], backend), +1)
+			s.account(r.p, pageindex.MakeEntry(h[i], int(c.Size[i]), c.Class[i], backend), +1)
 			out.Pages++
-			out.Before += uint64(old[i].size())
+			out.Before += uint64(old[i].Size())
 			out.After += uint64(c.Size[i])
 		case keep[i]:
-			s.arena.free(h[i]) // the page changed: a newer write won
+			s.arena.Free(h[i]) // the page changed: a newer write won
 		}
 	}
 	s.mu.Unlock()

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pageindex"
+	"github.com/s4d-project/s4d/slab"
 )
 
 // Result is the outcome for one page of a batch.
@@ -27,14 +29,14 @@ const (
 	OverQuota        // the user's quota refused the page
 )
 
-const checksumSize = 4
+const checksumSize = pageindex.ChecksumSize
 
 // object returns the stored bytes of e after checking their checksum.
-func (s *Store) object(e entry) ([]byte, bool) {
-	if e.onFile() {
+func (s *Store) object(e pageindex.Entry) ([]byte, bool) {
+	if e.OnFile() {
 		return s.fileObject(e) // writeback.go
 	}
-	obj := s.arena.bytes(e.handle(), e.objSize())
+	obj := s.arena.Bytes(e.Handle(), e.ObjSize())
 	data := obj[checksumSize:]
 	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, backends.Castagnoli)
 }
@@ -63,7 +65,7 @@ type Store struct {
 
 	mu    sync.RWMutex
 	gate  sync.RWMutex // Puts filling reserved slots hold it for reading; Compact for writing
-	arena *arena
+	arena *slab.Arena
 	pools map[string]*pool
 	// Backend names by the number entries hold, copied on write: every
 	// PUT looks its backend up, and must not queue on mu for it.
@@ -80,7 +82,7 @@ type Store struct {
 type pool struct {
 	name  string
 	uid   uint32
-	ix    shards
+	ix    pageindex.Shards
 	st    PoolStats      // guarded by Store.mu
 	codec backends.Codec // poolcodec.go
 }
@@ -93,12 +95,11 @@ type PoolStats struct {
 // New makes a store for pages of pageSize bytes, holding at most memLimit
 // bytes of arena memory (0 = no limit).
 func New(pageSize int, memLimit uint64) *Store {
-	a := newArena(pageSize)
-	a.limit = memLimit
+	a := slab.New(pageSize, memLimit)
 	s := &Store{pageSize: pageSize, arena: a, pools: map[string]*pool{}, users: map[uint32]*user{}}
 	// The slabs' memory goes with the store: nothing outside it holds
 	// their bytes past a call (see View).
-	runtime.AddCleanup(s, (*regions).unmap, a.mem.maps)
+	runtime.AddCleanup(s, func(unmap func()) { unmap() }, a.Unmapper())
 	return s
 }
 
@@ -124,26 +125,15 @@ func (s *Store) PageSize() int { return s.pageSize }
 // SetMemLimit changes the limit; pages already stored stay.
 func (s *Store) SetMemLimit(limit uint64) {
 	s.mu.Lock()
-	s.arena.limit = limit
-	s.arena.release()
+	s.arena.SetLimit(limit)
+	s.arena.Release()
 	s.mu.Unlock()
 }
 
 // Sweep gives back to the kernel the memory of slabs emptied before the
 // previous sweep (it is kept a while for new slabs to reuse) and returns
 // how many bytes that was. Call it every few seconds.
-func (s *Store) Sweep() uint64 {
-	s.mu.Lock()
-	let := s.arena.sweep()
-	s.mu.Unlock()
-	// Outside the lock: after deleting a GiB, thousands of slabs go back.
-	giveBack(let)
-	s.mu.Lock()
-	s.arena.mem.reuse(let)
-	idle := s.arena.mem.idleMappings() // direct.go
-	s.mu.Unlock()
-	return uint64(len(let))*uint64(s.arena.slabSize) + dropMappings(idle)
-}
+func (s *Store) Sweep() uint64 { return s.arena.Sweep(&s.mu) }
 
 // BackendID returns the small number entries use for a backend name.
 func (s *Store) BackendID(name string) uint8 {
@@ -233,7 +223,7 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // batches copy in parallel, and readers never see a slot being filled.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
 	n := len(keys)
-	if n > coldPart && s.cold != nil && s.arena.limit > 0 && c.Place == nil {
+	if n > coldPart && s.cold != nil && s.arena.Limit() > 0 && c.Place == nil {
 		return s.putInParts(uid, name, keys, b, c, backend, res) // writeback.go
 	}
 	// The batch's parts travel in the scratch (from a pool), so that the
@@ -263,7 +253,7 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 	if short := s.reserve(p, keys, c, backend, sc, res, false); short > 0 && s.cold != nil {
 		s.roomFor(p, keys, c, backend, sc, res, short) // writeback.go
 	}
-	s.memMax = max(s.memMax, s.arena.used)
+	s.memMax = max(s.memMax, s.arena.Used())
 	s.mu.Unlock()
 
 	// Filling fresh slabs costs a page fault per 4 KiB written (most of a
@@ -282,16 +272,16 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 
 	// Entries go in under their shards' locks only; the pages they
 	// replace are freed under the store's lock afterwards.
-	w := p.ix.walk(true)
+	w := p.ix.Walk(true)
 	for i, key := range keys {
 		if res[i] != OK {
 			continue
 		}
-		if old, ok := w.at(key).set(key, makeEntry(sc.h[i], int(c.Size[i]), c.Class[i], backend)); ok {
+		if old, ok := w.At(key).Set(key, pageindex.MakeEntry(sc.h[i], int(c.Size[i]), c.Class[i], backend)); ok {
 			sc.old = append(sc.old, old)
 		}
 	}
-	w.done()
+	w.Done()
 	if len(sc.old) > 0 {
 		s.mu.Lock()
 		for _, old := range sc.old {
@@ -308,7 +298,7 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 func (s *Store) reserve(p *pool, keys []uint64, c *backends.Compressed, backend uint8, sc *putScratch, res []Result, retry bool) (short uint64) {
 	var err error
 	owner := s.user(p.uid)
-	w := p.ix.walk(false)
+	w := p.ix.Walk(false)
 	for i, key := range keys {
 		if retry && res[i] != NoSpace {
 			continue
@@ -316,23 +306,23 @@ func (s *Store) reserve(p *pool, keys []uint64, c *backends.Compressed, backend 
 		size := int(c.Size[i])
 		if q := s.limits.BytesPerUser; q > 0 && owner.bytes+uint64(size) > q {
 			// The page it would replace counts as freed.
-			if old, ok := w.at(key).get(key); !ok || owner.bytes-uint64(old.size())+uint64(size) > q {
+			if old, ok := w.At(key).Get(key); !ok || owner.bytes-uint64(old.Size())+uint64(size) > q {
 				res[i] = OverQuota
 				continue
 			}
 		}
 		if c.Class[i] != backends.ClassZero {
-			if sc.h[i], sc.buf[i], err = s.arena.alloc(checksumSize + size); err != nil {
+			if sc.h[i], sc.buf[i], err = s.arena.Alloc(checksumSize + size); err != nil {
 				res[i] = NoSpace
 				short += uint64(checksumSize + size)
 				continue
 			}
 		}
 		// Counted from now, so limits and quotas see it.
-		s.account(p, makeEntry(sc.h[i], size, c.Class[i], backend), +1)
+		s.account(p, pageindex.MakeEntry(sc.h[i], size, c.Class[i], backend), +1)
 		res[i] = OK
 	}
-	w.done()
+	w.Done()
 	return short
 }
 
@@ -344,16 +334,16 @@ type putScratch struct {
 	res  []Result
 	sums []uint32
 	own  []uint32 // sums' memory when Put computes them
-	h    []handle
+	h    []slab.Handle
 	buf  [][]byte
-	old  []entry // entries the batch replaced, to free
+	old  []pageindex.Entry // entries the batch replaced, to free
 }
 
 var putScratchPool = sync.Pool{New: func() any { return new(putScratch) }}
 
 func (sc *putScratch) size(n int) {
 	if cap(sc.h) < n {
-		sc.h, sc.buf, sc.own = make([]handle, n), make([][]byte, n), make([]uint32, n)
+		sc.h, sc.buf, sc.own = make([]slab.Handle, n), make([][]byte, n), make([]uint32, n)
 	}
 	sc.h, sc.buf, sc.sums, sc.old = sc.h[:n], sc.buf[:n], sc.own[:n], sc.old[:0]
 	clear(sc.h)
@@ -398,22 +388,22 @@ func checksums(b *backends.Batch, c *backends.Compressed, sums []uint32, lo, hi 
 	}
 }
 
-func (s *Store) forget(p *pool, e entry) {
-	if e.hasObject() {
-		s.arena.free(e.handle())
-	} else if e.onFile() {
+func (s *Store) forget(p *pool, e pageindex.Entry) {
+	if e.HasObject() {
+		s.arena.Free(e.Handle())
+	} else if e.OnFile() {
 		s.cold.free(e)
 	}
 	s.account(p, e, -1)
 }
 
-func (s *Store) account(p *pool, e entry, sign int) {
+func (s *Store) account(p *pool, e pageindex.Entry, sign int) {
 	d := uint64(sign) // wraps to subtract
-	s.user(p.uid).bytes += uint64(e.size()) * d
+	s.user(p.uid).bytes += uint64(e.Size()) * d
 	p.st.Pages += d
-	p.st.StoredBytes += uint64(e.size()) * d
-	s.compr += uint64(e.size()) * d
-	switch e.class() {
+	p.st.StoredBytes += uint64(e.Size()) * d
+	s.compr += uint64(e.Size()) * d
+	switch e.Class() {
 	case backends.ClassZero:
 		p.st.Zero += d
 	case backends.ClassSame:
@@ -431,10 +421,10 @@ func (s *Store) Del(uid uint32, name string, keys []uint64, res []Result) error 
 	if err != nil {
 		return err
 	}
-	w := p.ix.walk(true)
-	defer w.done()
+	w := p.ix.Walk(true)
+	defer w.Done()
 	for i, key := range keys {
-		if old, ok := w.at(key).del(key); ok {
+		if old, ok := w.At(key).Del(key); ok {
 			s.forget(p, old)
 			res[i] = OK
 		} else {
@@ -463,16 +453,16 @@ func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) (
 		return nil, err
 	}
 	out := make([]PageInfo, len(keys))
-	w := p.ix.walk(false)
-	defer w.done()
+	w := p.ix.Walk(false)
+	defer w.Done()
 	for i, key := range keys {
-		e, ok := w.at(key).get(key)
+		e, ok := w.At(key).Get(key)
 		if !ok {
 			out[i].Result = NotFound
 			continue
 		}
-		pi := PageInfo{Class: e.class(), Size: e.size(), Backend: s.backendName(e.backend())}
-		if e.hasObject() || e.onFile() {
+		pi := PageInfo{Class: e.Class(), Size: e.Size(), Backend: s.backendName(e.Backend())}
+		if e.HasObject() || e.OnFile() {
 			obj, ok := s.object(e)
 			if !ok {
 				out[i].Result = Corrupt
@@ -501,17 +491,17 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := Stats{ComprDataSize: s.compr, MemLimit: s.arena.limit, MemUsedMax: s.memMax,
+	st := Stats{ComprDataSize: s.compr, MemLimit: s.arena.Limit(), MemUsedMax: s.memMax,
 		PagesCompacted: s.compacted}
 	for _, p := range s.pools {
 		st.Pages += p.st.Pages
 		st.ZeroPages += p.st.Zero
 		st.SamePages += p.st.Same
 		st.HugePages += p.st.Huge
-		st.MetadataBytes += p.ix.bytes()
+		st.MetadataBytes += p.ix.Bytes()
 	}
 	st.OrigDataSize = st.Pages * uint64(s.pageSize)
-	st.MemUsedTotal = s.arena.used + st.MetadataBytes
+	st.MemUsedTotal = s.arena.Used() + st.MetadataBytes
 	return st
 }
 
@@ -551,7 +541,7 @@ func (s *Store) PoolInfo(uid uint32, name string) (PoolInfo, error) {
 // ResetMemUsedMax sets mem_used_max back to the current usage.
 func (s *Store) ResetMemUsedMax() {
 	s.mu.Lock()
-	s.memMax = s.arena.used
+	s.memMax = s.arena.Used()
 	s.mu.Unlock()
 }
 

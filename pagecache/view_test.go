@@ -78,19 +78,19 @@ func BenchmarkView(b *testing.B) {
 			s.mu.RLock()
 			defer s.mu.RUnlock()
 			out = out[:0]
-			w := s.pools["p"].ix.walk(false)
+			w := s.pools["p"].ix.Walk(false)
 			for _, key := range keys[lo : lo+chunk] {
-				e, _ := w.at(key).get(key)
-				st := backends.Stored{Class: e.class()}
-				if e.hasObject() {
-					st.Data = s.arena.bytes(e.handle(), e.objSize())[checksumSize:]
+				e, _ := w.At(key).Get(key)
+				st := backends.Stored{Class: e.Class()}
+				if e.HasObject() {
+					st.Data = s.arena.Bytes(e.Handle(), e.ObjSize())[checksumSize:]
 					if st.Class == backends.ClassSame {
 						st.Fill = uint64(st.Data[0]) // the value does not matter here
 					}
 				}
 				out = append(out, st)
 			}
-			w.done()
+			w.Done()
 			return decode(out)
 		}},
 	}

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backing"
+	"github.com/s4d-project/s4d/pageindex"
 )
 
 // The cold tier moves pages between the arena and a backing file. An
@@ -26,9 +26,6 @@ import (
 // the pages stay where they were.
 
 const (
-	onFileBit = entry(1) << 63
-	idleBits  = entry(0x7F) << 56
-	keepBits  = entry(0xFFFFFF) << 32 // size, class and backend
 	// pendingRead marks, between finding and reading, a page View found
 	// on the file; callers never see it.
 	pendingRead Result = 0xFE
@@ -39,13 +36,11 @@ const (
 	roundMin = 2 << 20
 )
 
-func (e entry) onFile() bool { return e&onFileBit != 0 }
-
 // coldness ranks pages for writeback under pressure: larger goes first.
 // Slabs go by the mean age of their pages (idle.go); among equals, the
 // sparsest first (most memory freed per byte written), then in slab
 // order from a moving cursor.
-func coldness(e entry) uint32 { return uint32(e.age()) }
+func coldness(e pageindex.Entry) uint32 { return uint32(e.Age()) }
 
 // cold is the store's backing file and what it has done.
 type cold struct {
@@ -73,10 +68,10 @@ func (c *cold) failed(err error) {
 	c.lastErr.Store(&msg)
 }
 
-func (c *cold) off(e entry) uint64 { return uint64(e.handle()) << c.shift }
+func (c *cold) off(e pageindex.Entry) uint64 { return uint64(e.Handle()) << c.shift }
 
 // free releases the file space of an entry on the file. Under the store's lock.
-func (c *cold) free(e entry) { c.f.Free(c.off(e), e.objSize()) }
+func (c *cold) free(e pageindex.Entry) { c.f.Free(c.off(e), e.ObjSize()) }
 
 // Mode chooses the pages a forced writeback moves.
 type Mode uint8
@@ -100,12 +95,12 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("writeback mode %q: want all, idle or huge", s)
 }
 
-func (m Mode) takes(e entry, minAge int) bool {
+func (m Mode) takes(e pageindex.Entry, minAge int) bool {
 	switch m {
 	case Huge:
-		return e.class() == backends.ClassRaw
+		return e.Class() == backends.ClassRaw
 	case Idle:
-		return e.age() >= minAge
+		return e.Age() >= minAge
 	}
 	return true
 }
@@ -114,24 +109,16 @@ func (m Mode) takes(e entry, minAge int) bool {
 type victim struct {
 	p   *pool
 	key uint64
-	e   entry
+	e   pageindex.Entry
 }
 
 // eachEntry calls fn for every entry of every pool, each shard read-locked
 // in turn. The caller holds the store's lock.
-func (s *Store) eachEntry(fn func(p *pool, key uint64, e entry) bool) {
+func (s *Store) eachEntry(fn func(p *pool, key uint64, e pageindex.Entry) bool) {
 	for _, p := range s.pools {
-		for i := range p.ix {
-			sh := &p.ix[i]
-			sh.mu.RLock()
-			for j := range sh.ix.slots {
-				// Loaded atomically: readers age entries under read locks (idle.go).
-				if e := sh.ix.slots[j].load(); e != 0 && !fn(p, sh.ix.slots[j].key, e) {
-					sh.mu.RUnlock()
-					return
-				}
-			}
-			sh.mu.RUnlock()
+		// Loaded atomically: readers age entries under read locks (idle.go).
+		if !p.ix.EachLoaded(func(key uint64, e pageindex.Entry) bool { return fn(p, key, e) }) {
+			return
 		}
 	}
 }
@@ -183,25 +170,25 @@ func (s *Store) makeRoom(need uint64) error {
 		s.mu.Lock()
 		a := s.arena
 		room := uint64(0)
-		if a.limit > a.used {
-			room = a.limit - a.used
+		if a.Limit() > a.Used() {
+			room = a.Limit() - a.Used()
 		}
 		// Another writer made room meanwhile.
-		if room >= need+uint64(a.slabSize) {
+		if room >= need+uint64(a.SlabSize()) {
 			s.mu.Unlock()
 			return nil
 		}
-		slabs := s.coldSlabs(max(need+uint64(a.slabSize)-room, roundMin))
+		slabs := s.coldSlabs(max(need+uint64(a.SlabSize())-room, roundMin))
 		if len(slabs) == 0 {
 			s.mu.Unlock()
 			return errors.New("nothing in the arena to write back")
 		}
 		c.pressure.Add(1)
-		set := make([]bool, len(a.slabs))
+		set := make([]bool, a.Slabs())
 		for _, idx := range slabs {
 			set[idx] = true
 		}
-		vs := s.pick(func(e entry) bool { return e.hasObject() && set[e.handle()>>slotBits] }, 1<<62)
+		vs := s.pick(func(e pageindex.Entry) bool { return e.HasObject() && set[e.Handle().Slab()] }, 1<<62)
 		_, err := s.moveOut(vs, func() { s.undrain(slabs) })
 		if errors.Is(err, backing.ErrFull) && try == 0 {
 			// Space held for the last checkpoint, or scattered among
@@ -222,8 +209,8 @@ func (s *Store) makeRoom(need uint64) error {
 func (s *Store) KeepRoom(percent int) error {
 	s.mu.RLock()
 	a := s.arena
-	room := a.limit / 100 * uint64(percent)
-	enough := s.cold == nil || a.limit == 0 || a.used+room+uint64(a.slabSize) <= a.limit
+	room := a.Limit() / 100 * uint64(percent)
+	enough := s.cold == nil || a.Limit() == 0 || a.Used()+room+uint64(a.SlabSize()) <= a.Limit()
 	s.mu.RUnlock()
 	if enough {
 		return nil
@@ -236,85 +223,33 @@ func (s *Store) KeepRoom(percent int) error {
 // bytes, and keeps new objects out of them. Under the store's lock.
 func (s *Store) coldSlabs(want uint64) []uint32 {
 	a := s.arena
-	score := make([]uint64, len(a.slabs))
-	found := make([]uint16, len(a.slabs))
-	s.eachEntry(func(_ *pool, _ uint64, e entry) bool {
-		if e.hasObject() {
-			score[e.handle()>>slotBits] += uint64(coldness(e))
-			found[e.handle()>>slotBits]++
+	score := make([]uint64, a.Slabs())
+	found := make([]uint16, a.Slabs())
+	s.eachEntry(func(_ *pool, _ uint64, e pageindex.Entry) bool {
+		if e.HasObject() {
+			score[e.Handle().Slab()] += uint64(coldness(e))
+			found[e.Handle().Slab()]++
 		}
 		return true
 	})
-	var cand []uint32
-	for i, sl := range a.slabs {
-		// Same-filled pages (class 0) are smaller than their entries: not
-		// worth moving. A slab with slots reserved by a Put not yet in the
-		// index would not empty.
-		if sl != nil && !sl.draining && sl.class != 0 && sl.used > 0 && found[i] == sl.used {
-			cand = append(cand, uint32(i))
-		}
-	}
-	n := uint32(len(a.slabs))
-	cur := s.cold.cursor
-	slices.SortFunc(cand, func(x, y uint32) int {
-		sx, sy := score[x]/uint64(a.slabs[x].used), score[y]/uint64(a.slabs[y].used)
-		if sx != sy {
-			return cmpU(sy, sx)
-		}
-		if ux, uy := a.slabs[x].used, a.slabs[y].used; ux != uy {
-			return int(ux) - int(uy)
-		}
-		return cmpU(uint64((x-cur+n)%n), uint64((y-cur+n)%n))
-	})
-	var out []uint32
-	var got uint64
-	for _, idx := range cand {
-		if got >= want {
-			break
-		}
-		sl := a.slabs[idx]
-		sl.draining = true
-		if sl.partial >= 0 {
-			a.unlist(idx)
-		}
-		out = append(out, idx)
-		got += uint64(a.slabSize)
-		s.cold.cursor = idx + 1
-	}
-	return out
-}
-
-func cmpU(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
+	return a.DrainColdest(want, score, found, &s.cold.cursor)
 }
 
 // undrain lets slabs that kept objects take new ones again.
 func (s *Store) undrain(slabs []uint32) {
-	a := s.arena
 	for _, idx := range slabs {
-		if sl := a.slabs[idx]; sl != nil && sl.draining {
-			sl.draining = false
-			if sl.partial < 0 && int(sl.used) < a.slotsPer(int(sl.class)) {
-				a.list(idx)
-			}
-		}
+		s.arena.Undrain(idx)
 	}
 }
 
 // pick lists the pages fn takes, up to max bytes of objects. Under the store's lock.
-func (s *Store) pick(fn func(e entry) bool, limit int) []victim {
+func (s *Store) pick(fn func(e pageindex.Entry) bool, limit int) []victim {
 	var vs []victim
 	total := 0
-	s.eachEntry(func(p *pool, key uint64, e entry) bool {
+	s.eachEntry(func(p *pool, key uint64, e pageindex.Entry) bool {
 		if fn(e) {
 			vs = append(vs, victim{p, key, e})
-			total += e.objSize()
+			total += e.ObjSize()
 		}
 		return total < limit
 	})
@@ -329,11 +264,11 @@ func (s *Store) moveOut(vs []victim, then func()) (int, error) {
 	c := s.cold
 	sizes := make([]int, len(vs))
 	for i, v := range vs {
-		sizes[i] = v.e.objSize()
+		sizes[i] = v.e.ObjSize()
 	}
 	b := c.f.Place(sizes)
 	for i := range b.Offs {
-		copy(b.Slot(i), s.arena.bytes(vs[i].e.handle(), vs[i].e.objSize()))
+		copy(b.Slot(i), s.arena.Bytes(vs[i].e.Handle(), vs[i].e.ObjSize()))
 	}
 	s.mu.Unlock()
 	var err error
@@ -351,7 +286,7 @@ func (s *Store) moveOut(vs []victim, then func()) (int, error) {
 	}
 	moved := 0
 	for i, off := range b.Offs {
-		if s.swap(vs[i], off, func(old entry) { s.arena.free(old.handle()) }) {
+		if s.swap(vs[i], off, func(old pageindex.Entry) { s.arena.Free(old.Handle()) }) {
 			moved++
 		} else {
 			c.f.Free(off, sizes[i])
@@ -368,18 +303,18 @@ func (s *Store) moveOut(vs []victim, then func()) (int, error) {
 
 // swap points v's entry at off on the file if it is still the one v
 // copied, calling release with the entry it replaces. Under the store's lock.
-func (s *Store) swap(v victim, off uint64, release func(old entry)) bool {
+func (s *Store) swap(v victim, off uint64, release func(old pageindex.Entry)) bool {
 	if s.pools[v.p.name] != v.p {
 		return false
 	}
-	sh := &v.p.ix[shardOf(v.key)]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	cur, ok := sh.ix.get(v.key)
-	if !ok || cur&^idleBits != v.e&^idleBits {
+	w := v.p.ix.Walk(true)
+	defer w.Done()
+	ix := w.At(v.key)
+	cur, ok := ix.Get(v.key)
+	if !ok || cur&^pageindex.IdleBits != v.e&^pageindex.IdleBits {
 		return false
 	}
-	sh.ix.set(v.key, cur&idleBits|onFileBit|cur&keepBits|entry(off>>s.cold.shift))
+	ix.Set(v.key, cur&pageindex.IdleBits|pageindex.OnFileBit|cur&pageindex.KeepBits|pageindex.Entry(off>>s.cold.shift))
 	release(cur)
 	return true
 }
@@ -401,7 +336,7 @@ func (s *Store) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err
 	c := s.cold
 	for {
 		s.mu.Lock()
-		vs := s.pick(func(e entry) bool { return e.hasObject() && mode.takes(e, minAge) }, roundMax)
+		vs := s.pick(func(e pageindex.Entry) bool { return e.HasObject() && mode.takes(e, minAge) }, roundMax)
 		if len(vs) == 0 {
 			s.mu.Unlock()
 			return pages, bytes, nil
@@ -409,7 +344,7 @@ func (s *Store) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err
 		n, err := s.moveOut(vs, func() {})
 		pages += uint64(n)
 		for _, v := range vs[:n] {
-			bytes += uint64(v.e.objSize()) // about: which moved is not told
+			bytes += uint64(v.e.ObjSize()) // about: which moved is not told
 		}
 		c.forced.Add(uint64(n))
 		if err != nil || n == 0 {
@@ -430,13 +365,13 @@ func (s *Store) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err
 func (s *Store) readOutside(out []backends.Stored, res []Result, relook func() error) error {
 	c := s.cold
 	var idx []int
-	var ent []entry
+	var ent []pageindex.Entry
 	var rs []backing.Read
 	for i := range res {
 		if res[i] == pendingRead {
-			e := entry(out[i].Fill)
+			e := pageindex.Entry(out[i].Fill)
 			idx, ent = append(idx, i), append(ent, e)
-			rs = append(rs, backing.Read{Off: c.off(e), Len: e.objSize()})
+			rs = append(rs, backing.Read{Off: c.off(e), Len: e.ObjSize()})
 		}
 	}
 	if len(rs) == 0 {
@@ -451,7 +386,7 @@ func (s *Store) readOutside(out []backends.Stored, res []Result, relook func() e
 		return err
 	}
 	for k, i := range idx {
-		if res[i] != pendingRead || entry(out[i].Fill)&^idleBits != ent[k]&^idleBits {
+		if res[i] != pendingRead || pageindex.Entry(out[i].Fill)&^pageindex.IdleBits != ent[k]&^pageindex.IdleBits {
 			continue
 		}
 		out[i].Fill = 0
@@ -471,9 +406,9 @@ func (s *Store) readBack(out []backends.Stored, res []Result) {
 	var rs []backing.Read
 	for i := range res {
 		if res[i] == pendingRead {
-			e := entry(out[i].Fill)
+			e := pageindex.Entry(out[i].Fill)
 			idx = append(idx, i)
-			rs = append(rs, backing.Read{Off: c.off(e), Len: e.objSize()})
+			rs = append(rs, backing.Read{Off: c.off(e), Len: e.ObjSize()})
 		}
 	}
 	if len(rs) == 0 {
@@ -506,8 +441,8 @@ func checkObject(obj []byte, err error, st *backends.Stored) Result {
 }
 
 // fileObject reads one page's object from the file, checked.
-func (s *Store) fileObject(e entry) ([]byte, bool) {
-	rs := []backing.Read{{Off: s.cold.off(e), Len: e.objSize()}}
+func (s *Store) fileObject(e pageindex.Entry) ([]byte, bool) {
+	rs := []backing.Read{{Off: s.cold.off(e), Len: e.ObjSize()}}
 	s.cold.f.ReadBatch(rs)
 	var st backends.Stored
 	if checkObject(rs[0].Data, rs[0].Err, &st) != OK {

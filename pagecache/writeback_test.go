@@ -12,6 +12,8 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/backing"
+	"github.com/s4d-project/s4d/pageindex"
+	"github.com/s4d-project/s4d/slab"
 )
 
 // backingFile makes a zeroed file of size bytes where O_DIRECT works, or
@@ -100,15 +102,15 @@ func TestWritebackUnderPressure(t *testing.T) {
 	const ps = 4096
 	// A batch's own pages cannot make room for each other: the limit
 	// holds a batch in every size class.
-	limit := uint64(128 * ps * slabPages)
+	limit := uint64(128 * ps * slab.SlabPages)
 	s := New(ps, limit)
 	withBacking(t, s, backingFile(t, 64<<20), false)
 	const n = 6000
 	pages := corpus.Pages(corpus.Mixed, n, ps, 5)
 	for lo := 0; lo < n; lo += 250 {
 		putOK(t, s, 3, "p", keysFrom(uint64(lo), 250), pages[lo*ps:(lo+250)*ps])
-		if s.arena.used > limit {
-			t.Fatalf("arena %d over the limit %d", s.arena.used, limit)
+		if s.arena.Used() > limit {
+			t.Fatalf("arena %d over the limit %d", s.arena.Used(), limit)
 		}
 	}
 	cs, _ := s.ColdStats()
@@ -152,7 +154,7 @@ func TestWritebackUnderPressure(t *testing.T) {
 // without a round of their own.
 func TestKeepRoom(t *testing.T) {
 	const ps = 4096
-	limit := uint64(128 * ps * slabPages)
+	limit := uint64(128 * ps * slab.SlabPages)
 	s := New(ps, limit)
 	withBacking(t, s, backingFile(t, 64<<20), false)
 	if err := s.KeepRoom(25); err != nil { // nothing stored: nothing to do
@@ -168,7 +170,7 @@ func TestKeepRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, _ := s.ColdStats()
-	if free := limit - s.arena.used; free < limit/4 || after.AheadRounds != before.AheadRounds+1 || after.Pages <= before.Pages {
+	if free := limit - s.arena.Used(); free < limit/4 || after.AheadRounds != before.AheadRounds+1 || after.Pages <= before.Pages {
 		t.Fatalf("after KeepRoom(25): %d of %d bytes free, rounds ahead %d -> %d, pages on file %d -> %d",
 			free, limit, before.AheadRounds, after.AheadRounds, before.Pages, after.Pages)
 	}
@@ -188,7 +190,7 @@ func TestKeepRoom(t *testing.T) {
 
 func TestWritebackFileFull(t *testing.T) {
 	const ps = 4096
-	s := New(ps, uint64(4*ps*slabPages))
+	s := New(ps, uint64(4*ps*slab.SlabPages))
 	withBacking(t, s, backingFile(t, 128*backing.BlockSize), false)
 	pages := corpus.Pages(corpus.Random, 400, ps, 6)
 	res := make([]Result, 400)
@@ -241,8 +243,8 @@ func TestPersistRestore(t *testing.T) {
 	if _, err := s.PersistAll(); err != nil {
 		t.Fatal(err)
 	}
-	if s.arena.used != 0 {
-		t.Fatalf("%d bytes left in RAM after a planned stop", s.arena.used)
+	if s.arena.Used() != 0 {
+		t.Fatalf("%d bytes left in RAM after a planned stop", s.arena.Used())
 	}
 
 	s2 := New(ps, 0)
@@ -328,7 +330,7 @@ func TestCompactFile(t *testing.T) {
 // every page read is a version that was put, and the counts add up.
 func TestWritebackConcurrent(t *testing.T) {
 	const ps, n = 4096, 200
-	s := New(ps, uint64(96*ps*slabPages))
+	s := New(ps, uint64(96*ps*slab.SlabPages))
 	withBacking(t, s, backingFile(t, 64<<20), false)
 	versions := make([][]byte, 3)
 	for v := range versions {
@@ -407,13 +409,13 @@ func TestWritebackConcurrent(t *testing.T) {
 	reader.Wait()
 	st := s.Stats()
 	var stored uint64
-	s.pools["p"].ix.each(func(_ uint64, e *entry) { stored += uint64(e.size()) })
+	s.pools["p"].ix.Each(func(_ uint64, e *pageindex.Entry) { stored += uint64(e.Size()) })
 	if st.ComprDataSize != stored {
 		t.Fatalf("%d bytes counted, %d stored", st.ComprDataSize, stored)
 	}
 	onFile := uint64(0)
-	s.pools["p"].ix.each(func(_ uint64, e *entry) {
-		if e.onFile() {
+	s.pools["p"].ix.Each(func(_ uint64, e *pageindex.Entry) {
+		if e.OnFile() {
 			onFile++
 		}
 	})
@@ -423,8 +425,8 @@ func TestWritebackConcurrent(t *testing.T) {
 }
 
 func onFileIn(s *Store, pool string) (n int) {
-	s.pools[pool].ix.each(func(_ uint64, e *entry) {
-		if e.onFile() {
+	s.pools[pool].ix.Each(func(_ uint64, e *pageindex.Entry) {
+		if e.OnFile() {
 			n++
 		}
 	})
@@ -435,7 +437,7 @@ func onFileIn(s *Store, pool string) (n int) {
 // takes them and leaves the others.
 func TestWritebackColdestFirst(t *testing.T) {
 	const ps = 4096
-	s := New(ps, uint64(96*ps*slabPages))
+	s := New(ps, uint64(96*ps*slab.SlabPages))
 	withBacking(t, s, backingFile(t, 64<<20), false)
 	old := corpus.Pages(corpus.Text, 1500, ps, 61)
 	putOK(t, s, 1, "old", keysFrom(0, 1500), old)

@@ -1,4 +1,8 @@
-package pagecache
+// Package slab keeps objects of up to a page (and a checksum) in large
+// slabs of off-heap memory split into equal slots: the page store's
+// arena, the memory behind it, and its registration with a GPU engine's
+// device. It knows nothing of keys or pages: callers keep the handles.
+package slab
 
 import "errors"
 
@@ -6,20 +10,25 @@ import "errors"
 // one slab size class per slot size (zsmalloc's scheme): no Go allocation
 // per page, freed slots are reused, and an empty slab goes back at once.
 //
-// A handle is slabIndex<<slotBits | slot.
-type handle uint32
+// A Handle is slabIndex<<slotBits | slot.
+type Handle uint32
+
+// Slab is the index of the slab h lies in.
+func (h Handle) Slab() uint32 { return uint32(h >> slotBits) }
 
 const (
 	slotBits  = 12           // up to 4096 slots per slab
 	maxSlabs  = 1 << 20      // handles must fit in 32 bits
 	numClass  = 64           // class k holds objects of up to k*step bytes
-	topClass  = numClass + 1 // a whole page plus its checksum
+	TopClass  = numClass + 1 // a whole page plus its checksum
 	tinySize  = 16           // class 0: same-filled words and the odd tiny block
-	slabPages = 16           // a slab is 16 pages
+	SlabPages = 16           // a slab is 16 pages
 )
 
-var errArenaFull = errors.New("arena full")
-var errLimit = errors.New("memory limit reached")
+var (
+	ErrFull  = errors.New("arena full")
+	ErrLimit = errors.New("memory limit reached")
+)
 
 type slab struct {
 	buf      []byte
@@ -31,12 +40,14 @@ type slab struct {
 	draining bool     // being emptied by compaction: no new objects
 }
 
-type arena struct {
+// Arena is not safe for concurrent use: its caller guards it with a lock
+// of its own (the store's).
+type Arena struct {
 	step     int // bytes between size classes (pageSize/numClass)
 	slabSize int
 	slabs    []*slab  // by index; nil once released
 	spare    []uint32 // released indexes to reuse
-	partial  [topClass + 1][]uint32
+	partial  [TopClass + 1][]uint32
 	used     uint64 // bytes of slabs held
 	limit    uint64 // 0 = none
 	// Memory of slabs emptied since the last sweep, and before it, for new
@@ -49,8 +60,10 @@ type arena struct {
 	mem           slabMem // where slab memory comes from and goes back to
 }
 
-func newArena(pageSize int) *arena {
-	a := &arena{step: pageSize / numClass, slabSize: pageSize * slabPages}
+// New makes an arena for pages of pageSize bytes, holding at most limit
+// bytes of slabs (0 = no limit).
+func New(pageSize int, limit uint64) *Arena {
+	a := &Arena{step: pageSize / numClass, slabSize: pageSize * SlabPages, limit: limit}
 	a.mem.slabSize, a.mem.maps = a.slabSize, &regions{}
 	return a
 }
@@ -58,24 +71,25 @@ func newArena(pageSize int) *arena {
 // Few classes keep the partly filled slabs few (at most one per class
 // is sparse in steady state); a tiny class spares same-filled pages a
 // whole step.
-func (a *arena) classOf(size int) int {
+func (a *Arena) classOf(size int) int {
 	if size <= tinySize {
 		return 0
 	}
 	return (size + a.step - 1) / a.step
 }
 
-func (a *arena) slotSize(class int) int {
+func (a *Arena) slotSize(class int) int {
 	if class == 0 {
 		return tinySize
 	}
 	return class * a.step
 }
 
-func (a *arena) slotsPer(class int) int { return min(a.slabSize/a.slotSize(class), 1<<slotBits) }
+// SlotsPer is how many objects a slab of class holds.
+func (a *Arena) SlotsPer(class int) int { return min(a.slabSize/a.slotSize(class), 1<<slotBits) }
 
-// alloc reserves a slot for size bytes and returns it for writing.
-func (a *arena) alloc(size int) (handle, []byte, error) {
+// Alloc reserves a slot for size bytes and returns it for writing.
+func (a *Arena) Alloc(size int) (Handle, []byte, error) {
 	c := a.classOf(size)
 	if len(a.partial[c]) == 0 {
 		if err := a.newSlab(c); err != nil {
@@ -93,23 +107,23 @@ func (a *arena) alloc(size int) (handle, []byte, error) {
 		s.fresh++
 	}
 	s.used++
-	if int(s.used) == a.slotsPer(c) {
+	if int(s.used) == a.SlotsPer(c) {
 		a.unlist(idx)
 	}
 	off := int(slot) * a.slotSize(c)
-	return handle(idx<<slotBits | uint32(slot)), s.buf[off : off+size : off+size], nil
+	return Handle(idx<<slotBits | uint32(slot)), s.buf[off : off+size : off+size], nil
 }
 
-func (a *arena) newSlab(c int) error {
+func (a *Arena) newSlab(c int) error {
 	if a.limit > 0 && a.used+uint64(a.slabSize) > a.limit {
-		return errLimit
+		return ErrLimit
 	}
 	var idx uint32
 	if n := len(a.spare); n > 0 {
 		idx, a.spare = a.spare[n-1], a.spare[:n-1]
 	} else {
 		if len(a.slabs) >= maxSlabs {
-			return errArenaFull
+			return ErrFull
 		}
 		idx = uint32(len(a.slabs))
 		a.slabs = append(a.slabs, nil)
@@ -125,13 +139,13 @@ func (a *arena) newSlab(c int) error {
 	return nil
 }
 
-func (a *arena) list(idx uint32) {
+func (a *Arena) list(idx uint32) {
 	s := a.slabs[idx]
 	s.partial = int32(len(a.partial[s.class]))
 	a.partial[s.class] = append(a.partial[s.class], idx)
 }
 
-func (a *arena) unlist(idx uint32) {
+func (a *Arena) unlist(idx uint32) {
 	s := a.slabs[idx]
 	l := a.partial[s.class]
 	last := l[len(l)-1]
@@ -141,15 +155,15 @@ func (a *arena) unlist(idx uint32) {
 	s.partial = -1
 }
 
-// bytes returns the object behind h.
-func (a *arena) bytes(h handle, size int) []byte {
+// Bytes returns the object behind h.
+func (a *Arena) Bytes(h Handle, size int) []byte {
 	s := a.slabs[h>>slotBits]
 	off := int(h&(1<<slotBits-1)) * a.slotSize(int(s.class))
 	return s.buf[off : off+size]
 }
 
-// free releases h; a slab left empty is returned to the runtime.
-func (a *arena) free(h handle) {
+// Free releases h; a slab left empty is returned to the runtime.
+func (a *Arena) Free(h Handle) {
 	idx := uint32(h >> slotBits)
 	s := a.slabs[idx]
 	s.free = append(s.free, uint16(h&(1<<slotBits-1)))
@@ -168,37 +182,14 @@ func (a *arena) free(h handle) {
 	}
 }
 
-// slabMemory returns memory for a new slab, reusing an emptied one's. Its
-// contents do not matter: a slot is always written before it is read.
-func (a *arena) slabMemory() ([]byte, error) {
-	for _, l := range []*[][]byte{&a.kept, &a.keptOld} {
-		if n := len(*l); n > 0 {
-			b := (*l)[n-1]
-			(*l)[n-1] = nil
-			*l = (*l)[:n-1]
-			return b, nil
-		}
-	}
-	return a.mem.get()
-}
+// Used is the memory of the slabs held, in bytes.
+func (a *Arena) Used() uint64 { return a.used }
 
-// sweep moves the kept slab memory on by a sweep and returns what was kept
-// since before the last one, for the caller to give back (giveBack) and
-// then file for reuse (slabMem.reuse).
-func (a *arena) sweep() [][]byte {
-	let := a.keepPinned(a.keptOld)
-	a.keptOld, a.kept = a.kept, nil
-	return let
-}
+// Limit is the most memory slabs may hold (0: no limit).
+func (a *Arena) Limit() uint64 { return a.limit }
 
-// release gives back all kept slab memory at once.
-func (a *arena) release() {
-	for range 2 {
-		let := a.sweep()
-		giveBack(let)
-		a.mem.reuse(let)
-	}
-}
+// SetLimit changes the limit; objects already held stay.
+func (a *Arena) SetLimit(limit uint64) { a.limit = limit }
 
-// keptBytes is the slab memory kept for reuse.
-func (a *arena) keptBytes() uint64 { return uint64(len(a.kept)+len(a.keptOld)) * uint64(a.slabSize) }
+// SlabSize is the size of every slab in bytes.
+func (a *Arena) SlabSize() int { return a.slabSize }

@@ -1,7 +1,8 @@
-package pagecache
+package slab
 
 import (
 	"os"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -67,11 +68,11 @@ func TestSlabMemGivesPagesBack(t *testing.T) {
 
 // The store's sweeps give emptied slabs' pages back to the kernel.
 func TestSweepGivesPagesBack(t *testing.T) {
-	a := newArena(4096)
+	a := New(4096, 0)
 	defer a.mem.maps.unmap()
-	var hs []handle
+	var hs []Handle
 	for range 500 {
-		h, b, err := a.alloc(1000)
+		h, b, err := a.Alloc(1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,13 +84,13 @@ func TestSweepGivesPagesBack(t *testing.T) {
 		t.Fatal("a written slab is not resident")
 	}
 	for _, h := range hs {
-		a.free(h)
+		a.Free(h)
 	}
-	s := &Store{arena: a}
-	if s.Sweep() != 0 || resident(t, mem) == 0 {
+	var mu sync.Mutex // the store's lock
+	if a.Sweep(&mu) != 0 || resident(t, mem) == 0 {
 		t.Fatal("kept memory went back before two sweeps")
 	}
-	if n := s.Sweep(); n == 0 || n%uint64(a.slabSize) != 0 {
+	if n := a.Sweep(&mu); n == 0 || n%uint64(a.slabSize) != 0 {
 		t.Fatalf("the second sweep let go of %d bytes", n)
 	}
 	if r := resident(t, mem); r != 0 {

@@ -1,9 +1,10 @@
-package pagecache
+package slab
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,14 +18,14 @@ import (
 // every new slab was zeroed under the store's lock; here a slab let go
 // goes back to the kernel at once, and a fresh one is zeroed by the kernel
 // when first written, outside any lock. Address space is given back only
-// with the store (see New): a slab let go is reused first.
+// with the store (Unmap): a slab let go is reused first.
 type slabMem struct {
 	slabSize int
 	free     [][]byte // slabs let go, their pages returned
 	rest     []byte   // what the newest region has not handed out
 	maps     *regions
-	pin      backends.Pinner // registers new regions with a device (direct.go)
-	keepIdle int             // idle registered bytes kept for reuse (direct.go)
+	pin      backends.Pinner // registers new regions with a device (pinned.go)
+	keepIdle int             // idle registered bytes kept for reuse (pinned.go)
 }
 
 // regions are the mappings slabs come from.
@@ -42,6 +43,14 @@ func (r *regions) unmap() {
 	r.all = nil
 }
 
+// Unmap unregisters and unmaps all slab memory: no object may be used
+// after. The store's owner does it once the store is unreachable.
+func (a *Arena) Unmap() { a.mem.maps.unmap() }
+
+// Unmapper returns Unmap's work as a function that does not hold the
+// arena, for a cleanup attached to what holds it.
+func (a *Arena) Unmapper() func() { return a.mem.maps.unmap }
+
 // regionSlabs is how many slabs one mapping holds.
 const regionSlabs = 64
 
@@ -55,7 +64,7 @@ func (m *slabMem) get() ([]byte, error) {
 	if len(m.rest) < m.slabSize {
 		slabs := regionSlabs
 		if m.pin != nil {
-			slabs = pinnedRegionSlabs
+			slabs = PinnedRegionSlabs
 		}
 		r, err := unix.Mmap(-1, 0, slabs*m.slabSize, unix.PROT_READ|unix.PROT_WRITE,
 			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
@@ -91,3 +100,56 @@ func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))
 
 // reuse files slabs given back, to be handed out before new memory.
 func (m *slabMem) reuse(slabs [][]byte) { m.free = append(m.free, slabs...) }
+
+// slabMemory returns memory for a new slab, reusing an emptied one's. Its
+// contents do not matter: a slot is always written before it is read.
+func (a *Arena) slabMemory() ([]byte, error) {
+	for _, l := range []*[][]byte{&a.kept, &a.keptOld} {
+		if n := len(*l); n > 0 {
+			b := (*l)[n-1]
+			(*l)[n-1] = nil
+			*l = (*l)[:n-1]
+			return b, nil
+		}
+	}
+	return a.mem.get()
+}
+
+// sweep moves the kept slab memory on by a sweep and returns what was kept
+// since before the last one, for the caller to give back (giveBack) and
+// then file for reuse (slabMem.reuse).
+func (a *Arena) sweep() [][]byte {
+	let := a.keepPinned(a.keptOld)
+	a.keptOld, a.kept = a.kept, nil
+	return let
+}
+
+// Sweep gives back to the kernel the memory of slabs emptied before the
+// previous sweep (it is kept a while for new slabs to reuse), and idle
+// registered mappings beyond what is kept (pinned.go), and returns how
+// many bytes that was. mu is the lock that guards the arena: Sweep is
+// called without it and holds it only to take and to file memory.
+func (a *Arena) Sweep(mu sync.Locker) uint64 {
+	mu.Lock()
+	let := a.sweep()
+	mu.Unlock()
+	// Outside the lock: after deleting a GiB, thousands of slabs go back.
+	giveBack(let)
+	mu.Lock()
+	a.mem.reuse(let)
+	idle := a.mem.idleMappings()
+	mu.Unlock()
+	return uint64(len(let))*uint64(a.slabSize) + dropMappings(idle)
+}
+
+// Release gives back all kept slab memory at once.
+func (a *Arena) Release() {
+	for range 2 {
+		let := a.sweep()
+		giveBack(let)
+		a.mem.reuse(let)
+	}
+}
+
+// keptBytes is the slab memory kept for reuse.
+func (a *Arena) keptBytes() uint64 { return uint64(len(a.kept)+len(a.keptOld)) * uint64(a.slabSize) }
