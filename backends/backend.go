@@ -79,7 +79,7 @@ func (c Codec) Class() Class {
 type Batch struct {
 	PageSize  int
 	Pages     []byte // len = n * PageSize
-	Codec     Codec
+	Codec     Codec  // to the router, 0 asks for the daemon's codec
 	Threshold int // a compressed page larger than this is stored raw
 	// Sums asks for Compressed.Sum: the store needs the checksums, and a
 	// backend that computes them while the bytes are in cache saves it a

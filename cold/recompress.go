@@ -200,8 +200,8 @@ func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res 
 	if err := r.Router.Decompress(ctx, &s.dd); err != nil {
 		return err
 	}
-	b := &backends.Batch{PageSize: ps, Pages: s.pages, Strong: true}
-	name, err := r.Router.CompressAs(ctx, b, backends.CodecZstd, &s.out)
+	b := &backends.Batch{PageSize: ps, Pages: s.pages, Codec: backends.CodecZstd, Strong: true}
+	name, err := r.Router.Compress(ctx, b, &s.out, nil)
 	if err != nil {
 		return err
 	}

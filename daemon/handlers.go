@@ -226,14 +226,14 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, error) {
 	out := c.d.bufs.GetOut()
 	defer c.d.bufs.PutOut(out)
 	batch := &c.s.batch
-	*batch = backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages}
+	*batch = backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages, Codec: c.s.codec}
 	res := c.results(len(keys))
 	c.s.putting = putting{pool: pool, keys: keys, res: res}
 	defer func() { batch.Pages, c.s.putting = nil, putting{} }()
 	if c.s.putFn == nil {
 		c.s.putFn = c.storePart
 	}
-	_, err := c.d.disp.CompressCodec(c.req.ctx, batch, c.s.codec, out, c.s.putFn)
+	_, err := c.d.disp.Compress(c.req.ctx, batch, out, c.s.putFn)
 	if c.s.putting.err != nil {
 		return nil, storeErr(c.s.putting.err, pool)
 	}

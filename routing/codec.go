@@ -10,7 +10,8 @@ import (
 // zstd at a stronger level), which the start-up calibration, made with the
 // foreground's codec, does not rank: a GPU that wins at LZ4 may lose at
 // zstd, or the reverse. Such batches are ranked by a calibration of their
-// own, measured when the work first needs it (CalibrateAs).
+// own, measured when the work first needs it (CalibrateAs). So are the
+// batches of a pool whose codec is not the daemon's.
 
 // CalibrateAs times usable backends on batches of codec (Strong as asked)
 // at each size, as Calibrate does for the foreground's codec.
@@ -18,7 +19,8 @@ func CalibrateAs(ctx context.Context, usable []backends.Backend, pageSize int, c
 	return calibrate(ctx, usable, backends.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4, Strong: strong}, sizes)
 }
 
-// SetCodecCalibration makes CompressAs batches of codec follow c.
+// SetCodecCalibration makes Compress rank batches of codec, and strong
+// ones, by c.
 func (d *Router) SetCodecCalibration(codec backends.Codec, c *Calibration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -35,15 +37,9 @@ func (d *Router) CodecCalibration(codec backends.Codec) *Calibration {
 	return d.codecCal[codec]
 }
 
-// CompressAs compresses b with codec (b.Strong as set) on the backend
-// fastest for that codec at b's size, falling back down the chain as
-// Compress does; the results are left whole in out. Without a calibration
-// for codec, a codec other than the foreground's goes to the backends in
-// their order of preference.
-func (d *Router) CompressAs(ctx context.Context, b *backends.Batch, codec backends.Codec, out *backends.Compressed) (string, error) {
-	return d.compressWith(ctx, codec, d.chainAs(codec, b.Len()), b, out, nil)
-}
-
+// chainAs ranks the backends for a batch of codec of n pages: by codec's
+// own calibration where there is one; without, a codec other than the
+// foreground's goes to the backends in their order of preference.
 func (d *Router) chainAs(codec backends.Codec, n int) []backends.Backend {
 	usable := d.set.Usable()
 	cal := d.CodecCalibration(codec)
@@ -60,14 +56,3 @@ func (d *Router) chainAs(codec backends.Codec, n int) []backends.Backend {
 
 // Usable lists the backends in service, in their order of preference.
 func (d *Router) Usable() []backends.Backend { return d.set.Usable() }
-
-// CompressCodec is Compress for a batch that a pool wants compressed with
-// its own codec (0: the foreground's): one of another codec than the
-// foreground's goes to the backend fastest for that codec, never merged
-// with other batches.
-func (d *Router) CompressCodec(ctx context.Context, b *backends.Batch, codec backends.Codec, out *backends.Compressed, deliver Deliver) (string, error) {
-	if codec == 0 || codec == d.codec {
-		return d.Compress(ctx, b, out, deliver)
-	}
-	return d.compressWith(ctx, codec, d.chainAs(codec, b.Len()), b, out, deliver)
-}

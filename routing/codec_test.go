@@ -47,16 +47,16 @@ func init() {
 	})
 }
 
-func TestCompressAs(t *testing.T) {
+func TestCompressOtherCodec(t *testing.T) {
 	set := backends.Open(backends.Options{PageSize: 4096}, "recorder", "cpu")
 	defer set.Close()
 	d := New(set, Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	pages := corpus.Pages(corpus.Text, 64, 4096, 1)
 	var out backends.Compressed
-	b := &backends.Batch{PageSize: 4096, Pages: pages, Strong: true}
+	b := &backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecZstd, Strong: true}
 	// Not calibrated for zstd: the backends in their order.
-	if name, err := d.CompressAs(context.Background(), b, backends.CodecZstd, &out); err != nil || name != "recorder" {
-		t.Fatalf("CompressAs went to %s: %v", name, err)
+	if name, err := d.Compress(context.Background(), b, &out, nil); err != nil || name != "recorder" {
+		t.Fatalf("strong zstd went to %s: %v", name, err)
 	}
 	if got := theRecorder.last(); got.Codec != backends.CodecZstd || !got.Strong || out.Class[0] != backends.ClassZstd {
 		t.Fatalf("the backend was asked for %v strong=%v, gave %v", got.Codec, got.Strong, out.Class[0])
@@ -69,7 +69,7 @@ func TestCompressAs(t *testing.T) {
 	cal.Order = [][]string{{"cpu", "recorder"}, {"cpu", "recorder"}}
 	d.SetCodecCalibration(backends.CodecZstd, cal)
 	d.SetCalibration(&Calibration{Sizes: []int{1}, Order: [][]string{{"recorder", "cpu"}}}, 0)
-	if name, _ := d.CompressAs(context.Background(), b, backends.CodecZstd, &out); name != "cpu" {
+	if name, _ := d.Compress(context.Background(), b, &out, nil); name != "cpu" {
 		t.Fatalf("calibrated zstd went to %s", name)
 	}
 	// The foreground keeps its codec and calibration.
@@ -78,12 +78,14 @@ func TestCompressAs(t *testing.T) {
 		t.Fatalf("foreground batch went to %s as %+v", name, theRecorder.last())
 	}
 	// A pool's own codec: zstd, at the foreground's level.
-	if name, err := d.CompressCodec(context.Background(), fg, backends.CodecZstd, &out, nil); err != nil || name != "cpu" ||
+	fg.Codec = backends.CodecZstd
+	if name, err := d.Compress(context.Background(), fg, &out, nil); err != nil || name != "cpu" ||
 		out.Class[0] != backends.ClassZstd || fg.Strong {
-		t.Fatalf("CompressCodec zstd: %s %v %v", name, err, out.Class[0])
+		t.Fatalf("a pool's zstd: %s %v %v", name, err, out.Class[0])
 	}
-	if name, _ := d.CompressCodec(context.Background(), fg, 0, &out, nil); name != "recorder" || out.Class[0] != backends.ClassLZ4 {
-		t.Fatalf("CompressCodec 0: %s %v", name, out.Class[0])
+	fg.Codec = 0
+	if name, _ := d.Compress(context.Background(), fg, &out, nil); name != "recorder" || out.Class[0] != backends.ClassLZ4 {
+		t.Fatalf("codec 0: %s %v", name, out.Class[0])
 	}
 	st := d.Stats()
 	var zstdOut uint64

@@ -7,6 +7,7 @@
 package routing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -211,14 +212,22 @@ func (d *Router) Progress(limit time.Duration) error {
 // is, for the batch to be redone on the next backend.
 type Deliver func(backend string, lo int, part *backends.Compressed) error
 
-// Compress compresses b (PageSize and Pages set; the rest is filled in)
+// Compress compresses b (PageSize and Pages set; Codec the codec asked
+// for, 0 for the foreground's; Strong as wanted; the rest is filled in)
 // and hands the results to deliver: part by part from a backend's own
 // buffers where it finishes batches in parts (a GPU), else whole from out.
 // With deliver nil the results are left whole in out.
 // If the batch moves to another backend after a failure, that one delivers
 // every page again. An error from deliver ends the batch and is returned
 // as it is: the backend did not fail. It returns the backend that did it.
+// A batch of another codec than the foreground's, or a strong one (a
+// pool's own codec, the cold tier's recompression), is ranked by that
+// codec's calibration and never merged with others.
 func (d *Router) Compress(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
+	if b.Codec != 0 && b.Codec != d.codec || b.Strong {
+		codec := cmp.Or(b.Codec, d.codec)
+		return d.compressWith(ctx, codec, d.chainAs(codec, b.Len()), b, out, deliver)
+	}
 	// Merge only when small batches arrive fast enough to fill a batch for
 	// the large-batch backend within the wait; a lone client goes direct.
 	if n, below := b.Len(), int(d.below.Load()); n < below && d.Preference() == "auto" &&
