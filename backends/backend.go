@@ -80,7 +80,7 @@ type Batch struct {
 	PageSize  int
 	Pages     []byte // len = n * PageSize
 	Codec     Codec  // to the router, 0 asks for the daemon's codec
-	Threshold int // a compressed page larger than this is stored raw
+	Threshold int    // a compressed page larger than this is stored raw
 	// Sums asks for Compressed.Sum: the store needs the checksums, and a
 	// backend that computes them while the bytes are in cache saves it a
 	// pass. One that cannot leaves Sum empty; one may fill it unasked
