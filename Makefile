@@ -18,7 +18,7 @@ UNINSTALL_TARGETS :=
 .PHONY: all build deps deps-system deps-go test fuzz soak run clean install uninstall
 
 # Native fuzz targets, package:target; `make test` gives each FUZZTIME.
-FUZZ_TARGETS := ./ipc:FuzzReadFrame ./ipc:FuzzDecodePut ./ipc:FuzzDecodePutFD ./daemon:FuzzHandle ./clientmem:FuzzMapPages \
+FUZZ_TARGETS := ./ipc:FuzzReadFrame ./ipc:FuzzFrameReader ./ipc:FuzzDecodePut ./ipc:FuzzDecodePutFD ./daemon:FuzzHandle ./clientmem:FuzzMapPages \
 	./backends/cpu:FuzzDecodePage ./backends/cpu:FuzzRoundTrip ./backends/pagelz4:FuzzRoundTrip ./backing:FuzzDecodeIndex
 FUZZTIME ?= 10s
 SOAKTIME ?= 5m
