@@ -41,6 +41,8 @@ func newLayout(p int) layout {
 // slot is one batch's worth of buffers and the stream that works on them.
 type slot struct {
 	s                        stream
+	place                    stream  // s4d_place's, at the highest priority (UrgentStream)
+	harrDev                  devptr  // harr's device address: s4d_place reads its destinations there
 	nvDone                   cuEvent // recorded after this slot's nvCOMP call
 	din, dout, dpacked, darr devptr
 	hin, hpacked, harr       []byte
@@ -141,6 +143,7 @@ func (c *config) free(d *driver) {
 			continue
 		}
 		d.StreamDestroy(s.s)
+		d.StreamDestroy(s.place)
 		d.EventDestroy(s.nvDone)
 		for _, e := range s.times {
 			d.EventDestroy(e)
@@ -212,6 +215,10 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 			c.free(d)
 			return nil, err
 		}
+		if s.place, err = d.UrgentStream(); err != nil {
+			c.free(d)
+			return nil, err
+		}
 		if s.nvDone, err = d.EventCreate(); err != nil {
 			c.free(d)
 			return nil, err
@@ -235,7 +242,7 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 		for _, a := range []struct {
 			p *[]byte
 			n int
-		}{{&s.hin, c.pages * pageSize}, {&s.harr, c.lay.total}} {
+		}{{&s.hin, c.pages * pageSize}} {
 			if *a.p, err = d.HostAlloc(a.n); err != nil {
 				c.free(d)
 				return nil, fmt.Errorf("cuda: allocating %d bytes of pinned host memory: %w", a.n, err)
@@ -243,10 +250,16 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 		}
 	}
 	for _, s := range c.slots {
-		var err error
-		if s.hpacked, s.hpackedDev, err = d.HostMapped(c.pages * c.stride); err != nil {
-			c.free(d)
-			return nil, fmt.Errorf("cuda: allocating %d bytes of mapped pinned host memory: %w", c.pages*c.stride, err)
+		for _, a := range []struct {
+			h   *[]byte
+			dev *devptr
+			n   int
+		}{{&s.hpacked, &s.hpackedDev, c.pages * c.stride}, {&s.harr, &s.harrDev, c.lay.total}} {
+			var err error
+			if *a.h, *a.dev, err = d.HostMapped(a.n); err != nil {
+				c.free(d)
+				return nil, fmt.Errorf("cuda: allocating %d bytes of mapped pinned host memory: %w", a.n, err)
+			}
 		}
 	}
 	for _, sl := range c.slots {

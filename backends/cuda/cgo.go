@@ -80,6 +80,8 @@ static CUresult t_memsetd32(void *f, CUdeviceptr d, unsigned v, size_t n, CUstre
 }
 static CUresult t_streamcreate(void *f, CUstream *s, unsigned flags) { return ((CUresult(*)(CUstream *, unsigned))f)(s, flags); }
 static CUresult t_stream(void *f, CUstream s) { return ((CUresult(*)(CUstream))f)(s); }
+static CUresult t_streamprio(void *f, CUstream *s, unsigned flags, int prio) { return ((CUresult(*)(CUstream *, unsigned, int))f)(s, flags, prio); }
+static CUresult t_priorange(void *f, int *least, int *greatest) { return ((CUresult(*)(int *, int *))f)(least, greatest); }
 typedef void *CUevent;
 static CUresult t_elapsed(void *f, float *ms, CUevent a, CUevent b) { return ((CUresult(*)(float *, CUevent, CUevent))f)(ms, a, b); }
 static CUresult t_eventcreate(void *f, CUevent *e, unsigned flags) { return ((CUresult(*)(CUevent *, unsigned))f)(e, flags); }
@@ -155,7 +157,8 @@ var driverSyms = []string{
 	"cuStreamDestroy_v2", "cuStreamSynchronize", "cuLaunchKernel", "cuGetErrorName",
 	"cuEventCreate", "cuEventDestroy_v2", "cuEventRecord", "cuStreamWaitEvent",
 	"cuMemHostRegister_v2", "cuMemHostUnregister", "cuDevicePrimaryCtxSetFlags_v2",
-	"cuMemHostGetDevicePointer_v2", "cuEventElapsedTime",
+	"cuMemHostGetDevicePointer_v2", "cuEventElapsedTime", "cuStreamCreateWithPriority",
+	"cuCtxGetStreamPriorityRange",
 }
 
 type driver struct {
@@ -163,7 +166,8 @@ type driver struct {
 	ctxRetain, ctxRelease, ctxSet, modLoad, modUnload, modFunc, memAlloc, memFree,
 	hostAlloc, hostFree, htod, dtoh, memsetD32, streamCreate, streamDestroy, streamSync,
 	launch, errName, eventCreate, eventDestroy, eventRecord, streamWait,
-	hostRegister, hostUnregister, ctxSetFlags, hostDevPtr, eventElapsed unsafe.Pointer
+	hostRegister, hostUnregister, ctxSetFlags, hostDevPtr, eventElapsed,
+	streamCreatePrio, prioRange unsafe.Pointer
 }
 
 func (d *driver) ptrs() []*unsafe.Pointer {
@@ -172,7 +176,8 @@ func (d *driver) ptrs() []*unsafe.Pointer {
 		&d.modFunc, &d.memAlloc, &d.memFree, &d.hostAlloc, &d.hostFree, &d.htod, &d.dtoh, &d.memsetD32,
 		&d.streamCreate, &d.streamDestroy, &d.streamSync, &d.launch, &d.errName,
 		&d.eventCreate, &d.eventDestroy, &d.eventRecord, &d.streamWait,
-		&d.hostRegister, &d.hostUnregister, &d.ctxSetFlags, &d.hostDevPtr, &d.eventElapsed}
+		&d.hostRegister, &d.hostUnregister, &d.ctxSetFlags, &d.hostDevPtr, &d.eventElapsed,
+		&d.streamCreatePrio, &d.prioRange}
 }
 
 // cuError is a failed driver call.
@@ -401,6 +406,19 @@ func (d *driver) StreamCreate() (stream, error) {
 	// CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream
 	// that other users of the primary context may use.
 	return s, d.check(C.t_streamcreate(d.streamCreate, &s, 1), "cuStreamCreate")
+}
+
+// UrgentStream is StreamCreate with the context's highest priority: the
+// block scheduler dispatches its kernels' blocks before those still
+// waiting from other streams (a piece's s4d_place need not wait behind
+// the s4d_lz4 launches of the pieces queued after it).
+func (d *driver) UrgentStream() (stream, error) {
+	var least, greatest C.int
+	if err := d.check(C.t_priorange(d.prioRange, &least, &greatest), "cuCtxGetStreamPriorityRange"); err != nil {
+		return nil, err
+	}
+	var s C.CUstream
+	return s, d.check(C.t_streamprio(d.streamCreatePrio, &s, 1, greatest), "cuStreamCreateWithPriority")
 }
 
 func (d *driver) StreamDestroy(s stream) {

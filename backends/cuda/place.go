@@ -11,6 +11,8 @@ import (
 // a piece's sizes come down first with its other per-page results; the
 // store reserves a slot per page in its registered slabs; s4d_place then
 // writes every object, checksum first, straight into its slot across PCIe.
+// That second trip is on the piece's critical path (the store publishes
+// only once every byte is there), so it is made short: see Place.
 
 // slotPlacer places the objects of the piece in a slot; the slot stays the
 // piece's until the part is delivered.
@@ -47,22 +49,25 @@ func (p *slotPlacer) Place(dst [][]byte) error {
 	}
 	look.done()
 	t1 := time.Now()
+	// On the slot's urgent stream: the kernel reads its destinations from
+	// the mapped pinned array where the host wrote them, so nothing goes up
+	// first behind other pieces' uploads, and its blocks go before those of
+	// kernels queued for later pieces.
 	err := b.onThread(func() error {
 		dr, a := &b.drv, func(off int) uint64 { return s.darr + uint64(off) }
 		steps := []func() error{
-			func() error { return dr.Record(s.times[0], s.s) },
-			func() error { return dr.HtoD(a(l.dst), s.harr[l.dst:l.dst+8*cnt], s.s) },
+			func() error { return dr.Record(s.times[0], s.place) },
 			func() error {
-				return dr.Launch(b.fPlace, grid(cnt*32, blockThreads), blockThreads, s.s, uint64(cnt), a(l.cls),
+				return dr.Launch(b.fPlace, grid(cnt*32, blockThreads), blockThreads, s.place, uint64(cnt), a(l.cls),
 					a(l.fill), a(l.pos), a(l.psize), s.din, uint64(c.pageSize), s.dout, uint64(c.stride),
-					a(l.sums), a(l.dst))
+					a(l.sums), s.harrDev+uint64(l.dst))
 			},
-			func() error { return dr.Record(s.times[1], s.s) },
-			func() error { return dr.Sync(s.s) },
+			func() error { return dr.Record(s.times[1], s.place) },
+			func() error { return dr.Sync(s.place) },
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
-				dr.Sync(s.s)
+				dr.Sync(s.place)
 				return err
 			}
 		}
