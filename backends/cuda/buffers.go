@@ -44,6 +44,7 @@ type slot struct {
 	place                    stream  // s4d_place's, at the highest priority (UrgentStream)
 	harrDev                  devptr  // harr's device address: s4d_place reads its destinations there
 	nvDone                   cuEvent // recorded after this slot's nvCOMP call
+	upDone                   cuEvent // recorded after this slot's upload of pages
 	din, dout, dpacked, darr devptr
 	hin, hpacked, harr       []byte
 	hpackedDev               devptr              // hpacked's device address: kernels may pack straight into it
@@ -85,6 +86,7 @@ type config struct {
 	slots           []*slot
 	idle            chan *slot // slots no batch holds
 	lastNv          cuEvent    // the last slot's nvCOMP call queued (worker only)
+	lastUp          cuEvent    // the last piece's upload queued (worker only)
 	slotBytes       int64      // device bytes of all slots, without scratch
 }
 
@@ -145,6 +147,7 @@ func (c *config) free(d *driver) {
 		d.StreamDestroy(s.s)
 		d.StreamDestroy(s.place)
 		d.EventDestroy(s.nvDone)
+		d.EventDestroy(s.upDone)
 		for _, e := range s.times {
 			d.EventDestroy(e)
 		}
@@ -220,6 +223,10 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 			return nil, err
 		}
 		if s.nvDone, err = d.EventCreate(); err != nil {
+			c.free(d)
+			return nil, err
+		}
+		if s.upDone, err = d.EventCreate(); err != nil {
 			c.free(d)
 			return nil, err
 		}

@@ -282,9 +282,7 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 	cnt := len(src) / ps
 	a := func(off int) uint64 { return s.darr + uint64(off) }
 	steps := []func() error{
-		func() error { return d.Record(s.times[0], s.s) },
-		func() error { return d.HtoD(s.din, src, s.s) },
-		func() error { return d.Record(s.times[1], s.s) },
+		func() error { return b.upload(c, s, src) },
 		func() error { return d.MemsetD32(a(l.err), 0, 1, s.s) },
 		func() error {
 			return d.Launch(b.fClassify, grid(cnt*32, blockThreads), blockThreads, s.s,
@@ -311,6 +309,30 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 		}
 	}
 	return nil
+}
+
+// upload queues the copy of a piece's pages to the device, timed; with
+// serialUp it starts only once the previous piece's is done, so that each
+// piece's pages arrive at the link's full rate and its kernels start
+// early, rather than every queued piece sharing the link.
+func (b *Backend) upload(c *config, s *slot, src []byte) error {
+	d := &b.drv
+	if b.serialUp && c.lastUp != nil {
+		if err := d.Wait(s.s, c.lastUp); err != nil {
+			return err
+		}
+	}
+	if err := d.Record(s.times[0], s.s); err != nil {
+		return err
+	}
+	if err := d.HtoD(s.din, src, s.s); err != nil {
+		return err
+	}
+	if err := d.Record(s.times[1], s.s); err != nil {
+		return err
+	}
+	c.lastUp = s.upDone
+	return d.Record(s.upDone, s.s)
 }
 
 // pack queues the packing of a piece's compressed pages back to back at
