@@ -55,9 +55,6 @@ type slot struct {
 	times                    slotTimes           // timing events of the stage breakdown
 	placer                   slotPlacer          // a delivered part's Place
 	bounce                   []int               // pages placed through hpacked
-	zero                     []bool              // zeroRuns' scratch
-	zeroRuns                 [][2]int32          // runs of zero pages of the piece queued, left on the host
-	upBytes                  int                 // bytes of pages the piece queued copied up
 }
 
 func u64s(b []byte, off, n int) []uint64 {

@@ -100,9 +100,6 @@ func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, o
 	direct := b.inPinned(in.Pages)
 	// The caller's store takes the objects from the GPU itself (Placer).
 	placing := deliver != nil && in.Placed
-	// Zero pages left on the host (zeros.go): pages our LZ4 kernel takes,
-	// read in place.
-	zeros := direct && !b.keepZeros && in.Codec == backends.CodecLZ4 && b.ownLZ4 && ps <= maxOwnLZ4Page
 	var pending []piece
 	// On an error every queued piece is waited for before its slot is
 	// reused; the first error is the one reported.
@@ -145,15 +142,9 @@ func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, o
 		// Pages in pinned memory go up as they are; others are staged
 		// through the slot's pinned buffer, here rather than on the worker.
 		src := in.Pages[lo*ps : (lo+cnt)*ps]
-		s.zeroRuns = s.zeroRuns[:0]
 		if !direct {
 			parallelCopy(s.hin[:cnt*ps], src)
 			src = s.hin[:cnt*ps]
-		} else if zeros {
-			if len(s.zero) < cnt {
-				s.zero = make([]bool, c.pages)
-			}
-			s.zeroRuns = zeroRuns(src, ps, s.zero, s.zeroRuns)
 		}
 		t1 := time.Now()
 		if !direct {
@@ -223,7 +214,6 @@ func (b *Backend) submitCompress(c *config, s *slot, src []byte, codec backends.
 		return b.submitOwnLZ4(c, s, src, t)
 	}
 	s.packedOnHost = false
-	s.upBytes = len(src)
 	steps := []func() error{
 		func() error { return d.Record(s.times[0], s.s) },
 		func() error { return d.HtoD(s.din, src, s.s) },
@@ -335,11 +325,9 @@ func (b *Backend) upload(c *config, s *slot, src []byte) error {
 	if err := d.Record(s.times[0], s.s); err != nil {
 		return err
 	}
-	n, err := b.uploadPages(s, src, c.pageSize)
-	if err != nil {
+	if err := d.HtoD(s.din, src, s.s); err != nil {
 		return err
 	}
-	s.upBytes = n
 	if err := d.Record(s.times[1], s.s); err != nil {
 		return err
 	}
@@ -386,7 +374,7 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 		b.trace[4].Add(int64(time.Since(t1)))
 		b.stages.add(stHost, (time.Since(t1) - delivering).Seconds(), 0)
 	}()
-	b.account(&s.times, s.upBytes, l.total-l.meta)
+	b.account(&s.times, cnt*c.pageSize, l.total-l.meta)
 	if st := binary.LittleEndian.Uint32(h[l.err:]); st != 0 {
 		return b.nv.status(int(int32(st)), "nvCOMP compress chunk")
 	}

@@ -96,7 +96,6 @@ type Backend struct {
 	cfg                                                  *config // buffers for the current page size
 	ownLZ4                                               bool    // LZ4 by our kernel (s4d_lz4), not nvCOMP
 	serialUp                                             bool    // pieces' uploads one after another (S4D_CUDA_SERIAL_UP), tuning
-	keepZeros                                            bool    // zero pages go up too (S4D_CUDA_ZERO_RUNS=0), for comparisons
 
 	cfgMu  sync.RWMutex // held for reading by batches using cfg
 	pinMu  sync.RWMutex // guards pinned, which changes on the worker only
@@ -120,7 +119,6 @@ func Open(o backends.Options) (*Backend, error) {
 	}
 	b.ownLZ4 = os.Getenv(lz4Env) != "nvcomp"
 	b.serialUp = os.Getenv("S4D_CUDA_SERIAL_UP") == "1"
-	b.keepZeros = os.Getenv("S4D_CUDA_ZERO_RUNS") == "0"
 	if v, err := strconv.Atoi(os.Getenv(slotEnv)); err == nil && v > 0 && v <= 1024 {
 		b.slotBytes = v << 20
 	}

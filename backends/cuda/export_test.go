@@ -82,8 +82,3 @@ func (b *Backend) TimeUnpack(d *backends.Decompression, reps int) (up, kernel, d
 	down, err = timed(func() error { return b.drv.DtoH(s.hin[:cnt*ps], s.din, s.s) })
 	return up, kernel, down, cnt, err
 }
-
-// ZeroRuns exposes zeroRuns and its limits to the tests.
-var ZeroRuns = zeroRuns
-
-const MinZeroRun, MaxZeroRuns = minZeroRun, maxZeroRuns
