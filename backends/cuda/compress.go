@@ -311,10 +311,10 @@ func (b *Backend) submitOwnLZ4(c *config, s *slot, src []byte, t int) error {
 	return nil
 }
 
-// upload queues the copy of a piece's pages to the device, timed; with
-// serialUp it starts only once the previous piece's is done, so that each
-// piece's pages arrive at the link's full rate and its kernels start
-// early, rather than every queued piece sharing the link.
+// upload queues the copy of a piece's pages to the device, timed. It
+// starts only once the previous piece's is done (serialUp): each piece's
+// pages then arrive at the link's full rate and its kernels start early,
+// rather than every queued piece sharing the link and finishing late.
 func (b *Backend) upload(c *config, s *slot, src []byte) error {
 	d := &b.drv
 	if b.serialUp && c.lastUp != nil {

@@ -95,7 +95,7 @@ type Backend struct {
 	numSlots                                             int     // pieces in flight (numSlots, or S4D_CUDA_SLOTS)
 	cfg                                                  *config // buffers for the current page size
 	ownLZ4                                               bool    // LZ4 by our kernel (s4d_lz4), not nvCOMP
-	serialUp                                             bool    // pieces' uploads one after another (S4D_CUDA_SERIAL_UP), tuning
+	serialUp                                             bool    // pieces' uploads one after another (S4D_CUDA_SERIAL_UP=0: not), tuning
 
 	cfgMu  sync.RWMutex // held for reading by batches using cfg
 	pinMu  sync.RWMutex // guards pinned, which changes on the worker only
@@ -118,7 +118,7 @@ func Open(o backends.Options) (*Backend, error) {
 		b.numSlots = v
 	}
 	b.ownLZ4 = os.Getenv(lz4Env) != "nvcomp"
-	b.serialUp = os.Getenv("S4D_CUDA_SERIAL_UP") == "1"
+	b.serialUp = os.Getenv("S4D_CUDA_SERIAL_UP") != "0"
 	if v, err := strconv.Atoi(os.Getenv(slotEnv)); err == nil && v > 0 && v <= 1024 {
 		b.slotBytes = v << 20
 	}
