@@ -96,27 +96,33 @@ func TestFrameReaderDescriptorStaysWithItsFrame(t *testing.T) {
 
 func TestFrameReaderRefusals(t *testing.T) {
 	r, w := readerPair(t, ReaderOptions{MaxFrame: 64})
-	go w.Write(Frame(Header{Version: Version, Op: OpPut, ID: 5}, make([]byte, 100)))
+	go write(w, Frame(Header{Version: Version, Op: OpPut, ID: 5}, make([]byte, 100)))
 	if h, _, _, err := r.Read(); !errors.Is(err, ErrFrameTooLarge) || h.ID != 5 {
 		t.Fatalf("too large: %+v %v", h, err)
 	}
 	r, w = readerPair(t, ReaderOptions{})
-	go w.Write([]byte{3, 0, 0, 0})
+	go write(w, []byte{3, 0, 0, 0})
 	if _, _, _, err := r.Read(); !errors.Is(err, ErrShortFrame) {
 		t.Fatalf("short: %v", err)
 	}
 	r, w = readerPair(t, ReaderOptions{})
-	go func() { w.Write(Frame(Header{Version: Version, Op: OpPut}, make([]byte, 10))[:20]); w.Close() }()
+	go func(w *net.UnixConn) {
+		w.Write(Frame(Header{Version: Version, Op: OpPut}, make([]byte, 10))[:20])
+		w.Close()
+	}(w)
 	if _, _, _, err := r.Read(); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("cut short: %v", err)
 	}
 	refused := errors.New("over budget")
 	r, w = readerPair(t, ReaderOptions{Large: func(int, time.Time) ([]byte, error) { return nil, refused }})
-	go w.Write(Frame(Header{Version: Version, Op: OpPut}, make([]byte, ReadBufSize)))
+	go write(w, Frame(Header{Version: Version, Op: OpPut}, make([]byte, ReadBufSize)))
 	if _, _, _, err := r.Read(); err != refused {
 		t.Fatalf("budget: %v", err)
 	}
 }
+
+// write sends b: w is passed, not captured, as the test reuses its name.
+func write(w *net.UnixConn, b []byte) { w.Write(b) }
 
 // FuzzFrameReader: whatever a client sends, Read returns frames or an
 // error, never a panic or a body past its frame.
