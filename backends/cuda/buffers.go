@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/cuda/cu"
 )
 
 // layout places the per-page arrays of one slot in a single allocation,
@@ -40,14 +41,14 @@ func newLayout(p int) layout {
 
 // slot is one batch's worth of buffers and the stream that works on them.
 type slot struct {
-	s                        stream
-	place                    stream  // s4d_place's, at the highest priority (UrgentStream)
-	harrDev                  devptr  // harr's device address: s4d_place reads its destinations there
-	nvDone                   cuEvent // recorded after this slot's nvCOMP call
-	upDone                   cuEvent // recorded after this slot's upload of pages
-	din, dout, dpacked, darr devptr
+	s                        cu.Stream
+	place                    cu.Stream // s4d_place's, at the highest priority (UrgentStream)
+	harrDev                  cu.DevPtr // harr's device address: s4d_place reads its destinations there
+	nvDone                   cu.Event  // recorded after this slot's nvCOMP call
+	upDone                   cu.Event  // recorded after this slot's upload of pages
+	din, dout, dpacked, darr cu.DevPtr
 	hin, hpacked, harr       []byte
-	hpackedDev               devptr              // hpacked's device address: kernels may pack straight into it
+	hpackedDev               cu.DevPtr           // hpacked's device address: kernels may pack straight into it
 	packedOnHost             bool                // the piece queued packed its output into hpacked itself
 	placing                  bool                // the piece queued is placed by the store, not packed
 	part                     backends.Compressed // a delivered piece's results, pointing into hpacked
@@ -80,13 +81,13 @@ type config struct {
 	pageSize, pages int    // pages per slot
 	stride          int    // bytes per compressed chunk slot (nvCOMP's bound, 8-aligned)
 	temps           [4]int // nvCOMP scratch bytes: LZ4 compress, decompress, zstd compress, decompress
-	dtemp           devptr
+	dtemp           cu.DevPtr
 	temp            int // bytes allocated at dtemp; grown on first use of a codec
 	lay             layout
 	slots           []*slot
 	idle            chan *slot // slots no batch holds
-	lastNv          cuEvent    // the last slot's nvCOMP call queued (worker only)
-	lastUp          cuEvent    // the last piece's upload queued (worker only)
+	lastNv          cu.Event   // the last slot's nvCOMP call queued (worker only)
+	lastUp          cu.Event   // the last piece's upload queued (worker only)
 	slotBytes       int64      // device bytes of all slots, without scratch
 }
 
@@ -112,7 +113,7 @@ func tempIndex(codec backends.Codec, compress bool) int {
 
 // scratch returns nvCOMP's scratch for codec, growing it within the
 // memory limit.
-func (b *Backend) scratch(c *config, codec backends.Codec, compress bool) (devptr, int, error) {
+func (b *Backend) scratch(c *config, codec backends.Codec, compress bool) (cu.DevPtr, int, error) {
 	need := max(c.temps[tempIndex(codec, compress)], 256)
 	if need <= c.temp {
 		return c.dtemp, c.temp, nil
@@ -136,7 +137,7 @@ func (b *Backend) scratch(c *config, codec backends.Codec, compress bool) (devpt
 	return p, need, nil
 }
 
-func (c *config) free(d *driver) {
+func (c *config) free(d *cu.Driver) {
 	if c == nil {
 		return
 	}
@@ -151,7 +152,7 @@ func (c *config) free(d *driver) {
 		for _, e := range s.times {
 			d.EventDestroy(e)
 		}
-		for _, p := range []devptr{s.din, s.dout, s.dpacked, s.darr} {
+		for _, p := range []cu.DevPtr{s.din, s.dout, s.dpacked, s.darr} {
 			d.Free(p)
 		}
 		d.HostFree(s.hin)
@@ -169,8 +170,8 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 	}
 	maxOut := 0
 	for _, c := range []struct {
-		codec *nvcompCodec
-		o     nvOpts
+		codec *cu.Codec
+		o     cu.Opts
 	}{{&b.lz4, lz4C}, {&b.zstd, zstdC}} {
 		m, err := c.codec.MaxOutput(&b.nv, pageSize, c.o)
 		if err != nil {
@@ -186,9 +187,9 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 	// scratch is checked when a zstd batch first needs it.
 	for p := max(b.slotBytes/pageSize, minSlotPages); ; p /= 2 {
 		for qi, q := range []struct {
-			codec    *nvcompCodec
+			codec    *cu.Codec
 			compress bool
-			o        nvOpts
+			o        cu.Opts
 		}{{&b.lz4, true, lz4C}, {&b.lz4, false, lz4D}, {&b.zstd, true, zstdC}, {&b.zstd, false, zstdD}} {
 			t, err := q.codec.TempSize(&b.nv, q.compress, p, pageSize, q.o, nil)
 			if err != nil {
@@ -237,7 +238,7 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 			}
 		}
 		for _, a := range []struct {
-			p *devptr
+			p *cu.DevPtr
 			n int
 		}{{&s.din, c.pages * pageSize}, {&s.dout, c.pages * c.stride}, {&s.dpacked, c.pages * c.stride},
 			{&s.darr, c.lay.total}} {
@@ -259,7 +260,7 @@ func (b *Backend) newConfig(pageSize int) (*config, error) {
 	for _, s := range c.slots {
 		for _, a := range []struct {
 			h   *[]byte
-			dev *devptr
+			dev *cu.DevPtr
 			n   int
 		}{{&s.hpacked, &s.hpackedDev, c.pages * c.stride}, {&s.harr, &s.harrDev, c.lay.total}} {
 			var err error

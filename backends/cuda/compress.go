@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/cuda/cu"
 )
 
 const (
@@ -337,7 +338,7 @@ func (b *Backend) upload(c *config, s *slot, src []byte) error {
 
 // pack queues the packing of a piece's compressed pages back to back at
 // to, unless the store is to take them from the slot (placing).
-func (b *Backend) pack(c *config, s *slot, cnt int, to devptr) error {
+func (b *Backend) pack(c *config, s *slot, cnt int, to cu.DevPtr) error {
 	if s.placing {
 		return nil
 	}
@@ -376,7 +377,7 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 	}()
 	b.account(&s.times, cnt*c.pageSize, l.total-l.meta)
 	if st := binary.LittleEndian.Uint32(h[l.err:]); st != 0 {
-		return b.nv.status(int(int32(st)), "nvCOMP compress chunk")
+		return b.nv.Status(int(int32(st)), "nvCOMP compress chunk")
 	}
 	if s.placing {
 		part := &s.part

@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/cuda/cu"
 	"github.com/s4d-project/s4d/backends/internal/dl"
 	"github.com/s4d-project/s4d/ptx"
 )
@@ -68,7 +69,7 @@ type (
 	}
 )
 
-func asOpts[T any](v T) nvOpts { return *(*nvOpts)(unsafe.Pointer(&v)) }
+func asOpts[T any](v T) cu.Opts { return *(*cu.Opts)(unsafe.Pointer(&v)) }
 
 // Backend runs batches on one GPU. All CUDA calls happen on one goroutine
 // locked to its OS thread, where the primary context is current; callers
@@ -82,14 +83,14 @@ type Backend struct {
 
 	// Owned by the worker goroutine.
 	cu, nvl                                              *dl.Lib
-	drv                                                  driver
-	nv                                                   nvcompLib
-	lz4, zstd                                            nvcompCodec
-	dev                                                  cuDevice
-	ctx                                                  cuContext
-	mod                                                  cuModule
-	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cuFunc
-	fLZ4, fCRC, fUnpack, fPlace, fFetch                  cuFunc
+	drv                                                  cu.Driver
+	nv                                                   cu.Nvcomp
+	lz4, zstd                                            cu.Codec
+	dev                                                  cu.Device
+	ctx                                                  cu.Context
+	mod                                                  cu.Module
+	fClassify, fScan, fBuild, fFinalize, fFixup, fGather cu.Func
+	fLZ4, fCRC, fUnpack, fPlace, fFetch                  cu.Func
 	limit                                                int64
 	slotBytes                                            int     // bytes of pages per slot
 	numSlots                                             int     // pieces in flight (numSlots, or S4D_CUDA_SLOTS)
@@ -187,7 +188,7 @@ func (b *Backend) setup() error {
 	if b.cu, err = dl.Open("libcuda.so.1"); err != nil {
 		return backends.Unavailable("no NVIDIA driver: %v", err)
 	}
-	if err := b.cu.Syms(driverSyms, b.drv.ptrs()); err != nil {
+	if err := b.drv.Load(b.cu); err != nil {
 		return backends.Unavailable("NVIDIA driver too old: %v", err)
 	}
 	d := &b.drv
@@ -321,34 +322,14 @@ func (b *Backend) openNvcomp() error {
 	if b.nvl, err = dl.Open(nvcompCandidates(b.opts.NvcompLib)...); err != nil {
 		return backends.Unavailable("nvCOMP not found (pip install nvidia-libnvcomp-cu13, or --nvcomp-lib/%s): %v", nvcompEnv, err)
 	}
-	l := b.nvl
-	if b.nv.props, err = l.Sym("nvcompGetProperties"); err != nil {
+	if err := b.nv.Load(b.nvl); err != nil {
 		return backends.Unavailable("%v", err)
 	}
-	b.nv.statusString, _ = l.Sym("nvcompGetStatusString")
-	for _, c := range []*nvcompCodec{&b.lz4, &b.zstd} {
-		if c == &b.lz4 {
-			c.name = "LZ4"
-		} else {
-			c.name = "Zstd"
-		}
-		p := "nvcompBatched" + c.name
-		// 6.x renamed ...GetTempSizeAsync to ...GetTempSize and gave it a
-		// stream argument; the symbol present says which one this is.
-		if c.compTemp, err = l.Sym(p + "CompressGetTempSize"); err == nil {
-			c.tempHasStream = true
-			c.decompTemp, err = l.Sym(p + "DecompressGetTempSize")
-		} else {
-			if c.compTemp, err = l.Sym(p + "CompressGetTempSizeAsync"); err == nil {
-				c.decompTemp, err = l.Sym(p + "DecompressGetTempSizeAsync")
-			}
-		}
-		if err != nil {
-			return backends.Unavailable("nvCOMP version not supported: %v", err)
-		}
-		if err := l.Syms([]string{p + "CompressGetRequiredAlignments", p + "DecompressGetRequiredAlignments",
-			p + "CompressGetMaxOutputChunkSize", p + "CompressAsync", p + "DecompressAsync"},
-			[]*unsafe.Pointer{&c.compAlign, &c.decompAlign, &c.maxOut, &c.compress, &c.decompress}); err != nil {
+	for _, c := range []struct {
+		codec *cu.Codec
+		name  string
+	}{{&b.lz4, "LZ4"}, {&b.zstd, "Zstd"}} {
+		if err := c.codec.Load(b.nvl, c.name); err != nil {
 			return backends.Unavailable("nvCOMP version not supported: %v", err)
 		}
 	}
@@ -372,7 +353,7 @@ func (b *Backend) loadKernels() error {
 		return err
 	}
 	for _, f := range []struct {
-		p    *cuFunc
+		p    *cu.Func
 		name string
 	}{{&b.fClassify, "s4d_classify"}, {&b.fScan, "s4d_scan"}, {&b.fBuild, "s4d_build"},
 		{&b.fFinalize, "s4d_finalize"}, {&b.fFixup, "s4d_fixup"}, {&b.fGather, "s4d_gather"},
@@ -399,22 +380,22 @@ const bufAlign = 8
 
 func (b *Backend) checkAlignments() error {
 	for _, c := range []struct {
-		codec    *nvcompCodec
+		codec    *cu.Codec
 		compress bool
-		o        nvOpts
+		o        cu.Opts
 	}{{&b.lz4, true, lz4C}, {&b.lz4, false, lz4D}, {&b.zstd, true, zstdC}, {&b.zstd, false, zstdD}} {
 		a, err := c.codec.Alignments(&b.nv, c.compress, c.o)
 		if err != nil {
 			return err
 		}
 		if a.Input > bufAlign || a.Output > bufAlign || a.Temp > 256 {
-			return fmt.Errorf("nvCOMP %s needs alignment %+v; this backend keeps %d", c.codec.name, a, bufAlign)
+			return fmt.Errorf("nvCOMP %s needs alignment %+v; this backend keeps %d", c.codec.Name, a, bufAlign)
 		}
 	}
 	return nil
 }
 
-func (b *Backend) codec(c backends.Codec) (*nvcompCodec, nvOpts, nvOpts) {
+func (b *Backend) codec(c backends.Codec) (*cu.Codec, cu.Opts, cu.Opts) {
 	if c == backends.CodecZstd {
 		return &b.zstd, zstdC, zstdD
 	}
@@ -426,10 +407,10 @@ func (b *Backend) codec(c backends.Codec) (*nvcompCodec, nvOpts, nvOpts) {
 type hostRange struct {
 	mem        []byte
 	registered bool
-	dev        devptr // where kernels reach mem (0: copies only)
+	dev        cu.DevPtr // where kernels reach mem (0: copies only)
 }
 
-func (r hostRange) release(d *driver) {
+func (r hostRange) release(d *cu.Driver) {
 	if r.registered {
 		d.HostUnregister(r.mem)
 	} else {

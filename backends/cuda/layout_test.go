@@ -3,6 +3,8 @@ package cuda
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/s4d-project/s4d/backends/cuda/cu"
 )
 
 // The Go copies of nvCOMP's option structs must match the C declarations
@@ -15,23 +17,23 @@ func TestOptionLayout(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"sizeof lz4 compress opts", unsafe.Sizeof(lc), cLayout(0)},
-		{"offsetof lz4 compress bitshuffle_mode", unsafe.Offsetof(lc.Bitshuffle), cLayout(1)},
-		{"sizeof lz4 decompress opts", unsafe.Sizeof(ld), cLayout(2)},
-		{"offsetof lz4 decompress data_type", unsafe.Offsetof(ld.DataType), cLayout(3)},
-		{"offsetof lz4 decompress bitshuffle_mode", unsafe.Offsetof(ld.Bitshuffle), cLayout(4)},
-		{"sizeof zstd compress opts", unsafe.Sizeof(zstdCompressOpts{}), cLayout(5)},
-		{"sizeof zstd decompress opts", unsafe.Sizeof(zstdDecompressOpts{}), cLayout(6)},
-		{"sizeof alignment requirements", unsafe.Sizeof(alignment{}), cLayout(7)},
-		{"sizeof nvcomp opts", unsafe.Sizeof(nvOpts{}), 64},
+		{"sizeof lz4 compress opts", unsafe.Sizeof(lc), cu.CLayout(0)},
+		{"offsetof lz4 compress bitshuffle_mode", unsafe.Offsetof(lc.Bitshuffle), cu.CLayout(1)},
+		{"sizeof lz4 decompress opts", unsafe.Sizeof(ld), cu.CLayout(2)},
+		{"offsetof lz4 decompress data_type", unsafe.Offsetof(ld.DataType), cu.CLayout(3)},
+		{"offsetof lz4 decompress bitshuffle_mode", unsafe.Offsetof(ld.Bitshuffle), cu.CLayout(4)},
+		{"sizeof zstd compress opts", unsafe.Sizeof(zstdCompressOpts{}), cu.CLayout(5)},
+		{"sizeof zstd decompress opts", unsafe.Sizeof(zstdDecompressOpts{}), cu.CLayout(6)},
+		{"sizeof alignment requirements", unsafe.Sizeof(cu.Alignment{}), cu.CLayout(7)},
+		{"sizeof nvcomp opts", unsafe.Sizeof(cu.Opts{}), 64},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: Go %d, C %d", c.name, c.got, c.want)
 		}
 	}
 	// Defaults are all zero bytes.
-	for _, o := range []nvOpts{lz4C, lz4D, zstdC, zstdD} {
-		if o != (nvOpts{}) {
+	for _, o := range []cu.Opts{lz4C, lz4D, zstdC, zstdD} {
+		if o != (cu.Opts{}) {
 			t.Errorf("default options not zero: %v", o)
 		}
 	}

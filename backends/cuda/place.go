@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/cuda/cu"
 )
 
 // Placing compressed pages where the store keeps them (backends.Placer):
@@ -103,7 +104,7 @@ func (l *pinLookup) done() { l.b.pinMu.RUnlock() }
 // devAddr is the device address of m's first byte, or 0 when m does not
 // lie whole in one mapped range (with room to the next multiple of 4, as
 // s4d_fetch reads).
-func (l *pinLookup) devAddr(m []byte) devptr {
+func (l *pinLookup) devAddr(m []byte) cu.DevPtr {
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
 	hi := lo + uintptr((len(m)+3)&^3)
 	in := func(i int) bool {
@@ -124,5 +125,5 @@ func (l *pinLookup) devAddr(m []byte) devptr {
 		}
 	}
 	r := &l.b.pinned[l.last]
-	return r.dev + devptr(lo-uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))))
+	return r.dev + cu.DevPtr(lo-uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))))
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/cuda/cu"
 )
 
 // staged is the host copying bytes for the GPU: pages to compress that
@@ -29,7 +30,7 @@ var stageNames = [numStages]string{"upload", "kernels", "download", "host", "sta
 // wall time a stage was at work, which tells whether it bounds the rate.
 type stageClock struct {
 	ns, bytes [numStages]atomic.Int64
-	epoch     cuEvent // the device clock's origin (see setup)
+	epoch     cu.Event // the device clock's origin (see setup)
 
 	mu   sync.Mutex
 	busy [stDownload + 1]unionTime
@@ -126,7 +127,7 @@ func (b *Backend) Stages() []backends.Stage {
 
 // slotTimes are a slot's timing events: the stream reaching the start of
 // a piece, the end of its upload, of its kernels and of its download.
-type slotTimes [4]cuEvent
+type slotTimes [4]cu.Event
 
 // account adds a finished piece's GPU stages; up and down are the bytes it
 // moved. A failed reading (an event not recorded) is skipped.
@@ -148,7 +149,7 @@ func (b *Backend) account(t *slotTimes, up, down int) {
 }
 
 // accountSpan adds one GPU interval between two events to stage st.
-func (b *Backend) accountSpan(st int, from, to cuEvent, bytes int) {
+func (b *Backend) accountSpan(st int, from, to cu.Event, bytes int) {
 	f, err1 := b.drv.Elapsed(b.stages.epoch, from)
 	t, err2 := b.drv.Elapsed(b.stages.epoch, to)
 	if err1 != nil || err2 != nil {

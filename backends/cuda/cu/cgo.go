@@ -1,4 +1,7 @@
-package cuda
+// Package cu calls the CUDA driver API and nvCOMP's batched API through
+// entry points found with dlsym, so that s4d builds and starts without
+// the CUDA toolkit, the driver or nvCOMP; the cuda engine is built on it.
+package cu
 
 /*
 #include <stdint.h>
@@ -130,21 +133,21 @@ import (
 )
 
 type (
-	cuResult  = C.CUresult
-	devptr    = uint64
-	stream    = C.CUstream
-	cuFunc    = C.CUfunction
-	cuDevice  = C.CUdevice
-	cuContext = C.CUcontext
-	cuModule  = C.CUmodule
-	cuEvent   = C.CUevent
-	nvOpts    = [64]byte
-	alignment struct{ Input, Output, Temp uintptr }
+	Result    = C.CUresult
+	DevPtr    = uint64
+	Stream    = C.CUstream
+	Func      = C.CUfunction
+	Device    = C.CUdevice
+	Context   = C.CUcontext
+	Module    = C.CUmodule
+	Event     = C.CUevent
+	Opts      = [64]byte
+	Alignment struct{ Input, Output, Temp uintptr }
 )
 
 // cLayout reports sizes and offsets of the C declarations above, for the
 // layout tests of their Go copies.
-func cLayout(i int) uintptr { return uintptr(C.s4d_layout(C.int(i))) }
+func CLayout(i int) uintptr { return uintptr(C.s4d_layout(C.int(i))) }
 
 // driverSyms are the driver API entry points, by the versioned names the
 // headers map them to.
@@ -161,7 +164,7 @@ var driverSyms = []string{
 	"cuCtxGetStreamPriorityRange",
 }
 
-type driver struct {
+type Driver struct {
 	init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, deviceMem,
 	ctxRetain, ctxRelease, ctxSet, modLoad, modUnload, modFunc, memAlloc, memFree,
 	hostAlloc, hostFree, htod, dtoh, memsetD32, streamCreate, streamDestroy, streamSync,
@@ -170,7 +173,7 @@ type driver struct {
 	streamCreatePrio, prioRange unsafe.Pointer
 }
 
-func (d *driver) ptrs() []*unsafe.Pointer {
+func (d *Driver) ptrs() []*unsafe.Pointer {
 	return []*unsafe.Pointer{&d.init, &d.driverVersion, &d.deviceCount, &d.deviceGet, &d.deviceName,
 		&d.deviceAttr, &d.deviceMem, &d.ctxRetain, &d.ctxRelease, &d.ctxSet, &d.modLoad, &d.modUnload,
 		&d.modFunc, &d.memAlloc, &d.memFree, &d.hostAlloc, &d.hostFree, &d.htod, &d.dtoh, &d.memsetD32,
@@ -189,7 +192,7 @@ type cuError struct {
 
 func (e *cuError) Error() string { return e.call + ": " + e.name }
 
-func (d *driver) check(r cuResult, call string) error {
+func (d *Driver) check(r Result, call string) error {
 	if r == 0 {
 		return nil
 	}
@@ -223,24 +226,24 @@ func itoa(i int) string {
 	return string(b[n:])
 }
 
-func (d *driver) Init() error { return d.check(C.t_i(d.init, 0), "cuInit") }
+func (d *Driver) Init() error { return d.check(C.t_i(d.init, 0), "cuInit") }
 
-func (d *driver) DriverVersion() (int, error) {
+func (d *Driver) DriverVersion() (int, error) {
 	var v C.int
 	return int(v), d.check(C.t_pint(d.driverVersion, &v), "cuDriverGetVersion")
 }
 
-func (d *driver) DeviceCount() (int, error) {
+func (d *Driver) DeviceCount() (int, error) {
 	var v C.int
 	return int(v), d.check(C.t_pint(d.deviceCount, &v), "cuDeviceGetCount")
 }
 
-func (d *driver) Device(i int) (C.CUdevice, error) {
+func (d *Driver) Device(i int) (C.CUdevice, error) {
 	var dev C.CUdevice
 	return dev, d.check(C.t_devget(d.deviceGet, &dev, C.int(i)), "cuDeviceGet")
 }
 
-func (d *driver) DeviceName(dev C.CUdevice) string {
+func (d *Driver) DeviceName(dev C.CUdevice) string {
 	var buf [256]C.char
 	if C.t_devname(d.deviceName, &buf[0], C.int(len(buf)), dev) != 0 {
 		return "unknown GPU"
@@ -248,31 +251,31 @@ func (d *driver) DeviceName(dev C.CUdevice) string {
 	return C.GoString(&buf[0])
 }
 
-func (d *driver) DeviceAttr(dev C.CUdevice, attr int) (int, error) {
+func (d *Driver) DeviceAttr(dev C.CUdevice, attr int) (int, error) {
 	var v C.int
 	return int(v), d.check(C.t_devattr(d.deviceAttr, &v, C.int(attr), dev), "cuDeviceGetAttribute")
 }
 
-func (d *driver) DeviceMem(dev C.CUdevice) (int64, error) {
+func (d *Driver) DeviceMem(dev C.CUdevice) (int64, error) {
 	var v C.size_t
 	return int64(v), d.check(C.t_devmem(d.deviceMem, &v, dev), "cuDeviceTotalMem")
 }
 
-func (d *driver) PrimaryCtx(dev C.CUdevice) (C.CUcontext, error) {
+func (d *Driver) PrimaryCtx(dev C.CUdevice) (C.CUcontext, error) {
 	var c C.CUcontext
 	return c, d.check(C.t_ctxretain(d.ctxRetain, &c, dev), "cuDevicePrimaryCtxRetain")
 }
 
-func (d *driver) ReleasePrimaryCtx(dev C.CUdevice) {
+func (d *Driver) ReleasePrimaryCtx(dev C.CUdevice) {
 	C.t_ctxrelease(d.ctxRelease, dev)
 }
 
-func (d *driver) SetCurrent(c C.CUcontext) error {
+func (d *Driver) SetCurrent(c C.CUcontext) error {
 	return d.check(C.t_ctxset(d.ctxSet, c), "cuCtxSetCurrent")
 }
 
 // LoadModule JIT-compiles PTX for the current context.
-func (d *driver) LoadModule(ptx []byte) (C.CUmodule, error) {
+func (d *Driver) LoadModule(ptx []byte) (C.CUmodule, error) {
 	img := C.CBytes(append(append([]byte(nil), ptx...), 0))
 	defer C.free(img)
 	const logSize = 4096
@@ -288,22 +291,22 @@ func (d *driver) LoadModule(ptx []byte) (C.CUmodule, error) {
 	return m, nil
 }
 
-func (d *driver) UnloadModule(m C.CUmodule) { C.t_modunload(d.modUnload, m) }
+func (d *Driver) UnloadModule(m C.CUmodule) { C.t_modunload(d.modUnload, m) }
 
-func (d *driver) Function(m C.CUmodule, name string) (cuFunc, error) {
+func (d *Driver) Function(m C.CUmodule, name string) (Func, error) {
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
 	var f C.CUfunction
 	return f, d.check(C.t_modfunc(d.modFunc, &f, m, cs), "cuModuleGetFunction "+name)
 }
 
-func (d *driver) Alloc(n int) (devptr, error) {
+func (d *Driver) Alloc(n int) (DevPtr, error) {
 	var p C.CUdeviceptr
 	err := d.check(C.t_memalloc(d.memAlloc, &p, C.size_t(n)), "cuMemAlloc")
-	return devptr(p), err
+	return DevPtr(p), err
 }
 
-func (d *driver) Free(p devptr) {
+func (d *Driver) Free(p DevPtr) {
 	if p != 0 {
 		C.t_memfree(d.memFree, C.CUdeviceptr(p))
 	}
@@ -311,7 +314,7 @@ func (d *driver) Free(p devptr) {
 
 // HostAlloc returns pinned host memory, which the copy engines reach at
 // full PCIe speed without a bounce buffer.
-func (d *driver) HostAlloc(n int) ([]byte, error) {
+func (d *Driver) HostAlloc(n int) ([]byte, error) {
 	var p unsafe.Pointer
 	if err := d.check(C.t_hostalloc(d.hostAlloc, &p, C.size_t(n), 0), "cuMemHostAlloc"); err != nil {
 		return nil, err
@@ -322,7 +325,7 @@ func (d *driver) HostAlloc(n int) ([]byte, error) {
 // HostMapped returns pinned host memory that kernels write straight into
 // over PCIe (CU_MEMHOSTALLOC_DEVICEMAP), and its device address: results
 // written there need no copy back, only a wait for the kernel.
-func (d *driver) HostMapped(n int) ([]byte, devptr, error) {
+func (d *Driver) HostMapped(n int) ([]byte, DevPtr, error) {
 	var p unsafe.Pointer
 	if err := d.check(C.t_hostalloc(d.hostAlloc, &p, C.size_t(n), 0x02), "cuMemHostAlloc"); err != nil {
 		return nil, 0, err
@@ -332,10 +335,10 @@ func (d *driver) HostMapped(n int) ([]byte, devptr, error) {
 		C.t_hostfree(d.hostFree, p)
 		return nil, 0, err
 	}
-	return unsafe.Slice((*byte)(p), n), devptr(dp), nil
+	return unsafe.Slice((*byte)(p), n), DevPtr(dp), nil
 }
 
-func (d *driver) HostFree(b []byte) {
+func (d *Driver) HostFree(b []byte) {
 	if len(b) > 0 {
 		C.t_hostfree(d.hostFree, unsafe.Pointer(&b[0]))
 	}
@@ -348,7 +351,7 @@ func (d *driver) HostFree(b []byte) {
 //
 // It is mapped into the device's address space too (DEVICEMAP), so that
 // kernels read and write it across PCIe (HostDevPtr gives the address).
-func (d *driver) HostRegister(b []byte) error {
+func (d *Driver) HostRegister(b []byte) error {
 	const deviceMap = 0x02
 	err := d.check(C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), deviceMap), "cuMemHostRegister")
 	if err != nil {
@@ -361,47 +364,47 @@ func (d *driver) HostRegister(b []byte) error {
 }
 
 // HostDevPtr is the device address of pinned host memory (0 if it has none).
-func (d *driver) HostDevPtr(b []byte) devptr {
+func (d *Driver) HostDevPtr(b []byte) DevPtr {
 	var dp C.CUdeviceptr
 	if C.t_hostdevptr(d.hostDevPtr, &dp, unsafe.Pointer(&b[0])) != 0 {
 		return 0
 	}
-	return devptr(dp)
+	return DevPtr(dp)
 }
 
-func (d *driver) HostUnregister(b []byte) error {
+func (d *Driver) HostUnregister(b []byte) error {
 	return d.check(C.t_hostfree(d.hostUnregister, unsafe.Pointer(&b[0])), "cuMemHostUnregister")
 }
 
 // BlockingSync makes waits on dev's primary context sleep instead of
 // spinning a core: a batch takes milliseconds, and the CPU is what the
 // daemon's users pay for. It must come before the context is first retained.
-func (d *driver) BlockingSync(dev C.CUdevice) error {
+func (d *Driver) BlockingSync(dev C.CUdevice) error {
 	const schedBlockingSync = 0x04 // CU_CTX_SCHED_BLOCKING_SYNC
 	return d.check(C.t_ctxflags(d.ctxSetFlags, dev, schedBlockingSync), "cuDevicePrimaryCtxSetFlags")
 }
 
 // HtoD and DtoH take pinned host memory only (from HostAlloc): the copy
 // runs after the call returns.
-func (d *driver) HtoD(dst devptr, src []byte, s stream) error {
+func (d *Driver) HtoD(dst DevPtr, src []byte, s Stream) error {
 	if len(src) == 0 {
 		return nil
 	}
 	return d.check(C.t_htod(d.htod, C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), s), "cuMemcpyHtoDAsync")
 }
 
-func (d *driver) DtoH(dst []byte, src devptr, s stream) error {
+func (d *Driver) DtoH(dst []byte, src DevPtr, s Stream) error {
 	if len(dst) == 0 {
 		return nil
 	}
 	return d.check(C.t_dtoh(d.dtoh, unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)), s), "cuMemcpyDtoHAsync")
 }
 
-func (d *driver) MemsetD32(dst devptr, v uint32, n int, s stream) error {
+func (d *Driver) MemsetD32(dst DevPtr, v uint32, n int, s Stream) error {
 	return d.check(C.t_memsetd32(d.memsetD32, C.CUdeviceptr(dst), C.uint(v), C.size_t(n), s), "cuMemsetD32Async")
 }
 
-func (d *driver) StreamCreate() (stream, error) {
+func (d *Driver) StreamCreate() (Stream, error) {
 	var s C.CUstream
 	// CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream
 	// that other users of the primary context may use.
@@ -412,7 +415,7 @@ func (d *driver) StreamCreate() (stream, error) {
 // block scheduler dispatches its kernels' blocks before those still
 // waiting from other streams (a piece's s4d_place need not wait behind
 // the s4d_lz4 launches of the pieces queued after it).
-func (d *driver) UrgentStream() (stream, error) {
+func (d *Driver) UrgentStream() (Stream, error) {
 	var least, greatest C.int
 	if err := d.check(C.t_priorange(d.prioRange, &least, &greatest), "cuCtxGetStreamPriorityRange"); err != nil {
 		return nil, err
@@ -421,13 +424,13 @@ func (d *driver) UrgentStream() (stream, error) {
 	return s, d.check(C.t_streamprio(d.streamCreatePrio, &s, 1, greatest), "cuStreamCreateWithPriority")
 }
 
-func (d *driver) StreamDestroy(s stream) {
+func (d *Driver) StreamDestroy(s Stream) {
 	if s != nil {
 		C.t_stream(d.streamDestroy, s)
 	}
 }
 
-func (d *driver) EventCreate() (cuEvent, error) {
+func (d *Driver) EventCreate() (Event, error) {
 	var e C.CUevent
 	// CU_EVENT_DISABLE_TIMING: ordering only, the cheapest kind.
 	return e, d.check(C.t_eventcreate(d.eventCreate, &e, 2), "cuEventCreate")
@@ -435,39 +438,39 @@ func (d *driver) EventCreate() (cuEvent, error) {
 
 // TimingEvent returns an event that records when the stream reached it,
 // for the stage breakdown (Elapsed).
-func (d *driver) TimingEvent() (cuEvent, error) {
+func (d *Driver) TimingEvent() (Event, error) {
 	var e C.CUevent
 	return e, d.check(C.t_eventcreate(d.eventCreate, &e, 0), "cuEventCreate")
 }
 
 // Elapsed is the time between two completed timing events.
-func (d *driver) Elapsed(from, to cuEvent) (float64, error) {
+func (d *Driver) Elapsed(from, to Event) (float64, error) {
 	var ms C.float
 	err := d.check(C.t_elapsed(d.eventElapsed, &ms, from, to), "cuEventElapsedTime")
 	return float64(ms) / 1e3, err
 }
 
-func (d *driver) EventDestroy(e cuEvent) {
+func (d *Driver) EventDestroy(e Event) {
 	if e != nil {
 		C.t_event(d.eventDestroy, e)
 	}
 }
 
-func (d *driver) Record(e cuEvent, s stream) error {
+func (d *Driver) Record(e Event, s Stream) error {
 	return d.check(C.t_eventrecord(d.eventRecord, e, s), "cuEventRecord")
 }
 
 // Wait makes s wait for the work recorded in e (a never-recorded event is
 // already complete).
-func (d *driver) Wait(s stream, e cuEvent) error {
+func (d *Driver) Wait(s Stream, e Event) error {
 	return d.check(C.t_streamwait(d.streamWait, s, e, 0), "cuStreamWaitEvent")
 }
 
-func (d *driver) Sync(s stream) error {
+func (d *Driver) Sync(s Stream) error {
 	return d.check(C.t_stream(d.streamSync, s), "cuStreamSynchronize")
 }
 
-func (d *driver) Launch(f cuFunc, grid, block int, s stream, args ...uint64) error {
+func (d *Driver) Launch(f Func, grid, block int, s Stream, args ...uint64) error {
 	if grid == 0 {
 		return nil
 	}
@@ -479,21 +482,21 @@ func (d *driver) Launch(f cuFunc, grid, block int, s stream, args ...uint64) err
 }
 
 // nvcomp holds one codec's entry points.
-type nvcompCodec struct {
-	name                                                 string
+type Codec struct {
+	Name                                                 string
 	compAlign, decompAlign, compTemp, decompTemp, maxOut unsafe.Pointer
 	compress, decompress                                 unsafe.Pointer
 	tempHasStream                                        bool // 6.x GetTempSize takes a stream
 }
 
-type nvcompLib struct {
+type Nvcomp struct {
 	props, statusString unsafe.Pointer
 }
 
-func (n *nvcompLib) Version() (major, minor, patch int, err error) {
+func (n *Nvcomp) Version() (major, minor, patch int, err error) {
 	var p C.s4d_props
 	if st := C.n_props(n.props, &p); st != 0 {
-		return 0, 0, 0, n.status(int(st), "nvcompGetProperties")
+		return 0, 0, 0, n.Status(int(st), "nvcompGetProperties")
 	}
 	v := int(p.version)
 	return v / 1000, v % 1000 / 100, v % 100, nil
@@ -507,7 +510,7 @@ type nvError struct {
 
 func (e *nvError) Error() string { return e.call + ": " + e.text }
 
-func (n *nvcompLib) status(st int, call string) error {
+func (n *Nvcomp) Status(st int, call string) error {
 	if st == 0 {
 		return nil
 	}
@@ -520,21 +523,21 @@ func (n *nvcompLib) status(st int, call string) error {
 	return &nvError{call: call, status: st, text: text}
 }
 
-func copts(o nvOpts) C.s4d_opts { return *(*C.s4d_opts)(unsafe.Pointer(&o)) }
+func copts(o Opts) C.s4d_opts { return *(*C.s4d_opts)(unsafe.Pointer(&o)) }
 
-func (c *nvcompCodec) Alignments(n *nvcompLib, compress bool, o nvOpts) (alignment, error) {
+func (c *Codec) Alignments(n *Nvcomp, compress bool, o Opts) (Alignment, error) {
 	var a C.s4d_align
 	f, name := c.decompAlign, "DecompressGetRequiredAlignments"
 	if compress {
 		f, name = c.compAlign, "CompressGetRequiredAlignments"
 	}
-	if err := n.status(int(C.n_align(f, copts(o), &a)), c.name+" "+name); err != nil {
-		return alignment{}, err
+	if err := n.Status(int(C.n_align(f, copts(o), &a)), c.Name+" "+name); err != nil {
+		return Alignment{}, err
 	}
-	return alignment{uintptr(a.input), uintptr(a.output), uintptr(a.temp)}, nil
+	return Alignment{uintptr(a.input), uintptr(a.output), uintptr(a.temp)}, nil
 }
 
-func (c *nvcompCodec) TempSize(n *nvcompLib, compress bool, chunks, chunk int, o nvOpts, s stream) (int, error) {
+func (c *Codec) TempSize(n *Nvcomp, compress bool, chunks, chunk int, o Opts, s Stream) (int, error) {
 	f, name := c.decompTemp, "DecompressGetTempSize"
 	if compress {
 		f, name = c.compTemp, "CompressGetTempSize"
@@ -547,25 +550,25 @@ func (c *nvcompCodec) TempSize(n *nvcompLib, compress bool, chunks, chunk int, o
 	} else {
 		st = C.n_temp5(f, C.size_t(chunks), C.size_t(chunk), copts(o), &t, total)
 	}
-	return int(t), n.status(int(st), c.name+" "+name)
+	return int(t), n.Status(int(st), c.Name+" "+name)
 }
 
-func (c *nvcompCodec) MaxOutput(n *nvcompLib, chunk int, o nvOpts) (int, error) {
+func (c *Codec) MaxOutput(n *Nvcomp, chunk int, o Opts) (int, error) {
 	var m C.size_t
-	err := n.status(int(C.n_maxout(c.maxOut, C.size_t(chunk), copts(o), &m)), c.name+" CompressGetMaxOutputChunkSize")
+	err := n.Status(int(C.n_maxout(c.maxOut, C.size_t(chunk), copts(o), &m)), c.Name+" CompressGetMaxOutputChunkSize")
 	return int(m), err
 }
 
-func (c *nvcompCodec) Compress(n *nvcompLib, in, inSizes devptr, chunk, count int, temp devptr, tempSize int,
-	out, outSizes devptr, o nvOpts, statuses devptr, s stream) error {
+func (c *Codec) Compress(n *Nvcomp, in, inSizes DevPtr, chunk, count int, temp DevPtr, tempSize int,
+	out, outSizes DevPtr, o Opts, statuses DevPtr, s Stream) error {
 	st := C.n_compress(c.compress, C.CUdeviceptr(in), C.CUdeviceptr(inSizes), C.size_t(chunk), C.size_t(count),
 		C.CUdeviceptr(temp), C.size_t(tempSize), C.CUdeviceptr(out), C.CUdeviceptr(outSizes), copts(o), C.CUdeviceptr(statuses), s)
-	return n.status(int(st), c.name+" CompressAsync")
+	return n.Status(int(st), c.Name+" CompressAsync")
 }
 
-func (c *nvcompCodec) Decompress(n *nvcompLib, in, inSizes, bufSizes, actual devptr, count int, temp devptr, tempSize int,
-	out devptr, o nvOpts, statuses devptr, s stream) error {
+func (c *Codec) Decompress(n *Nvcomp, in, inSizes, bufSizes, actual DevPtr, count int, temp DevPtr, tempSize int,
+	out DevPtr, o Opts, statuses DevPtr, s Stream) error {
 	st := C.n_decompress(c.decompress, C.CUdeviceptr(in), C.CUdeviceptr(inSizes), C.CUdeviceptr(bufSizes), C.CUdeviceptr(actual),
 		C.size_t(count), C.CUdeviceptr(temp), C.size_t(tempSize), C.CUdeviceptr(out), copts(o), C.CUdeviceptr(statuses), s)
-	return n.status(int(st), c.name+" DecompressAsync")
+	return n.Status(int(st), c.Name+" DecompressAsync")
 }
