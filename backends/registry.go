@@ -35,6 +35,7 @@ type Options struct {
 	WebGPUNoSubgroups bool
 	NvcompLib         string // path of libnvcomp; "" searches
 	GPUMemLimit       int64  // bytes of device memory a GPU backend may hold; 0 = its default
+	Tuning            Tuning // knobs for comparisons (FromEnv)
 }
 
 // Opener opens a backend or says why it cannot. Return an error made by

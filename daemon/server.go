@@ -87,8 +87,8 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Backend != "auto" && !contains(backends.Names(), cfg.Backend) {
 		return nil, fmt.Errorf("backend %q: not built in (have auto, %v)", cfg.Backend, backends.Names())
 	}
-	set := backends.Open(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
-		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, WebGPUNoSubgroups: cfg.WebGPUNoSG, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit})
+	set := backends.Open(backends.FromEnv(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
+		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, WebGPUNoSubgroups: cfg.WebGPUNoSG, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit}))
 	for _, st := range set.Statuses() {
 		cfg.Log.Info("backend", "name", st.Name, "state", st.State, "reason", st.Reason, "describe", st.Describe)
 	}

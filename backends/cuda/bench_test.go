@@ -99,9 +99,7 @@ func BenchmarkCompress(b *testing.B) {
 	}
 	defer ref.Close()
 	// nvCOMP's LZ4 on the same pages, for comparison with s4d_lz4.
-	os.Setenv("S4D_CUDA_LZ4", "nvcomp")
-	nvc := openGPU(b, backends.Options{})
-	os.Unsetenv("S4D_CUDA_LZ4")
+	nvc := openGPU(b, backends.Options{Tuning: backends.Tuning{CUDANvcompLZ4: true}})
 	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
 		for _, be := range []struct {
 			name string

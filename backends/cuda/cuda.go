@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -39,11 +38,6 @@ const (
 	defaultMemLimit = 2 << 30
 	minSlotPages    = 16
 	minDriver       = 12000 // CUDA 12.0, the oldest driver nvCOMP 5 runs on
-	ptxEnv          = "S4D_CUDA_PTX"
-	slotEnv         = "S4D_CUDA_SLOT_MIB" // tuning: MiB of pages per slot
-	slotsEnv        = "S4D_CUDA_SLOTS"    // tuning: how many slots
-	nvcompEnv       = "S4D_NVCOMP_LIB"
-	lz4Env          = "S4D_CUDA_LZ4" // "nvcomp": LZ4 by nvCOMP even where s4d_lz4 applies (comparisons)
 )
 
 // nvCOMP option structs, zero meaning the documented defaults (byte data,
@@ -96,7 +90,7 @@ type Backend struct {
 	numSlots                                             int     // pieces in flight (numSlots, or S4D_CUDA_SLOTS)
 	cfg                                                  *config // buffers for the current page size
 	ownLZ4                                               bool    // LZ4 by our kernel (s4d_lz4), not nvCOMP
-	serialUp                                             bool    // pieces' uploads one after another (S4D_CUDA_SERIAL_UP=0: not), tuning
+	serialUp                                             bool    // pieces' uploads one after another (Tuning.CUDASharedUploads: not)
 
 	cfgMu  sync.RWMutex // held for reading by batches using cfg
 	pinMu  sync.RWMutex // guards pinned, which changes on the worker only
@@ -115,14 +109,13 @@ func Open(o backends.Options) (*Backend, error) {
 	}
 	b := &Backend{opts: o, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
 	b.slotBytes, b.numSlots = slotBytes, numSlots
-	if v, err := strconv.Atoi(os.Getenv(slotsEnv)); err == nil && v > 0 && v <= 64 {
-		b.numSlots = v
+	if t := o.Tuning; t.CUDASlots > 0 {
+		b.numSlots = t.CUDASlots
 	}
-	b.ownLZ4 = os.Getenv(lz4Env) != "nvcomp"
-	b.serialUp = os.Getenv("S4D_CUDA_SERIAL_UP") != "0"
-	if v, err := strconv.Atoi(os.Getenv(slotEnv)); err == nil && v > 0 && v <= 1024 {
-		b.slotBytes = v << 20
+	if t := o.Tuning; t.CUDASlotMiB > 0 {
+		b.slotBytes = t.CUDASlotMiB << 20
 	}
+	b.ownLZ4, b.serialUp = !o.Tuning.CUDANvcompLZ4, !o.Tuning.CUDASharedUploads
 	b.limit = o.GPUMemLimit
 	if b.limit <= 0 {
 		b.limit = defaultMemLimit
@@ -297,9 +290,6 @@ func nvcompCandidates(explicit string) []string {
 	if explicit != "" {
 		return []string{explicit}
 	}
-	if e := os.Getenv(nvcompEnv); e != "" {
-		return []string{e}
-	}
 	c := []string{"libnvcomp.so.6", "libnvcomp.so.5"}
 	var found []string
 	home, _ := os.UserHomeDir()
@@ -320,7 +310,7 @@ func nvcompCandidates(explicit string) []string {
 func (b *Backend) openNvcomp() error {
 	var err error
 	if b.nvl, err = dl.Open(nvcompCandidates(b.opts.NvcompLib)...); err != nil {
-		return backends.Unavailable("nvCOMP not found (pip install nvidia-libnvcomp-cu13, or --nvcomp-lib/%s): %v", nvcompEnv, err)
+		return backends.Unavailable("nvCOMP not found (pip install nvidia-libnvcomp-cu13, or --nvcomp-lib/S4D_NVCOMP_LIB): %v", err)
 	}
 	if err := b.nv.Load(b.nvl); err != nil {
 		return backends.Unavailable("%v", err)
@@ -338,7 +328,7 @@ func (b *Backend) openNvcomp() error {
 
 func (b *Backend) loadKernels() error {
 	src := ptx.Kernels
-	if p := os.Getenv(ptxEnv); p != "" {
+	if p := b.opts.Tuning.CUDAPTX; p != "" {
 		// A freshly generated PTX, to test kernels before committing them.
 		var err error
 		if src, err = os.ReadFile(p); err != nil {

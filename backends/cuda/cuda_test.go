@@ -21,7 +21,7 @@ import (
 // openGPU opens the backend or skips the test with the reason.
 func openGPU(t testing.TB, o backends.Options) *cuda.Backend {
 	t.Helper()
-	b, err := cuda.Open(o)
+	b, err := cuda.Open(backends.FromEnv(o))
 	if backends.IsUnavailable(err) {
 		t.Skipf("cuda backend %v", err)
 	}
@@ -35,7 +35,7 @@ func openGPU(t testing.TB, o backends.Options) *cuda.Backend {
 // Without a driver, a device or nvCOMP the backend must say so through the
 // registry, never crash or report itself broken.
 func TestUnavailableIsReported(t *testing.T) {
-	set := backends.Open(backends.Options{PageSize: 4096}, "cuda")
+	set := backends.Open(backends.FromEnv(backends.Options{PageSize: 4096}), "cuda")
 	defer set.Close()
 	st := set.Statuses()
 	if len(st) != 1 || st[0].Name != "cuda" {

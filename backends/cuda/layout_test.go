@@ -4,6 +4,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/cuda/cu"
 )
 
@@ -61,11 +62,11 @@ func TestNvcompCandidates(t *testing.T) {
 	if c := nvcompCandidates("/x/libnvcomp.so.6"); len(c) != 1 || c[0] != "/x/libnvcomp.so.6" {
 		t.Errorf("explicit path: %v", c)
 	}
-	t.Setenv(nvcompEnv, "/y/libnvcomp.so.5")
-	if c := nvcompCandidates(""); len(c) != 1 || c[0] != "/y/libnvcomp.so.5" {
-		t.Errorf("env path: %v", c)
+	// The environment reaches the engine through Options (FromEnv) only.
+	t.Setenv("S4D_NVCOMP_LIB", "/y/libnvcomp.so.5")
+	if o := backends.FromEnv(backends.Options{}); o.NvcompLib != "/y/libnvcomp.so.5" {
+		t.Errorf("env path: %q", o.NvcompLib)
 	}
-	t.Setenv(nvcompEnv, "")
 	if c := nvcompCandidates(""); len(c) < 2 || c[0] != "libnvcomp.so.6" || c[1] != "libnvcomp.so.5" {
 		t.Errorf("search: %v", c)
 	}

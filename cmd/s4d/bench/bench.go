@@ -181,7 +181,7 @@ func run(cx *cli.Context) error {
 			}
 		}
 	}
-	set := backends.Open(backends.Options{PageSize: pageSize}, names...)
+	set := backends.Open(backends.FromEnv(backends.Options{PageSize: pageSize}), names...)
 	defer set.Close()
 	for _, s := range set.Statuses() {
 		if s.State != backends.StateOK {
