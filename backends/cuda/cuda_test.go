@@ -78,7 +78,7 @@ func TestMissingNvcomp(t *testing.T) {
 
 func TestMemoryLimit(t *testing.T) {
 	openGPU(t, backends.Options{})
-	_, err := cuda.Open(backends.Options{GPUMemLimit: 64 << 10})
+	_, err := cuda.Open(backends.FromEnv(backends.Options{GPUMemLimit: 64 << 10}))
 	if err == nil || backends.IsUnavailable(err) || !strings.Contains(err.Error(), "gpu memory limit") {
 		t.Fatalf("64 KiB limit: want a clear limit error, got %v", err)
 	}
