@@ -230,3 +230,38 @@ func (b *Batch) Part(lo, n int) Batch {
 type Pinner interface {
 	Pin(mem []byte) (unpin func(), err error)
 }
+
+// Limited is a backend that takes only some batches: Takes says whether it
+// compresses, and decodes, pages of codec at pageSize. The router passes
+// the others to the next backend, so an engine keeps no fallback of its
+// own; a backend that is not Limited takes every batch.
+type Limited interface {
+	Takes(codec Codec, pageSize int) bool
+}
+
+// Takes reports whether be takes batches of codec at pageSize.
+func Takes(be Backend, codec Codec, pageSize int) bool {
+	l, ok := be.(Limited)
+	return !ok || l.Takes(codec, pageSize)
+}
+
+// Codecs lists the codecs d's pages were stored with, LZ4 first.
+func (d *Decompression) Codecs() []Codec {
+	var lz, zs bool
+	for i := range d.Src {
+		switch d.Src[i].Class {
+		case ClassLZ4:
+			lz = true
+		case ClassZstd:
+			zs = true
+		}
+	}
+	var out []Codec
+	if lz {
+		out = append(out, CodecLZ4)
+	}
+	if zs {
+		out = append(out, CodecZstd)
+	}
+	return out
+}

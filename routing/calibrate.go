@@ -63,6 +63,9 @@ func calibrate(ctx context.Context, usable []backends.Backend, proto backends.Ba
 	var pages []byte
 	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}, Measured: map[string]int{}}
 	var out backends.Compressed
+	// A backend that does not take this codec is not timed, nor ranked:
+	// the router passes its batches over anyway.
+	usable = taking(usable, pageSize, proto.Codec)
 	for _, be := range usable {
 		b := &backends.Batch{}
 		*b = proto

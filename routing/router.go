@@ -133,6 +133,23 @@ func (d *Router) chainFor(n int, decompress bool) []backends.Backend {
 	return out
 }
 
+// taking keeps the backends of chain that take pages of every codec at
+// pageSize (backends.Limited), in order.
+func taking(chain []backends.Backend, pageSize int, codecs ...backends.Codec) []backends.Backend {
+	takes := func(be backends.Backend) bool {
+		for _, c := range codecs {
+			if !backends.Takes(be, c, pageSize) {
+				return false
+			}
+		}
+		return true
+	}
+	if !slices.ContainsFunc(chain, func(be backends.Backend) bool { return !takes(be) }) {
+		return chain // the usual case: nothing to leave out, nothing to allocate
+	}
+	return slices.DeleteFunc(slices.Clone(chain), func(be backends.Backend) bool { return !takes(be) })
+}
+
 // rank orders backends as names does; backends not named keep their order, last.
 func rank(usable []backends.Backend, names []string) []backends.Backend {
 	out := make([]backends.Backend, 0, len(usable))
@@ -252,6 +269,7 @@ func (d *Router) compressWith(ctx context.Context, codec backends.Codec, chain [
 	defer d.end()
 	b.Codec, b.Threshold, b.Sums, b.Placed = codec, d.threshold, true, deliver != nil
 	pages := b.Pages
+	chain = taking(chain, b.PageSize, codec)
 	for i, be := range chain {
 		if i > 0 {
 			d.fallbacks.Add(1)
@@ -325,7 +343,7 @@ func (d *Router) Decompress(ctx context.Context, dd *backends.Decompression) err
 		dd.Corrupt = resize(dd.Corrupt, len(dd.Src))
 		clear(dd.Corrupt)
 	}
-	for i, be := range d.chainFor(len(dd.Src), true) {
+	for i, be := range taking(d.chainFor(len(dd.Src), true), dd.PageSize, dd.Codecs()...) {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}
