@@ -156,3 +156,83 @@ fn scanWG(t: u32, v: u32) -> vec2<u32> {
     workgroupBarrier();
     return r;
 }
+
+// candLen without the early return: all six words are read at once, so
+// that the lengths of several candidates can be computed side by side.
+fn candLenAll(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
+    let cw = i32(c >> 2u);
+    let cs = (c & 3u) * 8u;
+    let u0 = pageWord(cw);
+    let u1 = pageWord(cw + 1);
+    let u2 = pageWord(cw + 2);
+    let u3 = pageWord(cw + 3);
+    let u4 = pageWord(cw + 4);
+    let u5 = pageWord(cw + 5);
+    let x = v ^ vec4<u32>(fsh(u1, u2, cs), fsh(u2, u3, cs), fsh(u3, u4, cs), fsh(u4, u5, cs));
+    let z = countTrailingZeros(x) >> vec4<u32>(3u);
+    var l = 20u;
+    l = select(l, 16u + z.w, x.w != 0u);
+    l = select(l, 12u + z.z, x.z != 0u);
+    l = select(l, 8u + z.y, x.y != 0u);
+    l = select(l, 4u + z.x, x.x != 0u);
+    return select(min(l, lim), 0u, fsh(u0, u1, cs) != key);
+}
+
+// Bit j set where the 4 bytes starting j bytes into a (b after it) equal key.
+fn eq4(a: u32, b: u32, key: u32) -> u32 {
+    return select(0u, 1u, a == key) | select(0u, 2u, ((a >> 8u) | (b << 24u)) == key) |
+           select(0u, 4u, ((a >> 16u) | (b << 16u)) == key) | select(0u, 8u, ((a >> 24u) | (b << 8u)) == key);
+}
+
+// The bscan chain of the match round as one mask: every compare is
+// independent, the last match in range is the highest bit (same result).
+// Window byte rel starts at (p & ~3) - 32 + rel; rel < 32 in the low
+// mask, 32..34 in the high one.
+fn bscanMask(p: u32, rs: u32, a: u32, key: u32, q0: u32, q1: u32, q2: u32, q3: u32,
+             w0: u32, w1: u32, w2: u32, w3: u32, w4: u32, w5: u32) -> u32 {
+    let pa = p & ~3u;
+    let lo = max(a, select(0u, rs + 32u - pa, rs + 32u > pa)); // <= 32
+    let m = eq4(q0, q1, key) | (eq4(q1, q2, key) << 4u) | (eq4(q2, q3, key) << 8u) |
+            (eq4(q3, w0, key) << 12u) | (eq4(w0, w1, key) << 16u) | (eq4(w1, w2, key) << 20u) |
+            (eq4(w2, w3, key) << 24u) | (eq4(w3, w4, key) << 28u);
+    let mlo = m & select(0u, 0xffffffffu << min(lo, 31u), lo < 32u);
+    let mhi = eq4(w4, w5, key) & ((1u << a) - 1u); // rel 32+j < 32+a
+    if (mhi != 0u) { return 32u + firstLeadingBit(mhi); }
+    if (mlo != 0u) { return firstLeadingBit(mlo); }
+    return 99u;
+}
+
+// The 16 bytes after p's key, read from the page (workgroup memory is
+// not written between: same values as the window's).
+fn loadV(p: u32) -> vec4<u32> {
+    let b = i32(p >> 2u) + 1;
+    let sh = (p & 3u) * 8u;
+    let w0 = pageWord(b);
+    let w1 = pageWord(b + 1);
+    let w2 = pageWord(b + 2);
+    let w3 = pageWord(b + 3);
+    let w4 = pageWord(b + 4);
+    return vec4<u32>(fsh(w0, w1, sh), fsh(w1, w2, sh), fsh(w2, w3, sh), fsh(w3, w4, sh));
+}
+
+// Length of the match of p against c past their equal first 4 bytes,
+// capped at lim (4 < lim <= CAP), read word by word from the page.
+fn restLen(p: u32, c: u32, lim: u32) -> u32 {
+    var l = 4u;
+    loop {
+        if (l >= lim) { break; }
+        let x = load32f(p + l) ^ load32f(c + l);
+        if (x != 0u) {
+            l = l + (countTrailingZeros(x) >> 3u);
+            break;
+        }
+        l = l + 4u;
+    }
+    return min(l, lim);
+}
+
+// load32 without a branch.
+fn load32f(i: u32) -> u32 {
+    let w = i32(i >> 2u);
+    return fsh(pageWord(w), pageWord(w + 1), (i & 3u) * 8u);
+}
