@@ -1,8 +1,8 @@
 // Page classification and LZ4 block compression, one 4 KiB page per
-// workgroup of 128 invocations, every phase parallel:
+// workgroup of 256 invocations, every phase parallel:
 //  1. load + zero / same-filled test;
 //  2. a match for every position (the latest earlier positions with the
-//     same hash of 4 and of 6 bytes, and the nearest of the 16 positions
+//     same hash of 4 and of 6 bytes, and the nearest of the 32 positions
 //     before it; the longest, capped at CAP);
 //  3. the greedy parse (lazy by up to two bytes) without a serial walk: each
 //     invocation owns a 32-position segment, computes where the parse
@@ -47,9 +47,8 @@ const ROUNDS: u32 = (MFLIMIT + WG) / WG;
 const NSEQ: u32 = 1024u;           // sequences of a 4 KiB block, at most
 const STOP: u32 = STOP_V;          // benchmarks only: stop after this phase
 const TUNE: u32 = TUNE_V;          // benchmarks only: leave out parts
-const SORT: bool = (TUNE & 4096u) != 0u; // the match search of compress_sort.wgsl
 // Scratch: hash tables, then segment exits (u16), then sequences + block.
-const A_WORDS: u32 = max(max(3u * HSIZE, 3u * NSEQ), select(0u, PS, SORT));
+const A_WORDS: u32 = max(3u * HSIZE, 3u * NSEQ);
 const SEQ_B: u32 = NSEQ;           // per sequence: literal output - anchor
 const OUT: u32 = 2u * NSEQ;        // the block being built
 
@@ -138,8 +137,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // of 6 bytes (the second finds long matches among short repeats).
     // The words around p are read once into registers: the key, the
     // bytes a match is compared on, and the 32 positions before p.
-    if (SORT) { sortMatch(t, useSG); }
-    for (var r = 0u; r < select(ROUNDS, 0u, SORT); r = r + 1u) {
+    for (var r = 0u; r < ROUNDS; r = r + 1u) {
         let p = r * WG + t;
         let rs = r * WG;
         var h = HSIZE;  // where p goes in the 4-byte table (HSIZE: nowhere)
@@ -194,88 +192,32 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             // Nearest of the 32 positions before p (this round) with the
             // same key: byte rel of the window starts at (p & ~3) - 32 + rel.
             var brel = 99u;
-            if ((TUNE & 1u) == 0u && (TUNE & 2048u) != 0u) {
+            if ((TUNE & 1u) == 0u) {
                 brel = bscanMask(p, rs, a, key, q0, q1, q2, q3, w0, w1, w2, w3, w4, w5);
-            } else if ((TUNE & 1u) == 0u) {
-                let pa = p & ~3u;
-                let lo = max(a, select(0u, rs + 32u - pa, rs + 32u > pa));
-                let hi = 32u + a;
-                brel = bscan(brel, q0, q1, 0u, key, lo, hi);
-                brel = bscan(brel, q1, q2, 4u, key, lo, hi);
-                brel = bscan(brel, q2, q3, 8u, key, lo, hi);
-                brel = bscan(brel, q3, w0, 12u, key, lo, hi);
-                brel = bscan(brel, w0, w1, 16u, key, lo, hi);
-                brel = bscan(brel, w1, w2, 20u, key, lo, hi);
-                brel = bscan(brel, w2, w3, 24u, key, lo, hi);
-                brel = bscan(brel, w3, w4, 28u, key, lo, hi);
-                brel = bscan(brel, w4, w5, 32u, key, lo, hi);
             }
             let old1 = atomicLoad(&A[hashOf(key)]);
             let old2 = atomicLoad(&A[HSIZE + hash6(key, key6)]);
             let old3 = atomicLoad(&A[2u * HSIZE + hashOf(key)]);
             prev1 = old1;
-            if ((TUNE & 1048576u) != 0u) {
-                // Keys first, then the lengths one candidate at a time
-                // from workgroup memory: the window and v are dead by
-                // then (pz is p, in a form the compiler cannot see
-                // through, so that it does not keep the window's words).
-                let k1 = old1 != 0u && load32(max(old1, 1u) - 1u) == key;
-                let k2 = old2 != 0u && load32(max(old2, 1u) - 1u) == key;
-                let k3 = old3 != 0u && load32(max(old3, 1u) - 1u) == key;
-                var pz = p;
-                if ((TUNE & 2097152u) == 0u) { pz = p + (old1 >> 16u); }
-                if (brel != 99u) {
-                    let c = (p & ~3u) + brel - 32u;
-                    best = restLen(pz, c, lim);
-                    boff = p - c;
-                }
-                if (k1 && best < lim) {
-                    let l = restLen(pz, old1 - 1u, lim);
-                    if (l > best) { best = l; boff = p + 1u - old1; }
-                }
-                if (k2 && best < lim) {
-                    let l = restLen(pz, old2 - 1u, lim);
-                    if (l > best) { best = l; boff = p + 1u - old2; }
-                }
-                if (k3 && best < lim) {
-                    let l = restLen(pz, old3 - 1u, lim);
-                    if (l > best) { best = l; boff = p + 1u - old3; }
-                }
-            } else if ((TUNE & 256u) != 0u) {
-                // All four lengths at once: their loads overlap instead
-                // of forming a chain (the order of preference is kept).
-                let c0 = select(0u, (p & ~3u) + brel - 32u, brel != 99u);
-                var vv = v;
-                if ((TUNE & 524288u) != 0u) { vv = loadV(p); } // v again: not held across the lookups
-                let l0 = select(0u, candLenAll(c0, key, vv, lim), brel != 99u);
-                let l1 = select(0u, candLenAll(max(old1, 1u) - 1u, key, vv, lim), old1 != 0u);
-                let l2 = select(0u, candLenAll(max(old2, 1u) - 1u, key, vv, lim), old2 != 0u);
-                let l3 = select(0u, candLenAll(max(old3, 1u) - 1u, key, vv, lim), old3 != 0u);
-                best = l0;
-                boff = p - c0;
-                if (l1 > best) { best = l1; boff = p + 1u - old1; }
-                if (l2 > best) { best = l2; boff = p + 1u - old2; }
-                if (l3 > best) { best = l3; boff = p + 1u - old3; }
-            } else if (brel != 99u) {
-                let c = (p & ~3u) + brel - 32u;
-                best = candLen(c, key, v, lim);
-                boff = p - c;
-            }
+            // All four lengths at once, their loads side by side (not a
+            // chain of dependent ones); preferred in this order, so the
+            // bytes are those of comparing one after the other.
+            let c0 = select(0u, (p & ~3u) + brel - 32u, brel != 99u);
+            let l0 = select(0u, candLen(c0, key, v, lim), brel != 99u);
+            var l1 = select(0u, candLen(max(old1, 1u) - 1u, key, v, lim), old1 != 0u);
+            var l2 = select(0u, candLen(max(old2, 1u) - 1u, key, v, lim), old2 != 0u);
+            var l3 = select(0u, candLen(max(old3, 1u) - 1u, key, v, lim), old3 != 0u);
             if ((TUNE & 64u) != 0u) { // benchmarks: no table candidates
+                l1 = 0u;
+                l2 = 0u;
+                l3 = 0u;
                 prev1 = 0u;
-            } else if ((TUNE & 1048832u) != 0u) {
-            } else if (best < lim && old1 != 0u) {
-                let l = candLen(old1 - 1u, key, v, lim);
-                if (l > best) { best = l; boff = p - (old1 - 1u); }
             }
-            if ((TUNE & 1048896u) == 0u && best < lim && old2 != 0u) {
-                let l = candLen(old2 - 1u, key, v, lim);
-                if (l > best) { best = l; boff = p - (old2 - 1u); }
-            }
-            if ((TUNE & 1048896u) == 0u && best < lim && old3 != 0u) {
-                let l = candLen(old3 - 1u, key, v, lim);
-                if (l > best) { best = l; boff = p - (old3 - 1u); }
-            }
+            best = l0;
+            boff = p - c0;
+            if (l1 > best) { best = l1; boff = p + 1u - old1; }
+            if (l2 > best) { best = l2; boff = p + 1u - old2; }
+            if (l3 > best) { best = l3; boff = p + 1u - old3; }
             if (best >= 4u) {
                 atomicOr(&mt[p >> 1u], (((best - 4u) << 12u) | boff) << (16u * (p & 1u)));
             }
@@ -300,21 +242,12 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     for (var it = 0u; it < select(OFFSET_PASSES, 0u, (TUNE & 8u) != 0u); it = it + 1u) {
         var nvs: array<u32, PS / WG>;
         for (var k = 0u; k < PS / WG; k = k + 1u) {
-            let nv = offsetFor(k * WG + t);
-            if ((TUNE & 262144u) != 0u) {
-                // In workgroup memory (the tables are done with): words
-                // t*8.. are this invocation's alone.
-                let w = t * 8u + (k >> 1u);
-                if ((k & 1u) == 0u) { atomicStore(&A[w], nv); } else { atomicStore(&A[w], atomicLoad(&A[w]) | (nv << 16u)); }
-            } else {
-                nvs[k] = nv;
-            }
+            nvs[k] = offsetFor(k * WG + t);
         }
         workgroupBarrier();
         for (var k = 0u; k < PS / WG; k = k + 1u) {
             let q = k * WG + t;
-            var nv = nvs[k];
-            if ((TUNE & 262144u) != 0u) { nv = (atomicLoad(&A[t * 8u + (k >> 1u)]) >> (16u * (k & 1u))) & 0xffffu; }
+            let nv = nvs[k];
             if (nv != 0u) {
                 atomicAnd(&mt[q >> 1u], ~(0xffffu << (16u * (q & 1u))));
                 atomicOr(&mt[q >> 1u], nv << (16u * (q & 1u)));

@@ -49,31 +49,6 @@ fn fsh(a: u32, b: u32, s: u32) -> u32 {
     return (a >> s) | ((b << 1u) << (31u - s));
 }
 
-// Length of the match of candidate c against p's key and the 16 bytes
-// after it (v), capped at lim (<= CAP); 0 when the keys differ.
-fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
-    let cw = i32(c >> 2u);
-    let cs = (c & 3u) * 8u;
-    // The key first: most table candidates of other data stop there,
-    // and shared-memory loads are what the search is bound by.
-    let u0 = pageWord(cw);
-    let u1 = pageWord(cw + 1);
-    if (fsh(u0, u1, cs) != key) { return 0u; }
-    if ((TUNE & 4u) != 0u) { return 4u; }
-    let u2 = pageWord(cw + 2);
-    let u3 = pageWord(cw + 3);
-    let u4 = pageWord(cw + 4);
-    let u5 = pageWord(cw + 5);
-    let x = v ^ vec4<u32>(fsh(u1, u2, cs), fsh(u2, u3, cs), fsh(u3, u4, cs), fsh(u4, u5, cs));
-    let z = countTrailingZeros(x) >> vec4<u32>(3u);
-    var l = 20u;
-    l = select(l, 16u + z.w, x.w != 0u);
-    l = select(l, 12u + z.z, x.z != 0u);
-    l = select(l, 8u + z.y, x.y != 0u);
-    l = select(l, 4u + z.x, x.x != 0u);
-    return min(l, lim);
-}
-
 // The new entry of position q where the CAP-long match at q-CAP has an
 // offset that matches at q at least as long as q's own; else 0.
 fn offsetFor(q: u32) -> u32 {
@@ -101,20 +76,6 @@ fn matchLen(p: u32, c: u32, lim: u32) -> u32 {
         l = l + 4u;
     }
     return min(l, lim);
-}
-
-// The last of the 4 positions rel0..rel0+3 of word a (b after it) in
-// [lo, hi) whose 4 bytes equal key, else brel.
-// (lo <= hi: one unsigned compare tests the range.)
-fn bscan(brel: u32, a: u32, b: u32, rel0: u32, key: u32, lo: u32, hi: u32) -> u32 {
-    var r = brel;
-    let span = hi - lo;
-    let d = rel0 - lo;
-    r = select(r, rel0, d < span && a == key);
-    r = select(r, rel0 + 1u, d + 1u < span && ((a >> 8u) | (b << 24u)) == key);
-    r = select(r, rel0 + 2u, d + 2u < span && ((a >> 16u) | (b << 16u)) == key);
-    r = select(r, rel0 + 3u, d + 3u < span && ((a >> 24u) | (b << 8u)) == key);
-    return r;
 }
 
 fn extra(n: u32) -> u32 {
@@ -157,9 +118,10 @@ fn scanWG(t: u32, v: u32) -> vec2<u32> {
     return r;
 }
 
-// candLen without the early return: all six words are read at once, so
-// that the lengths of several candidates can be computed side by side.
-fn candLenAll(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
+// Length of the match of candidate c against p's key and the 16 bytes
+// after it (v), capped at lim (<= CAP); 0 when the keys differ. No early
+// return: the lengths of several candidates are computed side by side.
+fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
     let cw = i32(c >> 2u);
     let cs = (c & 3u) * 8u;
     let u0 = pageWord(cw);
@@ -175,7 +137,8 @@ fn candLenAll(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
     l = select(l, 12u + z.z, x.z != 0u);
     l = select(l, 8u + z.y, x.y != 0u);
     l = select(l, 4u + z.x, x.x != 0u);
-    return select(min(l, lim), 0u, fsh(u0, u1, cs) != key);
+    let r = select(min(l, lim), 4u, (TUNE & 4u) != 0u); // benchmarks: keys only
+    return select(r, 0u, fsh(u0, u1, cs) != key);
 }
 
 // Bit j set where the 4 bytes starting j bytes into a (b after it) equal key.
@@ -184,9 +147,9 @@ fn eq4(a: u32, b: u32, key: u32) -> u32 {
            select(0u, 4u, ((a >> 16u) | (b << 16u)) == key) | select(0u, 8u, ((a >> 24u) | (b << 8u)) == key);
 }
 
-// The bscan chain of the match round as one mask: every compare is
-// independent, the last match in range is the highest bit (same result).
-// Window byte rel starts at (p & ~3) - 32 + rel; rel < 32 in the low
+// The nearest of the 32 positions before p in this round (and in the
+// page) with p's key, as one mask: every compare is independent, the
+// nearest is the highest bit. Window byte rel starts at (p & ~3) - 32 + rel; rel < 32 in the low
 // mask, 32..34 in the high one.
 fn bscanMask(p: u32, rs: u32, a: u32, key: u32, q0: u32, q1: u32, q2: u32, q3: u32,
              w0: u32, w1: u32, w2: u32, w3: u32, w4: u32, w5: u32) -> u32 {
@@ -202,37 +165,3 @@ fn bscanMask(p: u32, rs: u32, a: u32, key: u32, q0: u32, q1: u32, q2: u32, q3: u
     return 99u;
 }
 
-// The 16 bytes after p's key, read from the page (workgroup memory is
-// not written between: same values as the window's).
-fn loadV(p: u32) -> vec4<u32> {
-    let b = i32(p >> 2u) + 1;
-    let sh = (p & 3u) * 8u;
-    let w0 = pageWord(b);
-    let w1 = pageWord(b + 1);
-    let w2 = pageWord(b + 2);
-    let w3 = pageWord(b + 3);
-    let w4 = pageWord(b + 4);
-    return vec4<u32>(fsh(w0, w1, sh), fsh(w1, w2, sh), fsh(w2, w3, sh), fsh(w3, w4, sh));
-}
-
-// Length of the match of p against c past their equal first 4 bytes,
-// capped at lim (4 < lim <= CAP), read word by word from the page.
-fn restLen(p: u32, c: u32, lim: u32) -> u32 {
-    var l = 4u;
-    loop {
-        if (l >= lim) { break; }
-        let x = load32f(p + l) ^ load32f(c + l);
-        if (x != 0u) {
-            l = l + (countTrailingZeros(x) >> 3u);
-            break;
-        }
-        l = l + 4u;
-    }
-    return min(l, lim);
-}
-
-// load32 without a branch.
-fn load32f(i: u32) -> u32 {
-    let w = i32(i >> 2u);
-    return fsh(pageWord(w), pageWord(w + 1), (i & 3u) * 8u);
-}

@@ -16,16 +16,13 @@ import (
 // packed offset.
 //
 // It is compress.wgsl with its helpers (compress_fns.wgsl) appended.
-var Compress = compressMain + "\n" + compressFns + "\n" + compressSort
+var Compress = compressMain + "\n" + compressFns
 
 //go:embed compress.wgsl
 var compressMain string
 
 //go:embed compress_fns.wgsl
 var compressFns string
-
-//go:embed compress_sort.wgsl
-var compressSort string
 
 // scanSG is the subgroup prefix sum spliced into Compress when the
 // adapter has subgroups.
@@ -67,8 +64,6 @@ func Source(src string, p Params) string {
 		"HASH_BITS_V", strconv.Itoa(p.HashBits)+"u",
 		"STOP_V", strconv.Itoa(p.Stop)+"u",
 		"TUNE_V", strconv.Itoa(p.Tune)+"u",
-		"CHAIN_V", strconv.Itoa(chain(p))+"u",
-		"SORT_BITS_V", strconv.Itoa(12-4*((p.Tune>>17)&1))+"u",
 	)...)
 	return r.Replace(src)
 }
@@ -77,18 +72,9 @@ func Source(src string, p Params) string {
 func WorkgroupBytes(p Params) int {
 	const ps, wg, nseq = 4096, 256, 1024
 	a := max(3<<p.HashBits, 3*nseq) * 4
-	if p.Tune&4096 != 0 {
-		a = max(a, ps*4) // two sort buffers of u16 positions
-	}
 	return ps + 11*4 + // the page and its zero words
 		ps*2 + // one u16 match per position
 		a + // hash tables / segment exits / sequences and block
 		3*128*4 + 129*4 + wg*4 + // bitmaps, entries, scan
 		16 + wg // flags, subgroup sums
-}
-
-// chain is the number of candidates the sorted search compares per
-// position (benchmarks: Tune bits 8192 and 16384 add 1 and 2 to 2).
-func chain(p Params) int {
-	return 2 + (p.Tune>>13)&3
 }

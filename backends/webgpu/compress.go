@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,9 +214,10 @@ func lap(k int, t0 *time.Time) {
 
 // round compresses pages [lo, hi) of in on slot s: staging, kernel,
 // metadata and packed bytes (appended to out.Data under mu).
-func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, lo, hi int, mu *sync.Mutex) error {
+func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, lo, hi int, mu *sync.Mutex, tn *turn) error {
 	m := hi - lo
 	t0 := time.Now()
+	defer tn.release()
 	if s.uploadPending {
 		if err := b.d.await(s.uploadWait, "staging map"); err != nil {
 			return err
@@ -232,7 +234,9 @@ func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, l
 		return err
 	}
 	lap(0, &t0)
-	parallelCopy(buf, in.Pages[lo*PageSize:hi*PageSize])
+	tn.wait()
+	parallelCopy(buf, in.Pages[lo*PageSize:hi*PageSize], tn.procs())
+	tn.release()
 	lap(1, &t0)
 	if err := b.d.do(func() error { return b.submit(s, m, in.Threshold) }); err != nil {
 		return err
@@ -273,7 +277,7 @@ func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, l
 	defer mu.Unlock()
 	base := len(out.Data)
 	out.Data = append(out.Data, make([]byte, len(s.data))...)
-	parallelCopy(out.Data[base:], s.data)
+	parallelCopy(out.Data[base:], s.data, 8)
 	lap(6, &t0)
 	return b.fill(s, out, lo, uint32(base), len(s.data), uint32(min(in.Threshold, PageSize)))
 }
@@ -309,11 +313,44 @@ func (b *Backend) fill(s *slot, out *backends.Compressed, lo int, base uint32, t
 }
 
 // roundSplit: a batch of n pages goes in rounds of about n/roundSplit
-// (at least minRound), so that both slots are busy on one large batch.
+// (at least minRound), so that the slots are busy on one large batch.
+// With copyTurns the rounds of a batch copy into staging one after the
+// other (each with all cores), so that the first round's upload and
+// kernel start while the later rounds are still copied.
 var (
 	roundSplit = 2
 	minRound   = 2048
+	copyTurns  = true
+	firstShare = 0 // percent of a two-round batch in its first round (0: half)
 )
+
+// turn orders the staging copies of a batch's rounds: round r copies once
+// round r-1 has (or has given up). Nil: no order.
+type turn struct {
+	prev <-chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (t *turn) wait() {
+	if t != nil && t.prev != nil {
+		<-t.prev
+	}
+}
+
+func (t *turn) release() {
+	if t != nil {
+		t.once.Do(func() { close(t.done) })
+	}
+}
+
+// procs is how many goroutines copy: all cores when copies take turns.
+func (t *turn) procs() int {
+	if t != nil {
+		return runtime.GOMAXPROCS(0)
+	}
+	return 8
+}
 
 // Compress classifies and LZ4-compresses the batch on the GPU. zstd
 // batches and page sizes other than PageSize go to the cpu backend. Any
@@ -332,12 +369,28 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	}
 	per := min(maxRound, max(minRound, (n+roundSplit-1)/roundSplit))
 	rounds := (n + per - 1) / per
+	cuts := make([]int, rounds+1)
+	for r := range cuts {
+		cuts[r] = min(r*per, n)
+	}
+	if rounds == 2 && firstShare > 0 {
+		cuts[1] = n * firstShare / 100
+	}
 	var (
-		mu   sync.Mutex
-		next atomic.Int64
-		wg   sync.WaitGroup
-		errs = make([]error, numSlots)
+		mu    sync.Mutex
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		errs  = make([]error, numSlots)
+		turns = make([]*turn, rounds)
 	)
+	if copyTurns {
+		for r := range turns {
+			turns[r] = &turn{done: make(chan struct{})}
+			if r > 0 {
+				turns[r].prev = turns[r-1].done
+			}
+		}
+	}
 	work := func(g int) {
 		defer wg.Done()
 		s, ok := <-b.slots
@@ -352,14 +405,16 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 				return
 			}
 			if err := ctx.Err(); err != nil {
+				turns[r].release()
 				errs[g] = err
 				return
 			}
 			if err := b.usable(); err != nil {
+				turns[r].release()
 				errs[g] = err
 				return
 			}
-			if err := b.round(s, in, out, r*per, min(r*per+per, n), &mu); err != nil {
+			if err := b.round(s, in, out, cuts[r], cuts[r+1], &mu, turns[r]); err != nil {
 				errs[g] = b.fail(err)
 				next.Store(int64(rounds))
 				return

@@ -43,7 +43,7 @@ const PageSize = 4096
 const maxRound = 16384
 
 // numSlots is how many rounds may be in flight on the device at once.
-const numSlots = 2
+var numSlots = 2
 
 // Backend runs the WGSL kernels on one WebGPU device.
 type Backend struct {
@@ -230,13 +230,13 @@ func resize[T any](s []T, n int) []T {
 
 // parallelCopy copies src to dst from several goroutines: one thread
 // cannot saturate the bus (measured: 6 GB/s with one, 27 with 8).
-func parallelCopy(dst, src []byte) {
+func parallelCopy(dst, src []byte, procs int) {
 	const chunk = 1 << 20
 	if len(src) <= 2*chunk {
 		copy(dst, src)
 		return
 	}
-	g := min(runtime.GOMAXPROCS(0), 8)
+	g := min(runtime.GOMAXPROCS(0), procs)
 	var wg sync.WaitGroup
 	per := (len(src)/g + chunk - 1) &^ (chunk - 1)
 	for lo := 0; lo < len(src); lo += per {

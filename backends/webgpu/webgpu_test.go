@@ -55,6 +55,15 @@ func open(t testing.TB) *Backend {
 		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_ROUND_SPLIT")); err == nil {
 			roundSplit = v
 		}
+		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_SLOTS")); err == nil && v > 0 {
+			numSlots = v
+		}
+		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_FIRST")); err == nil {
+			firstShare = v
+		}
+		if v, err := strconv.ParseBool(os.Getenv("S4D_TUNE_TURNS")); err == nil {
+			copyTurns = v
+		}
 		// CI runs the suite a second time with the fallback forced.
 		shared, sharedErr = New(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}, true)
 	})
@@ -321,7 +330,7 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 	s := <-b.slots
 	defer func() { b.slots <- s }()
 	var mu sync.Mutex
-	if err := b.round(s, in, out, 0, in.Len(), &mu); err != nil {
+	if err := b.round(s, in, out, 0, in.Len(), &mu, nil); err != nil {
 		bm.Fatal(err)
 	}
 	// Smaller dispatches over the first pages show how the time scales:
