@@ -207,6 +207,8 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             var l1 = select(0u, candLen(max(old1, 1u) - 1u, key, v, lim), old1 != 0u);
             var l2 = select(0u, candLen(max(old2, 1u) - 1u, key, v, lim), old2 != 0u);
             var l3 = select(0u, candLen(max(old3, 1u) - 1u, key, v, lim), old3 != 0u);
+            if ((TUNE & 16u) != 0u) { l3 = 0u; } // benchmarks: no displaced entry
+            if ((TUNE & 32u) != 0u) { l2 = 0u; } // benchmarks: no 6-byte table
             if ((TUNE & 64u) != 0u) { // benchmarks: no table candidates
                 l1 = 0u;
                 l2 = 0u;

@@ -321,7 +321,6 @@ var (
 	roundSplit = 2
 	minRound   = 2048
 	copyTurns  = true
-	firstShare = 0 // percent of a two-round batch in its first round (0: half)
 )
 
 // turn orders the staging copies of a batch's rounds: round r copies once
@@ -372,9 +371,6 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	cuts := make([]int, rounds+1)
 	for r := range cuts {
 		cuts[r] = min(r*per, n)
-	}
-	if rounds == 2 && firstShare > 0 {
-		cuts[1] = n * firstShare / 100
 	}
 	var (
 		mu    sync.Mutex

@@ -58,9 +58,6 @@ func open(t testing.TB) *Backend {
 		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_SLOTS")); err == nil && v > 0 {
 			numSlots = v
 		}
-		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_FIRST")); err == nil {
-			firstShare = v
-		}
 		if v, err := strconv.ParseBool(os.Getenv("S4D_TUNE_TURNS")); err == nil {
 			copyTurns = v
 		}
