@@ -3,6 +3,7 @@ package cpu
 import (
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 )
 
 // pageLZ4 compresses one page (at most 64 KiB) into a raw LZ4 block the way
@@ -19,15 +20,41 @@ type pageLZ4 struct {
 
 const (
 	lz4HashLog   = 13
+	lz4HashMask  = 1<<lz4HashLog - 1
 	lz4MinMatch  = 4
 	lz4LastLits  = 5  // a block ends with at least 5 literals
 	lz4MFLimit   = 12 // and its last match starts at least 12 bytes before the end
 	lz4SkipShift = 6  // the search step grows by one every 64 misses
+	// lz4Slack is what a block still needs after any sequence: a token
+	// and the 5 last literals. A sequence is only written with this much
+	// room behind it, so literals may be copied 8 bytes at a time.
+	lz4Slack = 1 + lz4LastLits
 )
 
 func lz4Hash(v uint32) uint32 { return (v * 2654435761) >> (32 - lz4HashLog) }
 
-func load32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[i:]) }
+// The compressor reads and writes the page through pointers: positions come
+// from the hash table, which the compiler cannot prove in range, and its
+// bounds checks (two per load) and the spills they caused made it half as
+// fast as C's LZ4. compress keeps every access inside src and dst by
+// construction, noted where it matters; lz4ref_test.go holds the
+// bounds-checked version its output must equal. Going through byte arrays
+// keeps the loads little-endian and legal at any alignment on every
+// architecture (a single load where the machine allows it).
+func ld8(p unsafe.Pointer, i int) byte { return *(*byte)(unsafe.Add(p, i)) }
+func ld32(p unsafe.Pointer, i int) uint32 {
+	return binary.LittleEndian.Uint32((*[4]byte)(unsafe.Add(p, i))[:])
+}
+func ld64(p unsafe.Pointer, i int) uint64 {
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:])
+}
+func st8(p unsafe.Pointer, i int, v byte) { *(*byte)(unsafe.Add(p, i)) = v }
+func st16(p unsafe.Pointer, i int, v uint16) {
+	binary.LittleEndian.PutUint16((*[2]byte)(unsafe.Add(p, i))[:], v)
+}
+func cp8(d unsafe.Pointer, i int, s unsafe.Pointer, j int) {
+	*(*[8]byte)(unsafe.Add(d, i)) = *(*[8]byte)(unsafe.Add(s, j))
+}
 
 // compress writes src as an LZ4 block into dst and returns its length, or
 // 0 when it does not fit in dst (the page is then stored raw).
@@ -41,103 +68,115 @@ func (c *pageLZ4) compress(src, dst []byte) int {
 	}
 	clear(c.table[:])
 	t := &c.table
+	s := unsafe.Pointer(unsafe.SliceData(src))
+	d := unsafe.Pointer(unsafe.SliceData(dst))
+	dn := len(dst)
 	matchLimit := n - lz4LastLits
 	mfLimit := n - lz4MFLimit + 1 // a match starts before this
 	anchor, op := 0, 0
 	ip := 1
-	forwardH := lz4Hash(load32(src, ip))
 	for {
-		// Find a match: the step grows while none comes.
+		// Find a match: the step grows while none comes. Positions stay
+		// below mfLimit, so 4-byte loads there end 8 bytes inside src; the
+		// table only holds positions already passed.
 		var match int
 		{
-			forwardIP, search := ip, 1<<lz4SkipShift
+			fwd, search := ip, 1<<lz4SkipShift
+			fv := ld32(s, fwd)
 			for {
-				h := forwardH
-				ip = forwardIP
-				forwardIP += search >> lz4SkipShift
+				ip = fwd
+				v := fv
+				fwd += search >> lz4SkipShift
 				search++
-				if forwardIP > mfLimit {
+				if fwd > mfLimit {
 					return lastLiterals(dst, op, src[anchor:])
 				}
+				h := lz4Hash(v) & lz4HashMask
 				match = int(t[h])
-				forwardH = lz4Hash(load32(src, forwardIP))
+				fv = ld32(s, fwd)
 				t[h] = uint16(ip)
-				if load32(src, match) == load32(src, ip) {
+				if ld32(s, match) == v {
 					break
 				}
 			}
 		}
 		// Extend it backwards over the literals.
-		for ip > anchor && match > 0 && src[ip-1] == src[match-1] {
+		for ip > anchor && match > 0 && ld8(s, ip-1) == ld8(s, match-1) {
 			ip--
 			match--
 		}
 		for {
-			// The sequence: literals since anchor, then the match.
+			// The sequence: literals since anchor, then the match. It is
+			// written only if it fits with lz4Slack behind it; if not, no
+			// block ending this way fits (the sizes are exact: (x+240)/255
+			// is the count of a length's extra bytes).
 			lits := ip - anchor
-			ml := lz4MinMatch + matchLen(src, ip+lz4MinMatch, match+lz4MinMatch, matchLimit)
-			need := 1 + lits + lits/255 + 1 + 2 + (ml-lz4MinMatch)/255 + 1
-			if op+need > len(dst) {
+			m := matchLen(s, ip+lz4MinMatch, match+lz4MinMatch, matchLimit)
+			if op+1+(lits+240)/255+lits+2+(m+240)/255+lz4Slack > dn {
 				return 0
 			}
-			tok := op
+			st8(d, op, byte(min(lits, 15)<<4|min(m, 15)))
 			op++
 			if lits >= 15 {
-				dst[tok] = 15 << 4
-				op = putLen(dst, op, lits-15)
-			} else {
-				dst[tok] = byte(lits << 4)
+				op = putLen(d, op, lits-15)
 			}
-			op += copy(dst[op:], src[anchor:ip])
-			binary.LittleEndian.PutUint16(dst[op:], uint16(ip-match))
+			if lits <= 32 {
+				// 8 at a time: at most 7 bytes beyond the literals, where
+				// the offset and the slack go; read below ip+8 < n.
+				for i := 0; i < lits; i += 8 {
+					cp8(d, op+i, s, anchor+i)
+				}
+				op += lits
+			} else {
+				op += copy(dst[op:], src[anchor:ip])
+			}
+			st16(d, op, uint16(ip-match))
 			op += 2
-			if m := ml - lz4MinMatch; m >= 15 {
-				dst[tok] |= 15
-				op = putLen(dst, op, m-15)
-			} else {
-				dst[tok] |= byte(m)
+			if m >= 15 {
+				op = putLen(d, op, m-15)
 			}
-			ip += ml
+			ip += m + lz4MinMatch
 			anchor = ip
 			if ip >= mfLimit {
 				return lastLiterals(dst, op, src[anchor:])
 			}
 			// Fill the table behind, and try the next position at once.
-			t[lz4Hash(load32(src, ip-2))] = uint16(ip - 2)
-			h := lz4Hash(load32(src, ip))
+			t[lz4Hash(ld32(s, ip-2))] = uint16(ip - 2)
+			v := ld32(s, ip)
+			h := lz4Hash(v)
 			match = int(t[h])
 			t[h] = uint16(ip)
-			if load32(src, match) != load32(src, ip) {
+			if ld32(s, match) != v {
 				break
 			}
 		}
 		ip++
-		forwardH = lz4Hash(load32(src, ip))
 	}
 }
 
 // matchLen counts equal bytes at a and b (a > b), stopping at limit.
-func matchLen(src []byte, a, b, limit int) int {
+func matchLen(s unsafe.Pointer, a, b, limit int) int {
 	start := a
 	for a+8 <= limit {
-		if x := binary.LittleEndian.Uint64(src[a:]) ^ binary.LittleEndian.Uint64(src[b:]); x != 0 {
+		if x := ld64(s, a) ^ ld64(s, b); x != 0 {
 			return a + bits.TrailingZeros64(x)/8 - start
 		}
 		a, b = a+8, b+8
 	}
-	for a < limit && src[a] == src[b] {
+	for a < limit && ld8(s, a) == ld8(s, b) {
 		a, b = a+1, b+1
 	}
 	return a - start
 }
 
-// putLen writes LZ4's extra length bytes for n at op.
-func putLen(dst []byte, op, n int) int {
+// putLen writes LZ4's extra length bytes for n at op; the caller has made
+// room for them.
+func putLen(d unsafe.Pointer, op, n int) int {
 	for ; n >= 255; n -= 255 {
-		dst[op] = 255
+		st8(d, op, 255)
 		op++
 	}
-	dst[op] = byte(n)
+	st8(d, op, byte(n))
 	return op + 1
 }
 
@@ -153,7 +192,16 @@ func lastLiterals(dst []byte, op int, lits []byte) int {
 	}
 	if n >= 15 {
 		dst[op] = 15 << 4
-		op = putLen(dst, op+1, n-15)
+		op++
+		for n := n - 15; ; n -= 255 {
+			if n < 255 {
+				dst[op] = byte(n)
+				op++
+				break
+			}
+			dst[op] = 255
+			op++
+		}
 	} else {
 		dst[op] = byte(n << 4)
 		op++
