@@ -15,7 +15,8 @@ import (
 // time on a table 8 times the page (a Python heap: ratio 2.63 against
 // zram's 2.70).
 type pageLZ4 struct {
-	table [1 << lz4HashLog]uint16
+	table      [1 << lz4HashLog]uint16
+	op, anchor int // see sequences
 }
 
 const (
@@ -66,19 +67,31 @@ func (c *pageLZ4) compress(src, dst []byte) int {
 	if n < lz4MFLimit+1 {
 		return lastLiterals(dst, 0, src)
 	}
+	op, anchor := c.sequences(src, dst)
+	if op < 0 {
+		return 0
+	}
+	return lastLiterals(dst, op, src[anchor:])
+}
+
+// sequences writes src's sequences into dst and returns where they end and
+// where the last literals begin; op < 0 when they do not fit. The output
+// position and anchor wait in c while a match is searched for, and
+// matchLen is written out in place: the search loop then keeps everything
+// it touches in registers.
+func (c *pageLZ4) sequences(src, dst []byte) (op, anchor int) {
+	n := len(src)
 	clear(c.table[:])
-	t := &c.table
 	s := unsafe.Pointer(unsafe.SliceData(src))
 	d := unsafe.Pointer(unsafe.SliceData(dst))
 	dn := len(dst)
-	matchLimit := n - lz4LastLits
 	mfLimit := n - lz4MFLimit + 1 // a match starts before this
-	anchor, op := 0, 0
 	ip := 1
 	for {
 		// Find a match: the step grows while none comes. Positions stay
 		// below mfLimit, so 4-byte loads there end 8 bytes inside src; the
 		// table only holds positions already passed.
+		c.op, c.anchor = op, anchor
 		var match int
 		{
 			fwd, search := ip, 1<<lz4SkipShift
@@ -89,31 +102,50 @@ func (c *pageLZ4) compress(src, dst []byte) int {
 				fwd += search >> lz4SkipShift
 				search++
 				if fwd > mfLimit {
-					return lastLiterals(dst, op, src[anchor:])
+					return c.op, c.anchor
 				}
 				h := lz4Hash(v) & lz4HashMask
-				match = int(t[h])
+				match = int(c.table[h])
 				fv = ld32(s, fwd)
-				t[h] = uint16(ip)
+				c.table[h] = uint16(ip)
 				if ld32(s, match) == v {
 					break
 				}
 			}
 		}
+		op, anchor = c.op, c.anchor
 		// Extend it backwards over the literals.
 		for ip > anchor && match > 0 && ld8(s, ip-1) == ld8(s, match-1) {
 			ip--
 			match--
 		}
 		for {
+			// The match's length past its first 4 bytes, up to the last
+			// 5 bytes of the page, 8 bytes at a time.
+			m := 0
+			{
+				a, b, limit := ip+lz4MinMatch, match+lz4MinMatch, mfLimit+lz4MFLimit-lz4LastLits-1
+				for a+8 <= limit {
+					if x := ld64(s, a) ^ ld64(s, b); x != 0 {
+						a += bits.TrailingZeros64(x) / 8
+						goto counted
+					}
+					a, b = a+8, b+8
+				}
+				for a < limit && ld8(s, a) == ld8(s, b) {
+					a, b = a+1, b+1
+				}
+			counted:
+				m = a - (ip + lz4MinMatch)
+			}
 			// The sequence: literals since anchor, then the match. It is
 			// written only if it fits with lz4Slack behind it; if not, no
-			// block ending this way fits (the sizes are exact: (x+240)/255
-			// is the count of a length's extra bytes).
+			// block ending this way fits. (x+240)/255 is the count of a
+			// length's extra bytes, x>>7+1 a cheaper bound on it.
 			lits := ip - anchor
-			m := matchLen(s, ip+lz4MinMatch, match+lz4MinMatch, matchLimit)
-			if op+1+(lits+240)/255+lits+2+(m+240)/255+lz4Slack > dn {
-				return 0
+			if op+lits+lits>>7+m>>7+5+lz4Slack > dn &&
+				op+1+(lits+240)/255+lits+2+(m+240)/255+lz4Slack > dn {
+				return -1, 0
 			}
 			st8(d, op, byte(min(lits, 15)<<4|min(m, 15)))
 			op++
@@ -128,7 +160,7 @@ func (c *pageLZ4) compress(src, dst []byte) int {
 				}
 				op += lits
 			} else {
-				op += copy(dst[op:], src[anchor:ip])
+				op += copy(unsafe.Slice((*byte)(unsafe.Add(d, op)), lits), unsafe.Slice((*byte)(unsafe.Add(s, anchor)), lits))
 			}
 			st16(d, op, uint16(ip-match))
 			op += 2
@@ -138,35 +170,20 @@ func (c *pageLZ4) compress(src, dst []byte) int {
 			ip += m + lz4MinMatch
 			anchor = ip
 			if ip >= mfLimit {
-				return lastLiterals(dst, op, src[anchor:])
+				return op, anchor
 			}
 			// Fill the table behind, and try the next position at once.
-			t[lz4Hash(ld32(s, ip-2))] = uint16(ip - 2)
+			c.table[lz4Hash(ld32(s, ip-2))] = uint16(ip - 2)
 			v := ld32(s, ip)
 			h := lz4Hash(v)
-			match = int(t[h])
-			t[h] = uint16(ip)
+			match = int(c.table[h])
+			c.table[h] = uint16(ip)
 			if ld32(s, match) != v {
 				break
 			}
 		}
 		ip++
 	}
-}
-
-// matchLen counts equal bytes at a and b (a > b), stopping at limit.
-func matchLen(s unsafe.Pointer, a, b, limit int) int {
-	start := a
-	for a+8 <= limit {
-		if x := ld64(s, a) ^ ld64(s, b); x != 0 {
-			return a + bits.TrailingZeros64(x)/8 - start
-		}
-		a, b = a+8, b+8
-	}
-	for a < limit && ld8(s, a) == ld8(s, b) {
-		a, b = a+1, b+1
-	}
-	return a - start
 }
 
 // putLen writes LZ4's extra length bytes for n at op; the caller has made
