@@ -115,3 +115,50 @@ func TestPageLZ4MatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// Larger pages too, up to the 64 KiB the 16-bit table allows.
+func TestPageLZ4MatchesReferenceLarge(t *testing.T) {
+	var c pageLZ4
+	var r refPageLZ4
+	for _, ps := range []int{16384, 65536} {
+		for _, k := range []corpus.Kind{corpus.Text, corpus.Pointers, corpus.Mixed, corpus.Random} {
+			pages := corpus.Pages(k, 8, ps, 3)
+			got, want := make([]byte, ps), make([]byte, ps)
+			for i := 0; i < len(pages); i += ps {
+				for _, size := range []int{ps, ps * 3 / 4, ps / 4} {
+					g := c.compress(pages[i:i+ps], got[:size])
+					w := r.compress(pages[i:i+ps], want[:size])
+					if g != w || !bytes.Equal(got[:g], want[:w]) {
+						t.Fatalf("%s, %d-byte page %d into %d: %d bytes, reference %d", k, ps, i/ps, size, g, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzPageLZ4 checks arbitrary inputs and room against the reference, with
+// a canary behind dst.
+func FuzzPageLZ4(f *testing.F) {
+	f.Add([]byte("hello hello hello hello hello"), uint16(20))
+	f.Add(corpus.Pages(corpus.Mixed, 1, 4096, 1), uint16(3072))
+	f.Fuzz(func(t *testing.T, src []byte, room uint16) {
+		var c pageLZ4
+		var r refPageLZ4
+		buf := make([]byte, int(room)+16)
+		for i := range buf {
+			buf[i] = 0xA5
+		}
+		want := make([]byte, room)
+		g := c.compress(src, buf[:room:room])
+		w := r.compress(src, want)
+		if g != w || !bytes.Equal(buf[:g], want[:w]) {
+			t.Fatalf("%d bytes into %d: %d, reference %d", len(src), room, g, w)
+		}
+		for i := int(room); i < len(buf); i++ {
+			if buf[i] != 0xA5 {
+				t.Fatalf("wrote past dst at %d", i)
+			}
+		}
+	})
+}
