@@ -77,7 +77,7 @@ func (c *pageLZ4) compress(src, dst []byte) int {
 // sequences writes src's sequences into dst and returns where they end and
 // where the last literals begin; op < 0 when they do not fit. The output
 // position and anchor wait in c while a match is searched for, and
-// matchLen is written out in place: the search loop then keeps everything
+// the match length is counted in place: the search loop then keeps everything
 // it touches in registers.
 func (c *pageLZ4) sequences(src, dst []byte) (op, anchor int) {
 	n := len(src)
