@@ -16,6 +16,7 @@ type Tuning struct {
 	CUDANvcompLZ4     bool   // S4D_CUDA_LZ4=nvcomp: LZ4 by nvCOMP even where s4d_lz4 applies
 	CUDASharedUploads bool   // S4D_CUDA_SERIAL_UP=0: pieces' uploads share the link
 	CUDAPTX           string // S4D_CUDA_PTX: the kernels from this PTX file, not the built-in ones
+	WebGPUToggles     string // S4D_WEBGPU_TOGGLES: Dawn's device toggles, comma-separated, "-" for none
 }
 
 // FromEnv returns o completed from the environment where o leaves a field
@@ -40,5 +41,6 @@ func FromEnv(o Options) Options {
 	t.CUDANvcompLZ4 = t.CUDANvcompLZ4 || os.Getenv("S4D_CUDA_LZ4") == "nvcomp"
 	t.CUDASharedUploads = t.CUDASharedUploads || os.Getenv("S4D_CUDA_SERIAL_UP") == "0"
 	str(&t.CUDAPTX, "S4D_CUDA_PTX")
+	str(&t.WebGPUToggles, "S4D_WEBGPU_TOGGLES")
 	return o
 }

@@ -170,7 +170,7 @@ func rank(usable []backends.Backend, names []string) []backends.Backend {
 
 // InUse is the backend the next large batch goes to.
 func (d *Router) InUse() string {
-	if c := d.chain(1 << 30); len(c) > 0 {
+	if c := taking(d.chain(1<<30), d.pageSize, d.codec); len(c) > 0 {
 		return c[0].Name()
 	}
 	return ""

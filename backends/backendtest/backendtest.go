@@ -44,6 +44,9 @@ func Run(t *testing.T, b backends.Backend, cfg Config) {
 	for _, ps := range cfg.PageSizes {
 		for _, codec := range cfg.Codecs {
 			t.Run(fmt.Sprintf("%s/%d", codec, ps), func(t *testing.T) {
+				if !backends.Takes(b, codec, ps) {
+					t.Skipf("%s does not take %v pages of %d bytes: the router passes them over", b.Name(), codec, ps)
+				}
 				for _, kind := range corpus.Kinds {
 					t.Run(string(kind), func(t *testing.T) {
 						pages := corpus.Pages(kind, cfg.BatchSize, ps, 7)

@@ -351,12 +351,12 @@ func (t *turn) procs() int {
 	return 8
 }
 
-// Compress classifies and LZ4-compresses the batch on the GPU. zstd
-// batches and page sizes other than PageSize go to the cpu backend. Any
-// device error fails the whole batch; the caller redoes it elsewhere.
+// Compress classifies and LZ4-compresses the batch on the GPU: LZ4 batches
+// of PageSize pages only (Takes). Any device error fails the whole batch;
+// the caller redoes it elsewhere.
 func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
-	if in.Codec != backends.CodecLZ4 || in.PageSize != PageSize {
-		return b.cpu.Compress(ctx, in, out)
+	if !b.Takes(in.Codec, in.PageSize) {
+		return errNotTaken
 	}
 	n := in.Len()
 	out.Reset(n)

@@ -44,12 +44,13 @@ func (s *dslot) free(p *C.s4d_procs) {
 
 // Decompress expands the LZ4 pages of d with the decompress kernel and
 // the other classes on the CPU (a fill or a copy) while the GPU works.
-// Only LZ4 blocks go up. zstd pages and other page sizes go to the cpu
-// backend. A block that does not decode to exactly one page is flagged in
-// d.Failed.
+// Only LZ4 blocks go up. Pages of PageSize only, and no zstd pages
+// (Takes): the router sends those batches elsewhere; a zstd page that
+// comes anyway is flagged. A block that does not decode to exactly one
+// page is flagged in d.Failed.
 func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
 	if d.PageSize != PageSize {
-		return b.cpu.Decompress(ctx, d)
+		return errNotTaken
 	}
 	n := len(d.Src)
 	if cap(d.Failed) < n {
@@ -74,7 +75,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 				defer wg.Done()
 				for i := k * n / g; i < (k+1)*n/g; i++ {
 					if s := d.Src[i]; s.Class != backends.ClassLZ4 {
-						d.Failed[i] = !b.cpu.DecodePage(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+						d.Failed[i] = !backends.DecodePlain(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
 					}
 				}
 			}()

@@ -29,9 +29,6 @@ const DefaultLib = "/usr/local/lib/s4d/libwebgpu_wrapper.so"
 // explicit path alone if one is given, else the install path, next to the
 // binary, then the usual sonames.
 func libCandidates(explicit string) []string {
-	if explicit == "" {
-		explicit = os.Getenv("S4D_WEBGPU_LIB")
-	}
 	if explicit != "" {
 		return []string{explicit}
 	}
@@ -52,21 +49,20 @@ var (
 )
 
 // defaultToggles are the Dawn device toggles asked for unless
-// S4D_WEBGPU_TOGGLES (a comma-separated list, empty for none) says
-// otherwise: the kernels index only within their arrays and zero the
+// Tuning.WebGPUToggles (S4D_WEBGPU_TOGGLES: a comma-separated list, "-"
+// for none) says otherwise: the kernels index only within their arrays and zero the
 // workgroup memory they read first, so Dawn's bounds clamps and
 // zero-filling are left out (the compress kernel ran 11% faster on the
 // H100). Libraries other than Dawn ignore the descriptor.
 var defaultToggles = []string{"disable_robustness", "disable_workgroup_init"}
 
-func deviceToggles() []string {
-	v, ok := os.LookupEnv("S4D_WEBGPU_TOGGLES")
-	if !ok {
+func deviceToggles(v string) []string {
+	if v == "" {
 		return defaultToggles
 	}
 	var t []string
 	for _, x := range strings.Split(v, ",") {
-		if x = strings.TrimSpace(x); x != "" {
+		if x = strings.TrimSpace(x); x != "" && x != "-" {
 			t = append(t, x)
 		}
 	}
@@ -267,14 +263,14 @@ func (d *device) fault() error {
 // openDevice finds an adapter and opens a device with the adapter's own
 // limits. A Null adapter, or a CPU adapter unless allowCPU, is reported
 // unavailable.
-func openDevice(libPath string, allowCPU, noSubgroups bool) (*device, error) {
+func openDevice(libPath string, allowCPU, noSubgroups bool, toggles string) (*device, error) {
 	p, path, err := loadLib(libPath)
 	if err != nil {
 		return nil, err
 	}
 	d := &device{p: p, jobs: make(chan func())}
 	go d.loop()
-	err = d.do(func() error { return d.init(allowCPU, noSubgroups) })
+	err = d.do(func() error { return d.init(allowCPU, noSubgroups, toggles) })
 	if err != nil {
 		d.do(func() error { d.release(); return nil })
 		close(d.jobs)
@@ -284,7 +280,7 @@ func openDevice(libPath string, allowCPU, noSubgroups bool) (*device, error) {
 	return d, nil
 }
 
-func (d *device) init(allowCPU, noSubgroups bool) error {
+func (d *device) init(allowCPU, noSubgroups bool, toggles string) error {
 	p := d.p
 	d.inst = C.s4d_create_instance(p)
 	if d.inst == nil {
@@ -343,7 +339,7 @@ func (d *device) init(allowCPU, noSubgroups bool) error {
 		}
 	}
 	d.subgroups = nf > 0
-	tgl := deviceToggles()
+	tgl := deviceToggles(toggles)
 	ctg := (*[8]*C.char)(C.calloc(8, C.size_t(unsafe.Sizeof(uintptr(0)))))
 	defer C.free(unsafe.Pointer(ctg))
 	ntg := min(len(tgl), len(ctg))

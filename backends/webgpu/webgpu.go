@@ -24,7 +24,6 @@ import (
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
-	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/wgsl"
 )
 
@@ -47,9 +46,8 @@ var numSlots = 2
 
 // Backend runs the WGSL kernels on one WebGPU device.
 type Backend struct {
-	d   *device
-	cpu *cpu.Backend
-	kp  wgsl.Params
+	d  *device
+	kp wgsl.Params
 
 	fmu    sync.Mutex
 	failed error // set once a device error failed a batch
@@ -67,16 +65,11 @@ type Backend struct {
 // lavapipe): it is correct but slower than the cpu backend, so the
 // registry only uses one when the webgpu-cpu setting says so.
 func New(o backends.Options, allowCPU bool) (*Backend, error) {
-	d, err := openDevice(o.WebGPULib, allowCPU, o.WebGPUNoSubgroups)
+	d, err := openDevice(o.WebGPULib, allowCPU, o.WebGPUNoSubgroups, o.Tuning.WebGPUToggles)
 	if err != nil {
 		return nil, err
 	}
-	c, err := cpu.New(backends.Options{Workers: o.Workers})
-	if err != nil {
-		d.close()
-		return nil, err
-	}
-	b := &Backend{d: d, cpu: c, slots: make(chan *slot, numSlots)}
+	b := &Backend{d: d, slots: make(chan *slot, numSlots)}
 	if err := d.do(b.setup); err != nil {
 		b.Close()
 		return nil, err
@@ -177,10 +170,20 @@ func (b *Backend) Close() error {
 	})
 	b.d.close()
 	b.all = nil
-	return b.cpu.Close()
+	return nil
+}
+
+// Takes is backends.Limited's: the kernels do LZ4 on 4 KiB pages; the
+// router gives zstd batches, GETs with zstd pages and other page sizes to
+// another engine.
+func (b *Backend) Takes(codec backends.Codec, pageSize int) bool {
+	return codec == backends.CodecLZ4 && pageSize == PageSize
 }
 
 var errClosed = errors.New("webgpu: backend closed")
+
+// errNotTaken answers a batch Takes refuses, were one to come.
+var errNotTaken = errors.New("webgpu: LZ4 on 4 KiB pages only")
 
 // fail records the first device error: the backend refuses batches from
 // then on and the dispatcher redoes them elsewhere.

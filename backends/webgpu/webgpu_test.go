@@ -62,7 +62,7 @@ func open(t testing.TB) *Backend {
 			copyTurns = v
 		}
 		// CI runs the suite a second time with the fallback forced.
-		shared, sharedErr = New(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}, true)
+		shared, sharedErr = New(backends.FromEnv(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}), true)
 	})
 	if sharedErr != nil {
 		t.Fatalf("open webgpu backend with %s: %v", lib, sharedErr)
@@ -482,7 +482,7 @@ func BenchmarkDecompress64MiB(bm *testing.B) {
 // A closed backend refuses batches instead of touching freed objects.
 func TestUseAfterClose(t *testing.T) {
 	open(t) // skips without the library
-	b, err := New(backends.Options{}, true)
+	b, err := New(backends.FromEnv(backends.Options{}), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +503,7 @@ func TestUseAfterClose(t *testing.T) {
 // instead of hanging or handing back bad data.
 func TestDeviceLost(t *testing.T) {
 	open(t) // skips when the library is absent
-	b, err := New(backends.Options{}, true)
+	b, err := New(backends.FromEnv(backends.Options{}), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +547,7 @@ func TestSubgroupFallbackSame(t *testing.T) {
 	if !b.Subgroups() {
 		t.Skip("the shared backend already runs the fallback")
 	}
-	f, err := New(backends.Options{WebGPUNoSubgroups: true}, true)
+	f, err := New(backends.FromEnv(backends.Options{WebGPUNoSubgroups: true}), true)
 	if err != nil {
 		t.Fatal(err)
 	}
