@@ -459,7 +459,7 @@ func (c *conn) readFailed(h ipc.Header, err error) {
 	case errors.Is(err, ipc.ErrFrameTooLarge):
 		c.d.invalid.Add(1)
 		c.writeError(h, ipc.CodeTooLarge, fmt.Sprintf("frame over the limit of %d bytes", c.d.cfg.MaxFrame))
-	case errors.Is(err, ipc.ErrShortFrame):
+	case errors.Is(err, ipc.ErrShortFrame), errors.Is(err, ipc.ErrTooManyFDs):
 		c.d.invalid.Add(1)
 		c.writeError(h, ipc.CodeMalformed, err.Error())
 	case errors.As(err, new(*reqmem.BudgetError)):

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"time"
 	"unsafe"
@@ -53,7 +54,18 @@ const (
 	ReadBufSize = 64 << 10       // a FrameReader's buffer: larger bodies come from ReaderOptions.Large
 	frameHead   = 4 + HeaderSize // the length word and the header
 	maxFDs      = 8              // descriptors received with one recvmsg; the kernel closes the rest
+	// maxHeldFDs bounds the descriptors received and not yet claimed. A
+	// frame is received whole before the next is asked for, and one
+	// recvmsg returns at most one message with descriptors, so an honest
+	// client never has more than its frame's (two at most) and one more
+	// message's waiting; a client that sends its frame a byte at a time,
+	// each with descriptors, would otherwise pin the daemon's descriptors.
+	maxHeldFDs = 2 * maxFDs
 )
+
+// ErrTooManyFDs is returned when a client passes more descriptors than any
+// frame takes before its frame is whole; they are closed.
+var ErrTooManyFDs = errors.New("too many descriptors passed with one frame")
 
 // fdTag is a set of descriptors and the stream offset of the last byte
 // received with them. A client sends a PUT_FD frame in one sendmsg with the
@@ -112,6 +124,10 @@ func (r *FrameReader) recv(p []byte, start bool) (int, error) {
 	if oobn > 0 {
 		if fds := parseRights(r.oob[:oobn]); len(fds) > 0 {
 			r.tags = append(r.tags, fdTag{at: r.recvd + int64(n) - 1, fds: fds})
+			if r.pending() > maxHeldFDs {
+				r.Close()
+				return 0, ErrTooManyFDs
+			}
 		}
 	}
 	if n == 0 {
@@ -246,6 +262,15 @@ func (r *FrameReader) Buffered() bool {
 		return false
 	}
 	return r.rend-r.rpos >= 4+int(binary.LittleEndian.Uint32(r.rbuf[r.rpos:]))
+}
+
+// pending counts the descriptors received and not claimed by a frame.
+func (r *FrameReader) pending() int {
+	n := 0
+	for _, t := range r.tags {
+		n += len(t.fds)
+	}
+	return n
 }
 
 // Close closes the descriptors received and not claimed by a frame.

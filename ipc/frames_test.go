@@ -145,3 +145,38 @@ func FuzzFrameReader(f *testing.F) {
 		}
 	})
 }
+
+// A client that passes descriptors with every byte of a frame it never
+// finishes gets ErrTooManyFDs, and the reader holds none of them.
+func TestFrameReaderDescriptorFlood(t *testing.T) {
+	r, w := readerPair(t, ReaderOptions{})
+	f, err := os.CreateTemp(t.TempDir(), "fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before := openFDs(t)
+	frame := Frame(Header{Version: Version, Op: OpPutFD, ID: 1}, make([]byte, 100))
+	rights := unix.UnixRights(int(f.Fd()), int(f.Fd()), int(f.Fd()), int(f.Fd()))
+	go func(w *net.UnixConn) {
+		for i := range frame {
+			if _, _, err := w.WriteMsgUnix(frame[i:i+1], rights, nil); err != nil {
+				return
+			}
+		}
+	}(w)
+	if _, _, _, err := r.Read(); !errors.Is(err, ErrTooManyFDs) {
+		t.Fatalf("flood: %v", err)
+	}
+	if n := openFDs(t); n > before {
+		t.Fatalf("%d descriptors open after the flood, %d before", n, before)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(ents)
+}

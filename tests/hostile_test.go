@@ -16,9 +16,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/client"
@@ -198,6 +201,63 @@ func TestHostileClaimedBody(t *testing.T) {
 	t.Logf("RSS base %.0f MiB, peak %.0f (+%.0f), after %.0f; descriptors %d before, %d after", base, peak, peak-base, after, fd0, d.fds())
 	if peak-base > 64 {
 		t.Errorf("claimed bodies took %.0f MiB", peak-base)
+	}
+	if !back {
+		t.Errorf("descriptors: %d before the attack, %d after: %s", fd0, d.fds(), d.fdList())
+	}
+}
+
+// Connections that pass descriptors with every byte of a frame they never
+// finish: the daemon must not keep them (it would run out of descriptors
+// for everyone else); each such connection is told MALFORMED and closed.
+func TestHostileDescriptorFlood(t *testing.T) {
+	d := start(t, "--backend", "cpu")
+	p := probe(t, d)
+	time.Sleep(300 * time.Millisecond)
+	fd0 := d.fds()
+	f, err := os.CreateTemp(t.TempDir(), "fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rights := unix.UnixRights(int(f.Fd()), int(f.Fd()), int(f.Fd()), int(f.Fd()))
+	head := make([]byte, 4+ipc.HeaderSize)
+	binary.LittleEndian.PutUint32(head, uint32(ipc.HeaderSize+1<<20))
+	head[4], head[5] = ipc.Version, byte(ipc.OpPutFD)
+	peak := fd0
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		c, err := net.Dial("unix", d.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func(uc *net.UnixConn) {
+			defer wg.Done()
+			msg := append(append([]byte{}, head...), make([]byte, 4096)...)
+			for j := range msg {
+				if _, _, err := uc.WriteMsgUnix(msg[j:j+1], rights, nil); err != nil {
+					return // closed by the daemon, as it should be
+				}
+			}
+		}(c.(*net.UnixConn))
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for watching := true; watching; {
+		select {
+		case <-done:
+			watching = false
+		case <-time.After(20 * time.Millisecond):
+			peak = max(peak, d.fds())
+		}
+	}
+	p.end(t, 2*time.Second)
+	back := settle(10*time.Second, func() bool { return d.fds() <= fd0 })
+	t.Logf("descriptors %d before, peak %d, %d after", fd0, peak, d.fds())
+	if peak-fd0 > 8*(16+4)+16 {
+		t.Errorf("the daemon held %d descriptors more during the flood", peak-fd0)
 	}
 	if !back {
 		t.Errorf("descriptors: %d before the attack, %d after: %s", fd0, d.fds(), d.fdList())
