@@ -81,10 +81,15 @@ func (c *conn) hello(body []byte) ([]byte, error) {
 	return c.reply(h.Encode()), nil
 }
 
+// badPool refuses a pool name no client may use.
+func badPool(pool string) error {
+	return errorf(ipc.CodeBadPool, "pool name %q: want 1-%d printable characters, no spaces", pool, ipc.MaxPoolName)
+}
+
 // checkKeys applies the rules every batch shares.
 func (c *conn) checkKeys(pool string, keys []uint64) error {
 	if !ipc.ValidPool(pool) {
-		return errorf(ipc.CodeBadPool, "pool name %q: want 1-%d printable characters, no spaces", pool, ipc.MaxPoolName)
+		return badPool(pool)
 	}
 	if len(keys) == 0 {
 		return errorf(ipc.CodeEmptyBatch, "batch has no keys")

@@ -12,7 +12,7 @@ func (c *conn) poolCodec(body []byte) ([]byte, error) {
 		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
 	if !ipc.ValidPool(pool) {
-		return nil, errorf(ipc.CodeBadPool, "pool name %q: want 1-%d printable characters, no spaces", pool, ipc.MaxPoolName)
+		return nil, badPool(pool)
 	}
 	var codec backends.Codec
 	if name != "" {

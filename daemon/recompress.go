@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"sort"
+	"time"
 
 	"github.com/s4d-project/s4d/cold"
 	"github.com/s4d-project/s4d/ipc"
@@ -11,19 +12,28 @@ import (
 // The cold tier's requests: RECOMPRESS runs a recompression now; IDLE
 // counts, lists and marks idle pages. Its background work is cold.Tier.
 
+// coldArgs checks what IDLE and RECOMPRESS share, a pool ("" for all)
+// and an age, and gives the age in epochs.
+func (c *conn) coldArgs(pool string, minAge time.Duration) (int, error) {
+	if pool != "" && !ipc.ValidPool(pool) {
+		return 0, badPool(pool)
+	}
+	if err := c.d.cold.CheckAge(minAge); err != nil {
+		return 0, err
+	}
+	return c.d.cold.AgeOf(minAge), nil
+}
+
 func (c *conn) idle(body []byte) ([]byte, error) {
 	req, err := ipc.DecodeIdleRequest(body)
 	if err != nil {
 		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
-	if req.Pool != "" && !ipc.ValidPool(req.Pool) {
-		return nil, errorf(ipc.CodeBadPool, "pool name %q: want 1-%d printable characters, no spaces", req.Pool, ipc.MaxPoolName)
-	}
-	if err := c.d.cold.CheckAge(req.MinAge); err != nil {
+	age, err := c.coldArgs(req.Pool, req.MinAge)
+	if err != nil {
 		return nil, err
 	}
 	st := c.d.store
-	age := c.d.cold.AgeOf(req.MinAge)
 	out := ipc.IdleResult{EpochSeconds: c.d.cfg.IdleEpoch.Seconds(), MinAgeEpochs: age, Pools: []ipc.IdlePool{}}
 	if req.Flags&ipc.IdleMark != 0 {
 		if out.Marked, err = st.MarkIdle(c.uid, req.Pool); err != nil {
@@ -62,15 +72,13 @@ func (c *conn) recompress(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: err.Error()}
 	}
-	if req.Pool != "" && !ipc.ValidPool(req.Pool) {
-		return nil, errorf(ipc.CodeBadPool, "pool name %q: want 1-%d printable characters, no spaces", req.Pool, ipc.MaxPoolName)
-	}
-	if err := c.d.cold.CheckAge(req.MinAge); err != nil {
+	age, err := c.coldArgs(req.Pool, req.MinAge)
+	if err != nil {
 		return nil, err
 	}
 	t := c.d.cold
 	job := cold.Job{UID: c.uid, Pool: req.Pool, Idle: req.Flags&ipc.RecompressIdle != 0,
-		MinAge: c.d.cold.AgeOf(req.MinAge), Huge: req.Flags&ipc.RecompressHuge != 0}
+		MinAge: age, Huge: req.Flags&ipc.RecompressHuge != 0}
 	res, err := t.Recompressor.Run(t.Context(), job)
 	switch {
 	case err == pagecache.ErrNoPool || err == pagecache.ErrPermission:
