@@ -150,6 +150,11 @@ func taking(chain []backends.Backend, pageSize int, codecs ...backends.Codec) []
 	return slices.DeleteFunc(slices.Clone(chain), func(be backends.Backend) bool { return !takes(be) })
 }
 
+// anyLimited tells whether a backend of chain takes only some batches.
+func anyLimited(chain []backends.Backend) bool {
+	return slices.ContainsFunc(chain, func(be backends.Backend) bool { _, ok := be.(backends.Limited); return ok })
+}
+
 // rank orders backends as names does; backends not named keep their order, last.
 func rank(usable []backends.Backend, names []string) []backends.Backend {
 	out := make([]backends.Backend, 0, len(usable))
@@ -343,7 +348,11 @@ func (d *Router) Decompress(ctx context.Context, dd *backends.Decompression) err
 		dd.Corrupt = resize(dd.Corrupt, len(dd.Src))
 		clear(dd.Corrupt)
 	}
-	for i, be := range taking(d.chainFor(len(dd.Src), true), dd.PageSize, dd.Codecs()...) {
+	chain := d.chainFor(len(dd.Src), true)
+	if anyLimited(chain) { // only then is it worth a look at every page's class
+		chain = taking(chain, dd.PageSize, dd.Codecs()...)
+	}
+	for i, be := range chain {
 		if i > 0 {
 			d.fallbacks.Add(1)
 		}
