@@ -1,22 +1,24 @@
 // Page classification and LZ4 block compression, one 4 KiB page per
-// workgroup of 256 invocations, every phase parallel:
-//  1. load + zero / same-filled test;
-//  2. a match for every position (the latest earlier positions with the
-//     same hash of 4 and of 6 bytes, and the nearest of the 32 positions
-//     before it; the longest, capped at CAP);
-//  3. the greedy parse (lazy by up to two bytes) without a serial walk: each
-//     invocation owns a 32-position segment, computes where the parse
-//     leaves it from every entry point, the entries are chained, then every
-//     segment marks its own path;
-//  4. consecutive CAP-long chunks of one offset merge into one match;
-//     prefix sums give every sequence its output offset, every invocation
-//     writes its sequences' headers and its segment's literals;
-//  5. the block is appended to the packed output (atomic bump offset).
+// workgroup of 128 invocations. The algorithm is backends/pagelz4's (the
+// reference the CUDA kernel follows too), so every block is byte for byte
+// the one pagelz4 writes:
+//  1. load + zero / same-filled test (zram's rule);
+//  2. hash chains: each position linked to the nearest earlier one with
+//     the same 4-byte hash, in 32 rounds of 128 positions (the nearest in
+//     the round found from a per-bucket bitmask of the round's positions);
+//  3. the best match of every position, in parallel: up to DEPTH chain
+//     candidates, lengths compared up to CAP bytes;
+//  4. the match starts (a match not beaten by the next position's) as a
+//     bitmap, then one invocation walks it from start to start, extending
+//     CAP-long matches, and lists the sequences;
+//  5. a prefix sum gives every sequence its output offset; headers are
+//     written per sequence, literals per position; the block is appended
+//     to the packed output (atomic bump offset).
+// It is small on purpose: about 25 KiB of workgroup memory and few live
+// registers, so that many pages share an SM (its throughput is residency).
 // Output per page (info[4*i..]): class (1 zero, 2 same, 3 lz4, 5 raw),
 // size, then the fill word (zero / same) or the packed byte offset (lz4).
-// End-of-block rules kept: the last match starts at least 12 bytes before
-// the end, the last 5 bytes are literals. Subgroup and workgroup-memory
-// scans give identical bytes (integer sums).
+// Subgroup and workgroup-memory scans give identical bytes (integer sums).
 SG_ENABLE_V
 
 struct Params {
@@ -34,34 +36,33 @@ struct Params {
 
 const PAGE_WORDS: u32 = 1024u;
 const PS: u32 = 4096u;
-const WG: u32 = 256u;              // invocations: positions per round
-const NSEGS: u32 = 128u;           // 32-position segments, one per invocation t < NSEGS
-const HASH_BITS: u32 = HASH_BITS_V;
+const WG: u32 = 128u;              // invocations: positions per chain round
+const HASH_BITS: u32 = 11u;        // pagelz4.HashBits
 const HSIZE: u32 = 1u << HASH_BITS;
-const MFLIMIT: u32 = PS - 12u;     // last position a match may start at
+const DEPTH: u32 = select(6u, TUNE_V, TUNE_V != 0u); // pagelz4.ChainDepth (TUNE: benchmarks)
+const CAP: u32 = 19u;              // pagelz4.SelectCap
+const LAST: u32 = PS - 12u;        // the last position a match may start at
 const MATCH_END: u32 = PS - 5u;    // a match must end by here
-const BACKSCAN: u32 = 16u;         // in-round positions compared directly
-const CAP: u32 = 19u;              // match lengths compared up to this
-const OFFSET_PASSES: u32 = 3u;     // passes of the offset rule (2b)
-const ROUNDS: u32 = (MFLIMIT + WG) / WG;
-const NSEQ: u32 = 1024u;           // sequences of a 4 KiB block, at most
+const NB: u32 = 128u;              // buckets of a round's bitmask table
 const STOP: u32 = STOP_V;          // benchmarks only: stop after this phase
-const TUNE: u32 = TUNE_V;          // benchmarks only: leave out parts
-// Scratch: hash tables, then segment exits (u16), then sequences + block.
-const A_WORDS: u32 = max(3u * HSIZE, 3u * NSEQ);
-const SEQ_B: u32 = NSEQ;           // per sequence: literal output - anchor
-const OUT: u32 = 2u * NSEQ;        // the block being built
 
-// The page at word PAD, with zero words around it: the windows read at
-// its edges (8 words before, 3 after) need no bounds test.
+// Scratch S (words), regions reused once their phase is over:
+const S_LINK: u32 = 0u;            // u16 per position: chain link (q+1; 0 none)
+const S_SEQ: u32 = 0u;             //   then start | end<<16 per sequence
+const S_LB: u32 = 1024u;           //   and its offset, then its literal base
+const S_HEAD: u32 = 2048u;         // latest position+1 per hash
+const S_E: u32 = 2048u;            //   then u16 per position: (len-4)<<12 | off
+const S_OUT: u32 = 2048u;          //   then the block being built
+const S_MASK: u32 = 4096u;         // two bitmask tables (NB buckets x 4 words)
+const S_SEL: u32 = 4096u;          //   then one bit per position: a match starts
+const S_WORDS: u32 = 5120u;
+
+// The page at word PAD, with zero words around it: the windows read near
+// its end need no bounds test.
 const PAD: u32 = 8u;
-var<workgroup> page: array<u32, PAGE_WORDS + PAD + 3u>;
-var<workgroup> mt: array<atomic<u32>, PS / 2u>;     // u16: (len-4)<<12 | off
-var<workgroup> A: array<atomic<u32>, A_WORDS>;
-var<workgroup> selw: array<u32, NSEGS>;   // positions where a match is taken
-var<workgroup> pmw: array<u32, NSEGS>;    // path positions that start a match
-var<workgroup> endw: array<u32, NSEGS>;   // path literals + sequence starts
-var<workgroup> entry: array<u32, NSEGS + 1u>;
+var<workgroup> page: array<u32, PAGE_WORDS + PAD + 8u>;
+var<workgroup> S: array<atomic<u32>, S_WORDS>;
+var<workgroup> rh: array<u32, WG>;   // the round's hashes
 var<workgroup> scanBuf: array<u32, WG>;
 var<workgroup> bcast: u32;
 var<workgroup> flag: atomic<u32>;
@@ -87,14 +88,12 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     let f1 = pages[base + 1u];
 
     // Workgroup memory that is read before it is written starts zeroed
-    // here (the device may be opened without Dawn's zero-initialization).
+    // here (the device may be opened without Dawn's zero-initialization):
+    // links, heads and bitmasks.
     if (t == 0u) { atomicStore(&flag, 0u); }
-    if (t < PAD) { page[t] = 0u; }
-    if (t < 3u) { page[PAD + PAGE_WORDS + t] = 0u; }
-    for (var i = t; i < PS / 2u; i = i + WG) { atomicStore(&mt[i], 0u); }
-    for (var i = t; i < 3u * HSIZE; i = i + WG) { atomicStore(&A[i], 0u); }
-    workgroupBarrier();
-    // Load the page and test every 8-byte word against the first.
+    if (t < PAD) { page[t] = 0u; page[PAD + PAGE_WORDS + t] = 0u; }
+    for (var i = t; i < S_WORDS; i = i + WG) { atomicStore(&S[i], 0u); }
+    // 1. Load the page and test every 8-byte word against the first.
     var differ = false;
     for (var i = t; i < PAGE_WORDS / 2u; i = i + WG) {
         let a = pages[base + 2u * i];
@@ -127,280 +126,124 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         return;
     }
     let useSG = (fl & 2u) == 0u;
-    if (STOP == 1u) {
-        if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
-        return;
-    }
+    if (STOP == 1u) { storeRaw(pageIdx, t); return; }
 
-    // 2. Matches. In round r invocation t takes position r*WG+t; two
-    // tables hold the latest position of earlier rounds per hash of 4 and
-    // of 6 bytes (the second finds long matches among short repeats).
-    // The words around p are read once into registers: the key, the
-    // bytes a match is compared on, and the 32 positions before p.
-    for (var r = 0u; r < ROUNDS; r = r + 1u) {
+    // 2. Chains. Round r holds positions r*WG + t. Each sets its bit in
+    // its hash bucket's 128-bit mask; the nearest lower bit whose position
+    // has the same hash is its link, else the latest position of earlier
+    // rounds (head). Two mask tables alternate, so a table is cleared a
+    // round before it is used again.
+    for (var r = 0u; r < PS / WG; r = r + 1u) {
         let p = r * WG + t;
-        let rs = r * WG;
-        var h = HSIZE;  // where p goes in the 4-byte table (HSIZE: nowhere)
-        var h6 = HSIZE; // and in the 6-byte one
-        var prev1 = 0u;
-        if (p <= MFLIMIT) {
-            let a = p & 3u;
-            let sh = a * 8u;
-            let b0 = i32(p >> 2u) - 4;
-            // Words b0-4..b0+9 in registers (no arrays: constant names).
-            let q0 = pageWord(b0 - 4);
-            let q1 = pageWord(b0 - 3);
-            let q2 = pageWord(b0 - 2);
-            let q3 = pageWord(b0 - 1);
-            let w0 = pageWord(b0);
-            let w1 = pageWord(b0 + 1);
-            let w2 = pageWord(b0 + 2);
-            let w3 = pageWord(b0 + 3);
-            let w4 = pageWord(b0 + 4);
-            let w5 = pageWord(b0 + 5);
-            let w6 = pageWord(b0 + 6);
-            let w7 = pageWord(b0 + 7);
-            let w8 = pageWord(b0 + 8);
-            let w9 = pageWord(b0 + 9);
-            let key = fsh(w4, w5, sh);
-            // The 4 bytes at p+4, p+8, p+12, p+16.
-            let v = vec4<u32>(fsh(w5, w6, sh), fsh(w6, w7, sh), fsh(w7, w8, sh), fsh(w8, w9, sh));
-            let lim = min(CAP, MATCH_END - p);
-            let key6 = v.x & 0xffffu; // bytes 4 and 5 after p
-            // Insert p unless a later position of this round has the same
-            // key (runs would otherwise all hit one table entry at once).
-            // k1, k2: the 4 bytes at p+1, p+2; j1, j2: the 2 bytes after
-            // (all within the key and v.x, the 8 bytes at p).
-            let k1 = (key >> 8u) | (v.x << 24u);
-            let k2 = (key >> 16u) | (v.x << 16u);
-            let j1 = (v.x >> 8u) & 0xffffu;
-            let j2 = (v.x >> 16u) & 0xffffu;
-            let end = min(MFLIMIT + 1u, rs + WG);
-            let e1 = p + 1u < end;
-            let e2 = p + 2u < end;
-            let e4 = p + 4u < end;
-            let e8 = p + 8u < end;
-            let dup = (e1 && k1 == key) || (e2 && k2 == key) || (e4 && v.x == key) || (e8 && v.y == key);
-            let dup6 = (e1 && k1 == key && j1 == key6) || (e2 && k2 == key && j2 == key6) ||
-                       (e4 && v.x == key && (v.y & 0xffffu) == key6) || (e8 && v.y == key && (v.z & 0xffffu) == key6);
-            if ((TUNE & 2u) == 0u) {
-                h = select(hashOf(key), HSIZE, dup);
-                h6 = select(hash6(key, key6), HSIZE, dup6);
-            }
-            var best = 0u;
-            var boff = 0u;
-            // Nearest of the 32 positions before p (this round) with the
-            // same key: byte rel of the window starts at (p & ~3) - 32 + rel.
-            var brel = 99u;
-            if ((TUNE & 1u) == 0u) {
-                brel = bscanMask(p, rs, a, key, q0, q1, q2, q3, w0, w1, w2, w3, w4, w5);
-            }
-            let old1 = atomicLoad(&A[hashOf(key)]);
-            let old2 = atomicLoad(&A[HSIZE + hash6(key, key6)]);
-            let old3 = atomicLoad(&A[2u * HSIZE + hashOf(key)]);
-            prev1 = old1;
-            // All four lengths at once, their loads side by side (not a
-            // chain of dependent ones); preferred in this order, so the
-            // bytes are those of comparing one after the other.
-            let c0 = select(0u, (p & ~3u) + brel - 32u, brel != 99u);
-            let l0 = select(0u, candLen(c0, key, v, lim), brel != 99u);
-            var l1 = select(0u, candLen(max(old1, 1u) - 1u, key, v, lim), old1 != 0u);
-            var l2 = select(0u, candLen(max(old2, 1u) - 1u, key, v, lim), old2 != 0u);
-            var l3 = select(0u, candLen(max(old3, 1u) - 1u, key, v, lim), old3 != 0u);
-            if ((TUNE & 16u) != 0u) { l3 = 0u; } // benchmarks: no displaced entry
-            if ((TUNE & 32u) != 0u) { l2 = 0u; } // benchmarks: no 6-byte table
-            if ((TUNE & 64u) != 0u) { // benchmarks: no table candidates
-                l1 = 0u;
-                l2 = 0u;
-                l3 = 0u;
-                prev1 = 0u;
-            }
-            best = l0;
-            boff = p - c0;
-            if (l1 > best) { best = l1; boff = p + 1u - old1; }
-            if (l2 > best) { best = l2; boff = p + 1u - old2; }
-            if (l3 > best) { best = l3; boff = p + 1u - old3; }
-            if (best >= 4u) {
-                atomicOr(&mt[p >> 1u], (((best - 4u) << 12u) | boff) << (16u * (p & 1u)));
-            }
+        let valid = p + 4u <= PS;
+        var h = 0u;
+        var bw = 0u;
+        if (valid) {
+            h = hashOf(load32(p));
+            rh[t] = h;
+            bw = S_MASK + (r & 1u) * NB * 4u + (h & (NB - 1u)) * 4u;
+            atomicOr(&S[bw + (t >> 5u)], 1u << (t & 31u));
         }
         workgroupBarrier();
-        if (h < HSIZE) { atomicMax(&A[h], p + 1u); }
-        if (h6 < HSIZE) { atomicMax(&A[HSIZE + h6], p + 1u); }
-        workgroupBarrier();
-        // The entry p displaced stays as a second candidate.
-        if (h < HSIZE && atomicLoad(&A[h]) == p + 1u && prev1 != 0u) {
-            atomicStore(&A[2u * HSIZE + h], prev1);
+        if (valid) {
+            var link = atomicLoad(&S[S_HEAD + h]);
+            var w = t >> 5u;
+            var m = atomicLoad(&S[bw + w]) & ((1u << (t & 31u)) - 1u);
+            loop {
+                if (m != 0u) {
+                    let b = firstLeadingBit(m);
+                    let q = w * 32u + b;
+                    if (rh[q] == h) {
+                        link = r * WG + q + 1u;
+                        break;
+                    }
+                    m = m ^ (1u << b);
+                    continue;
+                }
+                if (w == 0u) { break; }
+                w = w - 1u;
+                m = atomicLoad(&S[bw + w]);
+            }
+            atomicOr(&S[S_LINK + (p >> 1u)], link << ((p & 1u) * 16u));
         }
         workgroupBarrier();
+        if (valid) {
+            atomicMax(&S[S_HEAD + h], p + 1u);
+            atomicStore(&S[bw + (t >> 5u)], 0u);
+        }
     }
+    workgroupBarrier();
+    if (STOP == 2u) { storeRaw(pageIdx, t); return; }
 
-    // 2b. Long matches are found in CAP-long chunks; a chunk following a
-    // CAP-long one merges with it when both use one offset (phase 4). So
-    // where position q could match at the offset of the CAP-long match at
-    // q-CAP at least as long as at its own, it takes that offset. A pass
-    // finds all its new entries, then writes them (two barriers a pass):
-    // each pass carries an offset one chunk further.
-    for (var it = 0u; it < select(OFFSET_PASSES, 0u, (TUNE & 8u) != 0u); it = it + 1u) {
-        var nvs: array<u32, PS / WG>;
-        for (var k = 0u; k < PS / WG; k = k + 1u) {
-            nvs[k] = offsetFor(k * WG + t);
-        }
-        workgroupBarrier();
-        for (var k = 0u; k < PS / WG; k = k + 1u) {
-            let q = k * WG + t;
-            let nv = nvs[k];
-            if (nv != 0u) {
-                atomicAnd(&mt[q >> 1u], ~(0xffffu << (16u * (q & 1u))));
-                atomicOr(&mt[q >> 1u], nv << (16u * (q & 1u)));
-            }
-        }
-        workgroupBarrier();
-    }
-    if (STOP == 2u) {
-        if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
-        return;
-    }
-    // 3. Parse. Segment [s0, s0+32): where a match is taken (lazy: not
-    // when one of the next two positions' is longer), then for every entry point e
-    // the first path position at or past the segment's end.
-    let seg = t < NSEGS;
-    let s0 = min(t, NSEGS) * 32u;
-    let s1 = s0 + 32u;
-    // The exits (u16) go where the tables were: no one reads those after
-    // the last barrier of the rounds. Each segment owns 16 words.
-    var sel = 0u;
-    var lnext = lenAt(s1);
-    var lnext2 = lenAt(s1 + 1u);
-    for (var k = select(-1i, 31i, seg); k >= 0i; k = k - 1i) {
-        let e = s0 + u32(k);
-        let l = lenAt(e);
-        var nx = e + 1u;
-        if (l >= 4u && lnext <= l && lnext2 <= l) {
-            sel = sel | (1u << u32(k));
-            nx = e + l;
-        }
-        var x = nx;
-        if (nx < s1) {
-            x = (atomicLoad(&A[nx >> 1u]) >> ((nx & 1u) * 16u)) & 0xffffu;
-        }
-        if ((e & 1u) == 1u) {
-            atomicStore(&A[e >> 1u], x << 16u); // odd first: k goes down
-        } else {
-            atomicStore(&A[e >> 1u], atomicLoad(&A[e >> 1u]) | x);
-        }
-        lnext2 = lnext;
-        lnext = l;
-    }
-    if (seg) { selw[t] = sel; }
-    workgroupBarrier();
-    for (var w = t; w < NSEQ; w = w + WG) {
-        atomicStore(&A[OUT + w], 0u);
+    // 3. Best match of every position; invocation t takes the pairs
+    // 2t, 2t+1 of each 256 positions and stores them as one word (the
+    // heads are dead: their region holds the matches now).
+    for (var k = 0u; k < PS / 256u; k = k + 1u) {
+        let p = k * 256u + 2u * t;
+        atomicStore(&S[S_E + k * WG + t], bestAt(p) | (bestAt(p + 1u) << 16u));
     }
     workgroupBarrier();
-    // Chain the segments: entry[s] is the first path position >= s*32.
+    if (STOP == 3u) { storeRaw(pageIdx, t); return; }
+
+    // 4. Match starts, 32 positions per invocation (the masks are dead).
+    {
+        let p0 = 32u * t;
+        var bits = 0u;
+        var b = lenAt(p0);
+        for (var j = 0u; j < 32u; j = j + 1u) {
+            let b1 = lenAt(p0 + j + 1u);
+            if (b >= 4u && b1 <= b) { bits = bits | (1u << j); }
+            b = b1;
+        }
+        atomicStore(&S[S_SEL + t], bits);
+    }
+    workgroupBarrier();
+    // The parse: from the cursor, the next start takes its match; a
+    // CAP-long one is extended in full. The links are dead: the sequences
+    // go there.
     if (t == 0u) {
-        var pos = 0u;
-        for (var s = 0u; s < NSEGS; s = s + 1u) {
-            entry[s] = pos;
-            if (pos < s * 32u + 32u) {
-                pos = (atomicLoad(&A[pos >> 1u]) >> ((pos & 1u) * 16u)) & 0xffffu;
-            }
-        }
-        entry[NSEGS] = pos;
-    }
-    workgroupBarrier();
-    // Every segment marks its own path: match starts and literals.
-    var pm = 0u;
-    var lit = 0u;
-    var pos = s1;
-    if (seg) { pos = entry[t]; }
-    loop {
-        if (pos >= s1) { break; }
-        let k = pos - s0;
-        if ((sel & (1u << k)) != 0u) {
-            pm = pm | (1u << k);
-            pos = pos + lenAt(pos);
-        } else {
-            lit = lit | (1u << k);
-            pos = pos + 1u;
-        }
-    }
-    if (seg) { pmw[t] = pm; }
-    workgroupBarrier();
-    if (STOP == 3u) {
-        if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
-        return;
-    }
-
-    // 4. Sequences: a path match continuing a CAP-long one of the same
-    // offset right before it is part of that match.
-    var ss = 0u;
-    var bits = pm;
-    loop {
-        if (bits == 0u) { break; }
-        let k = countTrailingZeros(bits);
-        bits = bits & (bits - 1u);
-        let q = s0 + k;
-        var cont = false;
-        if (q >= CAP) {
-            let p = q - CAP;
-            if ((pmw[p >> 5u] & (1u << (p & 31u))) != 0u && lenAt(p) == CAP &&
-                ((mtAt(p) ^ mtAt(q)) & 0xfffu) == 0u) {
-                cont = true;
-            }
-        }
-        if (!cont) { ss = ss | (1u << k); }
-    }
-    if (seg) { endw[t] = lit | ss; }
-    var sc: vec2<u32>;
-    if (useSG) {
-        sc = SG_CALL_V(t, countOneBits(ss));
-    } else {
-        sc = scanWG(t, countOneBits(ss));
-    }
-    let nseq = sc.y;
-    // Starts, in order.
-    bits = ss;
-    var si = sc.x;
-    loop {
-        if (bits == 0u) { break; }
-        atomicStore(&A[si], s0 + countTrailingZeros(bits));
-        bits = bits & (bits - 1u);
-        si = si + 1u;
-    }
-    workgroupBarrier();
-    // Ends: the next path literal or sequence start.
-    for (var i = t; i < nseq; i = i + WG) {
-        let q = atomicLoad(&A[i]);
-        var w = q >> 5u;
-        var b = endw[w] & ~((2u << (q & 31u)) - 1u);
+        var cur = 0u;
+        var n = 0u;
+        var wi = 0u;
         loop {
-            if (b != 0u || w + 1u >= NSEGS) { break; }
-            w = w + 1u;
-            b = endw[w];
+            if (cur > LAST) { break; }
+            wi = cur >> 5u;
+            var bits = atomicLoad(&S[S_SEL + wi]) & (0xffffffffu << (cur & 31u));
+            loop {
+                if (bits != 0u || wi >= PS / 32u - 1u) { break; }
+                wi = wi + 1u;
+                bits = atomicLoad(&S[S_SEL + wi]);
+            }
+            if (bits == 0u) { break; }
+            let s = wi * 32u + countTrailingZeros(bits);
+            let e = eAt(s);
+            let off = e & 0xfffu;
+            var ml = (e >> 12u) + 4u;
+            if (ml == CAP) { ml = extend(s, off); }
+            atomicStore(&S[S_SEQ + n], s | ((s + ml) << 16u));
+            atomicStore(&S[S_LB + n], off);
+            n = n + 1u;
+            cur = s + ml;
         }
-        var e = PS;
-        if (b != 0u) { e = w * 32u + countTrailingZeros(b); }
-        atomicStore(&A[i], q | (e << 16u));
+        bcast = n;
     }
-    workgroupBarrier();
-    if (STOP == 4u) {
-        if (t == 0u) { info[4u * pageIdx] = 5u; info[4u * pageIdx + 1u] = PS; }
-        return;
-    }
-    // Sizes: invocation t takes sequences [t*per, t*per+per); sequence
-    // nseq is the closing literals-only one.
+    let nseq = workgroupUniformLoad(&bcast);
+    if (STOP == 4u) { storeRaw(pageIdx, t); return; }
+    // The matches are dead: the block is built where they were.
+    for (var i = t; i < PS / 4u; i = i + WG) { atomicStore(&S[S_OUT + i], 0u); }
+
+    // 5. Sizes of this invocation's run of sequences (the last one,
+    // index nseq, holds the final literals only) and their prefix sum.
     let per = (nseq + WG) / WG;
     let i0 = min(t * per, nseq + 1u);
     let i1 = min(i0 + per, nseq + 1u);
-    var sum = 0u;
     var anchor = 0u;
-    if (i0 > 0u && i0 <= nseq) { anchor = atomicLoad(&A[i0 - 1u]) >> 16u; }
+    if (i0 > 0u) { anchor = atomicLoad(&S[S_SEQ + i0 - 1u]) >> 16u; }
+    var sum = 0u;
     var a = anchor;
     for (var i = i0; i < i1; i = i + 1u) {
         if (i < nseq) {
-            let s = atomicLoad(&A[i]);
+            let s = atomicLoad(&S[S_SEQ + i]);
             let st = s & 0xffffu;
             let en = s >> 16u;
             let ll = st - a;
@@ -419,24 +262,19 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     }
     if (t == 0u) { bcast = so.y; }
     let size = workgroupUniformLoad(&bcast);
-    let limit = min(params.threshold, PS);
-    if (size > limit) { // uniform: a workgroup-wide total
-        if (t == 0u) {
-            info[4u * pageIdx] = 5u;
-            info[4u * pageIdx + 1u] = PS;
-            info[4u * pageIdx + 2u] = 0u;
-            info[4u * pageIdx + 3u] = 0u;
-        }
+    if (size > min(params.threshold, PS)) { // uniform: a workgroup-wide total
+        storeRaw(pageIdx, t);
         return;
     }
-    // Headers; literal bases for the segments.
+    // Headers; each sequence's literal base (output - anchor) replaces
+    // its offset.
     var o = so.x;
     a = anchor;
     for (var i = i0; i < i1; i = i + 1u) {
         var st = PS;
         var en = PS;
         if (i < nseq) {
-            let s = atomicLoad(&A[i]);
+            let s = atomicLoad(&S[S_SEQ + i]);
             st = s & 0xffffu;
             en = s >> 16u;
         }
@@ -446,10 +284,11 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         putByte(o, (min(ll, 15u) << 4u) | min(ml, 15u));
         o = o + 1u;
         if (ll >= 15u) { o = putLen(o, ll); }
-        atomicStore(&A[SEQ_B + i], o - a); // wraps: added to a position
+        var off = 0u;
+        if (i < nseq) { off = atomicLoad(&S[S_LB + i]); }
+        atomicStore(&S[S_LB + i], o - a); // wraps: added to a position
         o = o + ll;
         if (i < nseq) {
-            let off = mtAt(st) & 0xfffu;
             putByte(o, off & 0xffu);
             putByte(o + 1u, off >> 8u);
             o = o + 2u;
@@ -458,25 +297,52 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         a = en;
     }
     workgroupBarrier();
-    // Literals of this segment: sequence index = starts before them.
-    bits = lit;
-    loop {
-        if (bits == 0u) { break; }
-        let k = countTrailingZeros(bits);
-        bits = bits & (bits - 1u);
-        let i = sc.x + countOneBits(ss & ((1u << k) - 1u));
-        putByte(s0 + k + atomicLoad(&A[SEQ_B + i]), byteAt(s0 + k));
+    // Literals, 32 positions per invocation: the sequence of position x
+    // is the first whose match ends after x (nseq: the final literals).
+    {
+        let x0 = 32u * t;
+        var lo = 0u;
+        var hi = nseq;
+        loop {
+            if (lo >= hi) { break; }
+            let mid = (lo + hi) / 2u;
+            if ((atomicLoad(&S[S_SEQ + mid]) >> 16u) > x0) { hi = mid; } else { lo = mid + 1u; }
+        }
+        var i = lo;
+        var st = PS;
+        var en = PS;
+        if (i < nseq) {
+            let s = atomicLoad(&S[S_SEQ + i]);
+            st = s & 0xffffu;
+            en = s >> 16u;
+        }
+        var lb = atomicLoad(&S[S_LB + i]);
+        for (var j = 0u; j < 32u; j = j + 1u) {
+            let x = x0 + j;
+            if (x >= en) {
+                i = i + 1u;
+                st = PS;
+                en = PS;
+                if (i < nseq) {
+                    let s = atomicLoad(&S[S_SEQ + i]);
+                    st = s & 0xffffu;
+                    en = s >> 16u;
+                }
+                lb = atomicLoad(&S[S_LB + i]);
+            }
+            if (x < st) { putByte(x + lb, byteAt(x)); }
+        }
     }
     workgroupBarrier();
 
-    // 5. Append the block to the packed output.
+    // 6. Append the block to the packed output.
     if (t == 0u) {
         bcast = atomicAdd(&total[0], (size + 3u) & ~3u);
     }
     let goff = workgroupUniformLoad(&bcast);
     let words = (size + 3u) / 4u;
     for (var w = t; w < words; w = w + WG) {
-        packed[(goff >> 2u) + w] = atomicLoad(&A[OUT + w]);
+        packed[(goff >> 2u) + w] = atomicLoad(&S[S_OUT + w]);
     }
     if (t == 0u) {
         info[4u * pageIdx] = 3u;

@@ -10,10 +10,10 @@ import (
 )
 
 // Compress classifies each page (zero / same-filled, fused with its load
-// into workgroup memory) and LZ4-compresses the rest, one page per
-// workgroup, every phase parallel; each block is appended to one packed
-// output buffer, and per page it writes class, size and fill word or
-// packed offset.
+// into workgroup memory) and LZ4-compresses the rest with the algorithm of
+// backends/pagelz4 (the same bytes), one page per workgroup; each block is
+// appended to one packed output buffer, and per page it writes class, size
+// and fill word or packed offset.
 //
 // It is compress.wgsl with its helpers (compress_fns.wgsl) appended.
 var Compress = compressMain + "\n" + compressFns
@@ -39,10 +39,9 @@ var Decompress string
 // Params are the compile-time constants of the kernels.
 type Params struct {
 	PageWords int  // page size / 4 (the compress kernel is for 4 KiB pages)
-	HashBits  int  // log2 of the hash table entries (workgroup memory)
 	Subgroups bool // use subgroup operations (needs the subgroups feature)
 	Stop      int  // benchmarks only: compress stops after this phase (0: none)
-	Tune      int  // benchmarks only: parts of the match search left out
+	Tune      int  // benchmarks only: chain depth other than pagelz4's (0: its own)
 }
 
 // Source returns src with its constants set.
@@ -61,7 +60,6 @@ func Source(src string, p Params) string {
 	}
 	r := strings.NewReplacer(append(sg,
 		"PAGE_WORDS_V", strconv.Itoa(p.PageWords)+"u",
-		"HASH_BITS_V", strconv.Itoa(p.HashBits)+"u",
 		"STOP_V", strconv.Itoa(p.Stop)+"u",
 		"TUNE_V", strconv.Itoa(p.Tune)+"u",
 	)...)
@@ -70,11 +68,9 @@ func Source(src string, p Params) string {
 
 // WorkgroupBytes is the workgroup memory the compress kernel needs.
 func WorkgroupBytes(p Params) int {
-	const ps, wg, nseq = 4096, 256, 1024
-	a := max(3<<p.HashBits, 3*nseq) * 4
-	return ps + 11*4 + // the page and its zero words
-		ps*2 + // one u16 match per position
-		a + // hash tables / segment exits / sequences and block
-		3*128*4 + 129*4 + wg*4 + // bitmaps, entries, scan
-		16 + wg // flags, subgroup sums
+	const wg = 128
+	return (1024+16)*4 + // the page and its zero words
+		5120*4 + // links / heads / bitmasks, reused by later phases
+		2*wg*4 + // round hashes, scan
+		8 + wg // flags, subgroup sums
 }

@@ -438,22 +438,16 @@ func (d *device) pipeline(src, entry string) (C.WGPUComputePipeline, error) {
 	return pl, nil
 }
 
-// maxHashBits caps the compress kernel's hash tables (two of 2^bits
-// entries); a variable so that benchmarks can compare others.
-var maxHashBits = 10
-
 // stopPhase makes the compress kernel stop after a phase; for timing
 // the phases in benchmarks only (pages come out raw).
 var stopPhase, tuneBits = 0, 0
 
-// kernelParams sizes the compress kernel from the adapter's workgroup
-// memory: the biggest hash tables (up to 2^maxHashBits entries) that fit.
+// kernelParams sets the compress kernel's constants, or says why the
+// adapter's workgroup memory is too small for it.
 func kernelParams(pageSize int, wgStorage uint32, subgroups bool) (wgsl.Params, error) {
-	for bits := maxHashBits; bits >= 8; bits-- {
-		p := wgsl.Params{PageWords: pageSize / 4, HashBits: bits, Subgroups: subgroups, Stop: stopPhase, Tune: tuneBits}
-		if wgsl.WorkgroupBytes(p) <= int(wgStorage) {
-			return p, nil
-		}
+	p := wgsl.Params{PageWords: pageSize / 4, Subgroups: subgroups, Stop: stopPhase, Tune: tuneBits}
+	if need := wgsl.WorkgroupBytes(p); need > int(wgStorage) {
+		return wgsl.Params{}, fmt.Errorf("webgpu: the compress kernel needs %d bytes of workgroup memory, the adapter offers %d", need, wgStorage)
 	}
-	return wgsl.Params{}, fmt.Errorf("webgpu: %d bytes of workgroup memory is too little for %d-byte pages", wgStorage, pageSize)
+	return p, nil
 }

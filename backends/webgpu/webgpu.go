@@ -88,7 +88,7 @@ func (d *device) close() {
 
 func (b *Backend) setup() error {
 	d := b.d
-	if d.lim.l.maxComputeInvocationsPerWorkgroup < 256 {
+	if d.lim.l.maxComputeInvocationsPerWorkgroup < 128 {
 		return backends.Unavailable("webgpu: adapter allows only %d invocations per workgroup", d.lim.l.maxComputeInvocationsPerWorkgroup)
 	}
 	wgMem := uint32(d.lim.l.maxComputeWorkgroupStorageSize)
@@ -124,7 +124,7 @@ func (b *Backend) setup() error {
 	if b.kp.Subgroups {
 		scan = fmt.Sprintf("subgroup scans (subgroups up to %d)", d.subMax)
 	}
-	d.desc += fmt.Sprintf(", workgroup memory %d B, hash 2x2^%d, %s", wgMem, b.kp.HashBits, scan)
+	d.desc += fmt.Sprintf(", workgroup memory %d B, %s", wgMem, scan)
 	if d.toggles != "" {
 		d.desc += ", dawn toggles " + d.toggles
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/s4d-project/s4d/backends/backendtest"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/backends/pagelz4"
 )
 
 var (
@@ -43,9 +44,6 @@ func open(t testing.TB) *Backend {
 	}
 	sharedOnce.Do(func() {
 		// Benchmarks may try another kernel shape.
-		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_HASH_BITS")); err == nil {
-			maxHashBits = v
-		}
 		if v, err := strconv.Atoi(os.Getenv("S4D_TUNE_BITS")); err == nil {
 			tuneBits = v
 		}
@@ -180,6 +178,44 @@ func TestRatio(t *testing.T) {
 		if rg < rc {
 			t.Errorf("%s: ratio %.3f is below the cpu backend's %.3f", kind, rg, rc)
 		}
+	}
+}
+
+// The kernel runs backends/pagelz4's algorithm: every LZ4 page it stores
+// must be exactly pagelz4's block, and every page pagelz4 cannot fit under
+// the threshold must come out raw.
+func TestSameBytesAsPagelz4(t *testing.T) {
+	b := open(t)
+	if tuneBits != 0 {
+		t.Skip("S4D_TUNE_BITS changes the chain depth")
+	}
+	var pages []byte
+	for _, kind := range corpus.Kinds {
+		pages = append(pages, corpus.Pages(kind, 96, PageSize, 33)...)
+	}
+	threshold := PageSize * 3 / 4
+	out := checkRoundTrip(t, b, pages, threshold)
+	in := &backends.Batch{PageSize: PageSize, Pages: pages}
+	var s pagelz4.Scratch
+	dst := make([]byte, threshold)
+	lz4s := 0
+	for i := range len(pages) / PageSize {
+		if c := out.Class[i]; c != backends.ClassLZ4 && c != backends.ClassRaw {
+			continue
+		}
+		n := pagelz4.Compress(pages[i*PageSize:(i+1)*PageSize], dst, &s)
+		switch {
+		case n == 0 && out.Class[i] != backends.ClassRaw:
+			t.Fatalf("page %d: pagelz4 does not fit it under %d bytes, the kernel stored %d", i, threshold, out.Size[i])
+		case n > 0 && (out.Class[i] != backends.ClassLZ4 || !bytes.Equal(out.Bytes(i, in), dst[:n])):
+			t.Fatalf("page %d: kernel block (class %v, %d bytes) differs from pagelz4's %d bytes", i, out.Class[i], out.Size[i], n)
+		}
+		if n > 0 {
+			lz4s++
+		}
+	}
+	if lz4s == 0 {
+		t.Fatal("no page was compressed: the test checked nothing")
 	}
 }
 
