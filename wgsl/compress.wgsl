@@ -4,8 +4,8 @@
 // the one pagelz4 writes:
 //  1. load + zero / same-filled test (zram's rule);
 //  2. hash chains: each position linked to the nearest earlier one with
-//     the same 4-byte hash, in 32 rounds of 128 positions (the nearest in
-//     the round found from a per-bucket bitmask of the round's positions);
+//     the same 4-byte hash, in 16 rounds of 256 positions (two per
+//     invocation);
 //  3. the best match of every position, in parallel: up to DEPTH chain
 //     candidates, lengths compared up to CAP bytes;
 //  4. the match starts (a match not beaten by the next position's) as a
@@ -14,8 +14,9 @@
 //  5. a prefix sum gives every sequence its output offset; headers are
 //     written per sequence, literals per position; the block is appended
 //     to the packed output (atomic bump offset).
-// It is small on purpose: about 25 KiB of workgroup memory and few live
-// registers, so that many pages share an SM (its throughput is residency).
+// It is small on purpose: about 28 KiB of workgroup memory and few live
+// registers, so that many pages share an SM (its throughput is residency);
+// only the round tables and the block being built are atomic.
 // Output per page (info[4*i..]): class (1 zero, 2 same, 3 lz4, 5 raw),
 // size, then the fill word (zero / same) or the packed byte offset (lz4).
 // Subgroup and workgroup-memory scans give identical bytes (integer sums).
@@ -39,33 +40,44 @@ const PS: u32 = 4096u;
 const WG: u32 = 128u;              // invocations: positions per chain round
 const HASH_BITS: u32 = 11u;        // pagelz4.HashBits
 const HSIZE: u32 = 1u << HASH_BITS;
-const DEPTH: u32 = select(6u, TUNE_V, TUNE_V != 0u); // pagelz4.ChainDepth (TUNE: benchmarks)
+const TUNE: u32 = TUNE_V;          // benchmarks only: another depth, parts left out
+const DEPTH: u32 = select(6u, TUNE & 15u, (TUNE & 15u) != 0u); // pagelz4.ChainDepth
 const CAP: u32 = 19u;              // pagelz4.SelectCap
 const LAST: u32 = PS - 12u;        // the last position a match may start at
 const MATCH_END: u32 = PS - 5u;    // a match must end by here
-const NB: u32 = 128u;              // buckets of a round's bitmask table
+const RP: u32 = 2u * WG;           // positions per chain round
+const NB: u32 = 512u;              // buckets of a round table
+const WIN: u32 = 8u;               // neighbours compared directly
+const NOH: u32 = 0xffffffffu;      // no hash (past the last 4-byte window)
 const STOP: u32 = STOP_V;          // benchmarks only: stop after this phase
-
-// Scratch S (words), regions reused once their phase is over:
-const S_LINK: u32 = 0u;            // u16 per position: chain link (q+1; 0 none)
-const S_SEQ: u32 = 0u;             //   then start | end<<16 per sequence
-const S_LB: u32 = 1024u;           //   and its offset, then its literal base
-const S_HEAD: u32 = 2048u;         // latest position+1 per hash
-const S_E: u32 = 2048u;            //   then u16 per position: (len-4)<<12 | off
-const S_OUT: u32 = 2048u;          //   then the block being built
-const S_MASK: u32 = 4096u;         // two bitmask tables (NB buckets x 4 words)
-const S_SEL: u32 = 4096u;          //   then one bit per position: a match starts
-const S_WORDS: u32 = 5120u;
+const SEQ_LB: u32 = 1024u;
+// Benchmarks only (TUNE 1024, with STOP 1): a kernel with less workgroup
+// memory, to see what limits residency.
+const HD_N: u32 = select(PS / 2u, 16u, (TUNE & 1024u) != 0u);
+const TB_N: u32 = select(2u * NB, 16u, (TUNE & 1024u) != 0u);         // lk: sequences, then their literal bases
 
 // The page at word PAD, with zero words around it: the windows read near
 // its end need no bounds test.
 const PAD: u32 = 8u;
 var<workgroup> page: array<u32, PAGE_WORDS + PAD + 8u>;
-var<workgroup> S: array<atomic<u32>, S_WORDS>;
-var<workgroup> rh: array<u32, WG>;   // the round's hashes
+// u16 per position: the chain link (q+1, 0 none); then per sequence
+// start | end<<16 (from 0) and its offset / literal base (from SEQ_LB).
+var<workgroup> lk: array<u32, PS / 2u>;
+// The latest position+1 per hash; then u16 per position: the best match,
+// (len-4)<<12 | offset.
+var<workgroup> hd: array<u32, HD_N>;
+// Two round tables (the latest exposed position+1 per bucket); then the
+// block being built.
+var<workgroup> tb: array<atomic<u32>, TB_N>;
+var<workgroup> rh: array<u32, RP>;   // the round's hashes
+var<workgroup> rl: array<u32, RP>;   // the next exposed position+1 of its bucket
+var<workgroup> sel: array<u32, PS / 32u>; // a match starts here, a bit per position
 var<workgroup> scanBuf: array<u32, WG>;
 var<workgroup> bcast: u32;
 var<workgroup> flag: atomic<u32>;
+// 0, in a form the compiler cannot see through (TUNE 64): added to loop
+// bounds, it keeps them from being unrolled.
+var<private> Z: u32;
 
 // The helpers (byteAt ... scanWG) are in compress_fns.wgsl, appended.
 
@@ -79,6 +91,8 @@ SG_SCAN_V
 fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) t: u32 SG_PARAMS_V) {
+    let Zu = select(0u, params.pad0, (TUNE & 64u) != 0u);
+    Z = Zu;
     let pageIdx = wid.y * nwg.x + wid.x;
     if (pageIdx >= params.n) {
         return; // uniform: depends on the workgroup only
@@ -89,10 +103,11 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
 
     // Workgroup memory that is read before it is written starts zeroed
     // here (the device may be opened without Dawn's zero-initialization):
-    // links, heads and bitmasks.
+    // heads and round tables.
     if (t == 0u) { atomicStore(&flag, 0u); }
     if (t < PAD) { page[t] = 0u; page[PAD + PAGE_WORDS + t] = 0u; }
-    for (var i = t; i < S_WORDS; i = i + WG) { atomicStore(&S[i], 0u); }
+    for (var i = t; i < HD_N; i = i + WG) { hd[i] = 0u; }
+    for (var i = t; i < TB_N; i = i + WG) { atomicStore(&tb[i], 0u); }
     // 1. Load the page and test every 8-byte word against the first.
     var differ = false;
     for (var i = t; i < PAGE_WORDS / 2u; i = i + WG) {
@@ -105,6 +120,14 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     if (differ) { atomicOr(&flag, 1u); }
+    if ((TUNE & 128u) != 0u) { // benchmarks: 4096 dependent loads
+        var x = t;
+        for (var i = 0u; i < 4096u; i = i + 1u) { x = (lk[x & 2047u] + x + 1u) & 2047u; }
+        storeRaw(pageIdx, t);
+        if (x == 12345u) { info[4u * pageIdx + 3u] = x; }
+        return;
+    }
+
     SG_CHECK_V
     workgroupBarrier();
     if (t == 0u) {
@@ -127,110 +150,154 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let useSG = (fl & 2u) == 0u;
     if (STOP == 1u) { storeRaw(pageIdx, t); return; }
+    if ((TUNE & 256u) != 0u) { // benchmarks: 4096 dependent atomic loads
+        var x = t;
+        for (var i = 0u; i < 4096u; i = i + 1u) { x = (atomicLoad(&tb[x & 1023u]) + x + 1u) & 1023u; }
+        storeRaw(pageIdx, t);
+        if (x == 12345u) { info[4u * pageIdx + 3u] = x; }
+        return;
+    }
+    if ((TUNE & 512u) != 0u) { // benchmarks: 4096 dependent ALU steps
+        var x = t;
+        for (var i = 0u; i < 4096u; i = i + 1u) { x = (x * 2654435761u + 1u) ^ (x >> 7u); }
+        storeRaw(pageIdx, t);
+        if (x == 12345u) { info[4u * pageIdx + 3u] = x; }
+        return;
+    }
 
-    // 2. Chains. Round r holds positions r*WG + t. Each sets its bit in
-    // its hash bucket's 128-bit mask; the nearest lower bit whose position
-    // has the same hash is its link, else the latest position of earlier
-    // rounds (head). Two mask tables alternate, so a table is cleared a
-    // round before it is used again.
-    for (var r = 0u; r < PS / WG; r = r + 1u) {
-        let p = r * WG + t;
-        let valid = p + 4u <= PS;
-        var h = 0u;
-        var bw = 0u;
-        if (valid) {
-            h = hashOf(load32(p));
-            rh[t] = h;
-            bw = S_MASK + (r & 1u) * NB * 4u + (h & (NB - 1u)) * 4u;
-            atomicOr(&S[bw + (t >> 5u)], 1u << (t & 31u));
-        }
+    // 2. Chains. Round r holds positions r*RP + x, x = 2t and 2t+1. The
+    // link of a position is the nearest lower one of the round with the
+    // same hash, else the latest of earlier rounds (head). The nearest is
+    // among the WIN below it, or else an "exposed" position (none of the
+    // WIN above it has its hash): those go on a list per bucket (atomic
+    // exchange: any order) that such positions walk for the nearest lower
+    // one with their hash. Runs and short periods expose few positions, so
+    // lists stay short; an exposed position with none above it on its list
+    // is the last of its hash in the round and writes the head. Two tables
+    // alternate, so a table is cleared a round before its next use.
+    for (var r = 0u; r < PS / RP + Zu; r = r + 1u) {
+        let rs = r * RP;
+        let x0 = 2u * t;
+        var h0 = NOH;
+        var h1 = NOH;
+        if (rs + x0 + 4u <= PS) { h0 = hashOf(load32(rs + x0)); }
+        if (rs + x0 + 5u <= PS) { h1 = hashOf(load32(rs + x0 + 1u)); }
+        rh[x0] = h0;
+        rh[x0 + 1u] = h1;
         workgroupBarrier();
-        if (valid) {
-            var link = atomicLoad(&S[S_HEAD + h]);
-            var w = t >> 5u;
-            var m = atomicLoad(&S[bw + w]) & ((1u << (t & 31u)) - 1u);
-            loop {
-                if (m != 0u) {
-                    let b = firstLeadingBit(m);
-                    let q = w * 32u + b;
-                    if (rh[q] == h) {
-                        link = r * WG + q + 1u;
-                        break;
-                    }
-                    m = m ^ (1u << b);
-                    continue;
-                }
-                if (w == 0u) { break; }
-                w = w - 1u;
-                m = atomicLoad(&S[bw + w]);
-            }
-            atomicOr(&S[S_LINK + (p >> 1u)], link << ((p & 1u) * 16u));
-        }
+        let tbase = (r & 1u) * NB;
+        let q0 = nearBelow(x0, h0);
+        let q1 = nearBelow(x0 + 1u, h1);
+        let e0 = expose(x0, h0, tbase);
+        let e1 = expose(x0 + 1u, h1, tbase);
         workgroupBarrier();
-        if (valid) {
-            atomicMax(&S[S_HEAD + h], p + 1u);
-            atomicStore(&S[bw + (t >> 5u)], 0u);
-        }
+        let l0 = linkOf(rs, x0, h0, q0, e0, tbase);
+        let l1 = linkOf(rs, x0 + 1u, h1, q1, e1, tbase);
+        lk[(rs >> 1u) + t] = (l0 & 0xffffu) | (l1 << 16u);
+        workgroupBarrier();
+        // The last of its hash writes the head; the exposed clear the table.
+        if ((l0 & LASTF) != 0u) { hd[h0] = rs + x0 + 1u; }
+        if ((l1 & LASTF) != 0u) { hd[h1] = rs + x0 + 2u; }
+        if (e0) { atomicStore(&tb[tbase + (h0 & (NB - 1u))], 0u); }
+        if (e1) { atomicStore(&tb[tbase + (h1 & (NB - 1u))], 0u); }
     }
     workgroupBarrier();
     if (STOP == 2u) { storeRaw(pageIdx, t); return; }
 
     // 3. Best match of every position; invocation t takes the pairs
     // 2t, 2t+1 of each 256 positions and stores them as one word (the
-    // heads are dead: their region holds the matches now).
-    for (var k = 0u; k < PS / 256u; k = k + 1u) {
-        let p = k * 256u + 2u * t;
-        atomicStore(&S[S_E + k * WG + t], bestAt(p) | (bestAt(p + 1u) << 16u));
+    // heads are dead: the matches go there).
+    for (var k = 0u; k < PS / RP + Z; k = k + 1u) {
+        let p = k * RP + 2u * t;
+        hd[k * WG + t] = bestPair(p);
     }
     workgroupBarrier();
     if (STOP == 3u) { storeRaw(pageIdx, t); return; }
 
-    // 4. Match starts, 32 positions per invocation (the masks are dead).
+    // 4. Match starts, 32 positions per invocation.
     {
         let p0 = 32u * t;
         var bits = 0u;
         var b = lenAt(p0);
-        for (var j = 0u; j < 32u; j = j + 1u) {
+        for (var j = 0u; j < 32u + Z; j = j + 1u) {
             let b1 = lenAt(p0 + j + 1u);
             if (b >= 4u && b1 <= b) { bits = bits | (1u << j); }
             b = b1;
         }
-        atomicStore(&S[S_SEL + t], bits);
+        sel[t] = bits;
     }
     workgroupBarrier();
-    // The parse: from the cursor, the next start takes its match; a
-    // CAP-long one is extended in full. The links are dead: the sequences
-    // go there.
+    // Where the parse goes from each position x: the end of the match of
+    // the first start at or after x (CAPF: a CAP-long match, extended by
+    // the walk), 0 for none; a u16 per position in lk (the links are
+    // dead). 32 positions per invocation, right to left.
+    {
+        let p0 = 32u * t;
+        var nx = PS;
+        for (var w = t + 1u; w < PS / 32u; w = w + 1u) {
+            let b = sel[w];
+            if (b != 0u) {
+                nx = w * 32u + countTrailingZeros(b);
+                break;
+            }
+        }
+        let bits = sel[t];
+        var hi = 0u;
+        for (var j = 31i; j >= 0i; j = j - 1i) {
+            let x = p0 + u32(j);
+            if ((bits & (1u << u32(j))) != 0u) { nx = x; }
+            var jv = 0u;
+            if (nx < PS) {
+                let ml = lenAt(nx);
+                jv = (nx + ml) | select(0u, CAPF, ml == CAP);
+            }
+            if ((j & 1i) == 1i) { hi = jv << 16u; } else { lk[x >> 1u] = jv | hi; }
+        }
+    }
+    workgroupBarrier();
+    // The walk: one invocation follows the jumps (one load a match),
+    // extends CAP-long matches, and lists each sequence's anchor in tb
+    // (the round tables are dead); then the final anchor.
     if (t == 0u) {
         var cur = 0u;
         var n = 0u;
-        var wi = 0u;
         loop {
-            if (cur > LAST) { break; }
-            wi = cur >> 5u;
-            var bits = atomicLoad(&S[S_SEL + wi]) & (0xffffffffu << (cur & 31u));
-            loop {
-                if (bits != 0u || wi >= PS / 32u - 1u) { break; }
-                wi = wi + 1u;
-                bits = atomicLoad(&S[S_SEL + wi]);
-            }
-            if (bits == 0u) { break; }
-            let s = wi * 32u + countTrailingZeros(bits);
-            let e = eAt(s);
-            let off = e & 0xfffu;
-            var ml = (e >> 12u) + 4u;
-            if (ml == CAP) { ml = extend(s, off); }
-            atomicStore(&S[S_SEQ + n], s | ((s + ml) << 16u));
-            atomicStore(&S[S_LB + n], off);
+            let j = jumpAt(cur);
+            if (j == 0u) { break; }
+            atomicStore(&tb[n], cur);
             n = n + 1u;
-            cur = s + ml;
+            var end = j & (CAPF - 1u);
+            if ((j & CAPF) != 0u && (TUNE & 32u) == 0u) {
+                let st = end - CAP;
+                end = st + extend(st, eAt(st) & 0xfffu);
+            }
+            cur = end;
         }
+        atomicStore(&tb[n], cur);
         bcast = n;
     }
     let nseq = workgroupUniformLoad(&bcast);
     if (STOP == 4u) { storeRaw(pageIdx, t); return; }
-    // The matches are dead: the block is built where they were.
-    for (var i = t; i < PS / 4u; i = i + WG) { atomicStore(&S[S_OUT + i], 0u); }
+    // The sequences from their anchors, in parallel: the match starts at
+    // the first start from the anchor and ends at the next anchor. The
+    // jumps are dead: the sequences go to lk.
+    for (var i = t; i < nseq; i = i + WG) {
+        let a = atomicLoad(&tb[i]);
+        let en = atomicLoad(&tb[i + 1u]);
+        var w = a >> 5u;
+        var b = sel[w] & (0xffffffffu << (a & 31u));
+        loop {
+            if (b != 0u) { break; }
+            w = w + 1u;
+            b = sel[w];
+        }
+        let st = w * 32u + countTrailingZeros(b);
+        lk[i] = st | (en << 16u);
+        lk[SEQ_LB + i] = eAt(st) & 0xfffu;
+    }
+    workgroupBarrier();
+    // The anchors are dead: the block is built in tb.
+    for (var i = t; i < PS / 4u; i = i + WG) { atomicStore(&tb[i], 0u); }
 
     // 5. Sizes of this invocation's run of sequences (the last one,
     // index nseq, holds the final literals only) and their prefix sum.
@@ -238,12 +305,12 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     let i0 = min(t * per, nseq + 1u);
     let i1 = min(i0 + per, nseq + 1u);
     var anchor = 0u;
-    if (i0 > 0u) { anchor = atomicLoad(&S[S_SEQ + i0 - 1u]) >> 16u; }
+    if (i0 > 0u) { anchor = lk[i0 - 1u] >> 16u; }
     var sum = 0u;
     var a = anchor;
     for (var i = i0; i < i1; i = i + 1u) {
         if (i < nseq) {
-            let s = atomicLoad(&S[S_SEQ + i]);
+            let s = lk[i];
             let st = s & 0xffffu;
             let en = s >> 16u;
             let ll = st - a;
@@ -274,7 +341,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         var st = PS;
         var en = PS;
         if (i < nseq) {
-            let s = atomicLoad(&S[S_SEQ + i]);
+            let s = lk[i];
             st = s & 0xffffu;
             en = s >> 16u;
         }
@@ -285,8 +352,8 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         o = o + 1u;
         if (ll >= 15u) { o = putLen(o, ll); }
         var off = 0u;
-        if (i < nseq) { off = atomicLoad(&S[S_LB + i]); }
-        atomicStore(&S[S_LB + i], o - a); // wraps: added to a position
+        if (i < nseq) { off = lk[SEQ_LB + i]; }
+        lk[SEQ_LB + i] = o - a; // wraps: added to a position
         o = o + ll;
         if (i < nseq) {
             putByte(o, off & 0xffu);
@@ -306,29 +373,29 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         loop {
             if (lo >= hi) { break; }
             let mid = (lo + hi) / 2u;
-            if ((atomicLoad(&S[S_SEQ + mid]) >> 16u) > x0) { hi = mid; } else { lo = mid + 1u; }
+            if ((lk[mid] >> 16u) > x0) { hi = mid; } else { lo = mid + 1u; }
         }
         var i = lo;
         var st = PS;
         var en = PS;
         if (i < nseq) {
-            let s = atomicLoad(&S[S_SEQ + i]);
+            let s = lk[i];
             st = s & 0xffffu;
             en = s >> 16u;
         }
-        var lb = atomicLoad(&S[S_LB + i]);
-        for (var j = 0u; j < 32u; j = j + 1u) {
+        var lb = lk[SEQ_LB + i];
+        for (var j = 0u; j < 32u + Z; j = j + 1u) {
             let x = x0 + j;
             if (x >= en) {
                 i = i + 1u;
                 st = PS;
                 en = PS;
                 if (i < nseq) {
-                    let s = atomicLoad(&S[S_SEQ + i]);
+                    let s = lk[i];
                     st = s & 0xffffu;
                     en = s >> 16u;
                 }
-                lb = atomicLoad(&S[S_LB + i]);
+                lb = lk[SEQ_LB + i];
             }
             if (x < st) { putByte(x + lb, byteAt(x)); }
         }
@@ -342,7 +409,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     let goff = workgroupUniformLoad(&bcast);
     let words = (size + 3u) / 4u;
     for (var w = t; w < words; w = w + WG) {
-        packed[(goff >> 2u) + w] = atomicLoad(&S[S_OUT + w]);
+        packed[(goff >> 2u) + w] = atomicLoad(&tb[w]);
     }
     if (t == 0u) {
         info[4u * pageIdx] = 3u;

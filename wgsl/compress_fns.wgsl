@@ -27,15 +27,66 @@ fn hashOf(k: u32) -> u32 {
     return (k * 2654435761u) >> (32u - HASH_BITS);
 }
 
+// The nearest of the WIN round positions below x with hash h (RP: none).
+// Every neighbour is read, so that the loads go out together.
+fn nearBelow(x: u32, h: u32) -> u32 {
+    var q = RP;
+    for (var k = WIN; k >= 1u; k = k - 1u) {
+        if (k <= x && rh[(x - k) & (RP - 1u)] == h) { q = x - k; }
+    }
+    return select(q, RP, h == NOH);
+}
+
+// Whether round position x is exposed (none of the WIN above it has its
+// hash h); an exposed one joins its bucket's list.
+fn expose(x: u32, h: u32, tbase: u32) -> bool {
+    var ex = h != NOH;
+    for (var k = 1u; k <= WIN; k = k + 1u) {
+        if (x + k < RP && rh[(x + k) & (RP - 1u)] == h) { ex = false; }
+    }
+    if (ex) { rl[x] = atomicExchange(&tb[tbase + (h & (NB - 1u))], x + 1u); }
+    return ex;
+}
+
+const LASTF: u32 = 0x10000u; // linkOf: the last of its hash in the round
+
+// The chain link of round position x (rs + x): its nearest lower position
+// with hash h in the round (q from the window, else from the bucket's
+// list), else the head. LASTF is set when x is exposed and no later
+// position of the round has its hash.
+fn linkOf(rs: u32, x: u32, h: u32, q: u32, e: bool, tbase: u32) -> u32 {
+    if (h == NOH) { return 0u; }
+    var near = q;
+    var above = false;
+    if (q == RP || e) {
+        var y1 = atomicLoad(&tb[tbase + (h & (NB - 1u))]);
+        loop {
+            if (y1 == 0u) { break; }
+            let y = y1 - 1u;
+            if (rh[y] == h) {
+                if (y > x) {
+                    above = true;
+                } else if (q == RP && y < x && (near == RP || y > near)) {
+                    near = y;
+                }
+            }
+            y1 = rl[y];
+        }
+    }
+    var link = hd[h];
+    if (near != RP) { link = rs + near + 1u; }
+    return select(link, link | LASTF, e && !above);
+}
+
 // Chain link of p: the nearest earlier position with its hash, plus one
 // (0: none).
 fn linkAt(p: u32) -> u32 {
-    return (atomicLoad(&S[S_LINK + (p >> 1u)]) >> ((p & 1u) * 16u)) & 0xffffu;
+    return (lk[p >> 1u] >> ((p & 1u) * 16u)) & 0xffffu;
 }
 
 // Best match of p, (len-4)<<12 | offset (0: none).
 fn eAt(p: u32) -> u32 {
-    return (atomicLoad(&S[S_E + (p >> 1u)]) >> ((p & 1u) * 16u)) & 0xffffu;
+    return (hd[p >> 1u] >> ((p & 1u) * 16u)) & 0xffffu;
 }
 
 // Length of p's best match (0: none); positions past LAST have none.
@@ -46,47 +97,61 @@ fn lenAt(p: u32) -> u32 {
     return (e >> 12u) + 4u;
 }
 
-// The best of up to DEPTH chain candidates of p, their lengths compared
-// up to CAP (and the end-of-block limit); ties go to the nearest. The
-// bytes at p are read once into registers.
-fn bestAt(p: u32) -> u32 {
-    if (p > LAST) { return 0u; }
+// The best matches of p and p+1 (p even), (len-4)<<12 | offset each (0:
+// none) in the low and high halves: of up to DEPTH chain candidates, the
+// longest, lengths compared up to CAP (and the end-of-block limit); ties
+// go to the nearest. The two chains are walked side by side, every load
+// unconditional, so that their loads overlap.
+fn bestPair(p: u32) -> u32 {
     let b = p >> 2u;
-    let sh = (p & 3u) * 8u;
+    let sh = (p & 3u) * 8u; // 0 or 16
     let w0 = pageWord(b);
     let w1 = pageWord(b + 1u);
     let w2 = pageWord(b + 2u);
     let w3 = pageWord(b + 3u);
     let w4 = pageWord(b + 4u);
     let w5 = pageWord(b + 5u);
-    let key = fsh(w0, w1, sh);
-    let v = vec4<u32>(fsh(w1, w2, sh), fsh(w2, w3, sh), fsh(w3, w4, sh), fsh(w4, w5, sh));
-    let lim = min(MATCH_END - p, CAP);
-    var best = 0u;
-    var boff = 0u;
-    var q = linkAt(p);
-    for (var d = 0u; d < DEPTH; d = d + 1u) {
-        if (q == 0u || best >= lim) { break; }
-        let c = q - 1u;
-        let l = candLen(c, key, v, lim);
-        if (l > best) {
-            best = l;
-            boff = p - c;
-        }
-        q = linkAt(c);
+    let key0 = fsh(w0, w1, sh);
+    let v0 = vec4<u32>(fsh(w1, w2, sh), fsh(w2, w3, sh), fsh(w3, w4, sh), fsh(w4, w5, sh));
+    let key1 = fsh(w0, w1, sh + 8u);
+    let v1 = vec4<u32>(fsh(w1, w2, sh + 8u), fsh(w2, w3, sh + 8u), fsh(w3, w4, sh + 8u), fsh(w4, w5, sh + 8u));
+    let lim0 = select(0u, min(MATCH_END - p, CAP), p <= LAST);
+    let lim1 = select(0u, min(MATCH_END - p - 1u, CAP), p + 1u <= LAST);
+    let l2 = lk[p >> 1u];
+    var q0 = select(0u, l2 & 0xffffu, lim0 != 0u);
+    var q1 = select(0u, l2 >> 16u, lim1 != 0u);
+    var best0 = 0u;
+    var best1 = 0u;
+    var off0 = 0u;
+    var off1 = 0u;
+    for (var d = 0u; d < DEPTH + Z; d = d + 1u) {
+        let a0 = q0 != 0u && best0 < lim0;
+        let a1 = q1 != 0u && best1 < lim1;
+        if (!a0 && !a1) { break; }
+        let c0 = select(0u, q0 - 1u, a0);
+        let c1 = select(0u, q1 - 1u, a1);
+        let n0 = linkAt(c0);
+        let n1 = linkAt(c1);
+        let m0 = candLen(c0, key0, v0, lim0);
+        let m1 = candLen(c1, key1, v1, lim1);
+        if (a0 && m0 > best0) { best0 = m0; off0 = p - c0; }
+        if (a1 && m1 > best1) { best1 = m1; off1 = p + 1u - c1; }
+        q0 = select(0u, n0, a0);
+        q1 = select(0u, n1, a1);
     }
-    if (best < 4u) { return 0u; }
-    return ((best - 4u) << 12u) | boff;
+    let e0 = select(0u, ((best0 - 4u) << 12u) | off0, best0 >= 4u);
+    let e1 = select(0u, ((best1 - 4u) << 12u) | off1, best1 >= 4u);
+    return e0 | (e1 << 16u);
 }
 
 // Length of the match of candidate c against p's key and the 16 bytes
-// after it (v), capped at lim (<= CAP); 0 when the keys differ.
+// after it (v), capped at lim (<= CAP); 0 when the keys differ. No
+// branch: the loads of two candidates go out together.
 fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
     let cw = c >> 2u;
     let cs = (c & 3u) * 8u;
     let u0 = pageWord(cw);
     let u1 = pageWord(cw + 1u);
-    if (fsh(u0, u1, cs) != key) { return 0u; }
     let u2 = pageWord(cw + 2u);
     let u3 = pageWord(cw + 3u);
     let u4 = pageWord(cw + 4u);
@@ -98,24 +163,37 @@ fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
     l = select(l, 12u + z.z, x.z != 0u);
     l = select(l, 8u + z.y, x.y != 0u);
     l = select(l, 4u + z.x, x.x != 0u);
-    return min(l, lim);
+    return select(min(l, lim), 0u, fsh(u0, u1, cs) != key);
 }
 
 // The full length of the match at s with offset off (at least CAP bytes
-// long), up to MATCH_END, compared 4 bytes at a time.
+// long), up to MATCH_END, compared 8 bytes at a time.
 fn extend(s: u32, off: u32) -> u32 {
     var l = CAP;
     loop {
         if (s + l >= MATCH_END) { break; }
-        let x = load32(s + l) ^ load32(s + l - off);
-        if (x != 0u) {
-            l = l + (countTrailingZeros(x) >> 3u);
+        let a = s + l;
+        let x0 = load32(a) ^ load32(a - off);
+        let x1 = load32(a + 4u) ^ load32(a + 4u - off);
+        if (x0 != 0u) {
+            l = l + (countTrailingZeros(x0) >> 3u);
             break;
         }
-        l = l + 4u;
+        if (x1 != 0u) {
+            l = l + 4u + (countTrailingZeros(x1) >> 3u);
+            break;
+        }
+        l = l + 8u;
     }
     return min(l, MATCH_END - s);
 }
+
+// The parse's jump from position x (see compress: end | CAPF, 0 none).
+fn jumpAt(x: u32) -> u32 {
+    return (lk[x >> 1u] >> ((x & 1u) * 16u)) & 0xffffu;
+}
+
+const CAPF: u32 = 0x8000u; // jumpAt: a CAP-long match, to extend
 
 // The page goes out raw (the block did not fit, or a benchmark stopped).
 fn storeRaw(pageIdx: u32, t: u32) {
@@ -133,7 +211,7 @@ fn extra(n: u32) -> u32 {
 }
 
 fn putByte(o: u32, b: u32) {
-    atomicOr(&S[S_OUT + (o >> 2u)], b << ((o & 3u) * 8u));
+    atomicOr(&tb[o >> 2u], b << ((o & 3u) * 8u));
 }
 
 // Extra length bytes of n (>= 15) at o; returns the position after them.

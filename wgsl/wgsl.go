@@ -70,7 +70,8 @@ func Source(src string, p Params) string {
 func WorkgroupBytes(p Params) int {
 	const wg = 128
 	return (1024+16)*4 + // the page and its zero words
-		5120*4 + // links / heads / bitmasks, reused by later phases
-		2*wg*4 + // round hashes, scan
+		2*2048*4 + // links and heads, reused by later phases
+		1024*4 + // round tables, then the block
+		4*wg*4 + 128*4 + wg*4 + // round hashes and lists, starts, scan
 		8 + wg // flags, subgroup sums
 }
