@@ -2,7 +2,7 @@
 // workgroup of 128 invocations. The algorithm is backends/pagelz4's (the
 // reference the CUDA kernel follows too), so every block is byte for byte
 // the one pagelz4 writes:
-//  1. load + zero / same-filled test (zram's rule);
+//  1. zero / same-filled test (zram's rule);
 //  2. hash chains: each position linked to the nearest earlier one with
 //     the same 4-byte hash, in 16 rounds of 256 positions (two per
 //     invocation);
@@ -14,9 +14,11 @@
 //  5. a prefix sum gives every sequence its output offset; headers are
 //     written per sequence, literals per position; the block is appended
 //     to the packed output (atomic bump offset).
-// It is small on purpose: about 28 KiB of workgroup memory and few live
-// registers, so that many pages share an SM (its throughput is residency);
-// only the round tables and the block being built are atomic.
+// Residency is what bounds it: on the H100 the driver runs compute
+// workgroups in about 64 KiB of workgroup memory per SM, so the kernel
+// keeps under 20 KiB (three pages an SM; 28 KiB ran two). The page is
+// read from the storage buffer (cached), not copied, and each region is
+// reused once its phase is over.
 // Output per page (info[4*i..]): class (1 zero, 2 same, 3 lz4, 5 raw),
 // size, then the fill word (zero / same) or the packed byte offset (lz4).
 // Subgroup and workgroup-memory scans give identical bytes (integer sums).
@@ -37,49 +39,41 @@ struct Params {
 
 const PAGE_WORDS: u32 = 1024u;
 const PS: u32 = 4096u;
-const WG: u32 = 128u;              // invocations: positions per chain round
+const WG: u32 = 128u;              // invocations
 const HASH_BITS: u32 = 11u;        // pagelz4.HashBits
-const HSIZE: u32 = 1u << HASH_BITS;
 const TUNE: u32 = TUNE_V;          // benchmarks only: another depth, parts left out
 const DEPTH: u32 = select(6u, TUNE & 15u, (TUNE & 15u) != 0u); // pagelz4.ChainDepth
 const CAP: u32 = 19u;              // pagelz4.SelectCap
 const LAST: u32 = PS - 12u;        // the last position a match may start at
 const MATCH_END: u32 = PS - 5u;    // a match must end by here
 const RP: u32 = 2u * WG;           // positions per chain round
-const NB: u32 = 512u;              // buckets of a round table
-const WIN: u32 = 8u;               // neighbours compared directly
+const NB: u32 = 256u;              // buckets of a round table
+const WIN: u32 = select(8u, (TUNE >> 8u) & 15u, ((TUNE >> 8u) & 15u) != 0u); // neighbours compared directly (TUNE: benchmarks)
 const NOH: u32 = 0xffffffffu;      // no hash (past the last 4-byte window)
 const STOP: u32 = STOP_V;          // benchmarks only: stop after this phase
-const SEQ_LB: u32 = 1024u;
-// Benchmarks only (TUNE 1024, with STOP 1): a kernel with less workgroup
-// memory, to see what limits residency.
-const HD_N: u32 = select(PS / 2u, 16u, (TUNE & 1024u) != 0u);
-const TB_N: u32 = select(2u * NB, 16u, (TUNE & 1024u) != 0u);         // lk: sequences, then their literal bases
+const SEQ_LB: u32 = 1024u;         // hd: sequences, then their offsets / literal bases
+const SCAN: u32 = WG;              // rh: match starts, then the scan
 
-// The page at word PAD, with zero words around it: the windows read near
-// its end need no bounds test.
-const PAD: u32 = 8u;
-var<workgroup> page: array<u32, PAGE_WORDS + PAD + 8u>;
-// u16 per position: the chain link (q+1, 0 none); then per sequence
-// start | end<<16 (from 0) and its offset / literal base (from SEQ_LB).
-var<workgroup> lk: array<u32, PS / 2u>;
-// The latest position+1 per hash; then u16 per position: the best match,
-// (len-4)<<12 | offset.
-var<workgroup> hd: array<u32, HD_N>;
-// Two round tables (the latest exposed position+1 per bucket); then the
-// block being built.
-var<workgroup> tb: array<atomic<u32>, TB_N>;
-var<workgroup> rh: array<u32, RP>;   // the round's hashes
-var<workgroup> rl: array<u32, RP>;   // the next exposed position+1 of its bucket
-var<workgroup> sel: array<u32, PS / 32u>; // a match starts here, a bit per position
-var<workgroup> scanBuf: array<u32, WG>;
+// u16 per position: the chain link (q+1, 0 none), then in place the best
+// match, (len-4)<<12 | offset; then the block being built.
+var<workgroup> lk: array<atomic<u32>, PS / 2u>;
+// The latest position+1 per hash; then per sequence start | end<<16 (from
+// 0) and its offset, then literal base (from SEQ_LB).
+var<workgroup> hd: array<u32, PS / 2u>;
+// Two round tables: the latest exposed position+1 per bucket.
+var<workgroup> tb: array<atomic<u32>, 2u * NB>;
+// The round's hashes; then the match starts (a bit per position) and the
+// scan (from SCAN).
+var<workgroup> rh: array<u32, RP>;
+// u16 per round position: the next exposed position+1 of its bucket.
+var<workgroup> rl: array<u32, WG>;
 var<workgroup> bcast: u32;
 var<workgroup> flag: atomic<u32>;
-// 0, in a form the compiler cannot see through (TUNE 64): added to loop
-// bounds, it keeps them from being unrolled.
-var<private> Z: u32;
 
-// The helpers (byteAt ... scanWG) are in compress_fns.wgsl, appended.
+// The page's first word in pages (the helpers read the page there).
+var<private> pbase: u32;
+
+// The helpers (pageWord ... scanWG) are in compress_fns.wgsl, appended.
 
 // Private copies of the subgroup builtins, for scanSG.
 var<private> sgId: u32;
@@ -91,13 +85,12 @@ SG_SCAN_V
 fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) t: u32 SG_PARAMS_V) {
-    let Zu = select(0u, params.pad0, (TUNE & 64u) != 0u);
-    Z = Zu;
     let pageIdx = wid.y * nwg.x + wid.x;
     if (pageIdx >= params.n) {
         return; // uniform: depends on the workgroup only
     }
     let base = pageIdx * PAGE_WORDS;
+    pbase = base;
     let f0 = pages[base];
     let f1 = pages[base + 1u];
 
@@ -105,29 +98,16 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // here (the device may be opened without Dawn's zero-initialization):
     // heads and round tables.
     if (t == 0u) { atomicStore(&flag, 0u); }
-    if (t < PAD) { page[t] = 0u; page[PAD + PAGE_WORDS + t] = 0u; }
-    for (var i = t; i < HD_N; i = i + WG) { hd[i] = 0u; }
-    for (var i = t; i < TB_N; i = i + WG) { atomicStore(&tb[i], 0u); }
-    // 1. Load the page and test every 8-byte word against the first.
+    for (var i = t; i < PS / 2u; i = i + WG) { hd[i] = 0u; }
+    for (var i = t; i < 2u * NB; i = i + WG) { atomicStore(&tb[i], 0u); }
+    // 1. Test every 8-byte word against the first.
     var differ = false;
     for (var i = t; i < PAGE_WORDS / 2u; i = i + WG) {
-        let a = pages[base + 2u * i];
-        let b = pages[base + 2u * i + 1u];
-        page[PAD + 2u * i] = a;
-        page[PAD + 2u * i + 1u] = b;
-        if (a != f0 || b != f1) {
+        if (pages[base + 2u * i] != f0 || pages[base + 2u * i + 1u] != f1) {
             differ = true;
         }
     }
     if (differ) { atomicOr(&flag, 1u); }
-    if ((TUNE & 128u) != 0u) { // benchmarks: 4096 dependent loads
-        var x = t;
-        for (var i = 0u; i < 4096u; i = i + 1u) { x = (lk[x & 2047u] + x + 1u) & 2047u; }
-        storeRaw(pageIdx, t);
-        if (x == 12345u) { info[4u * pageIdx + 3u] = x; }
-        return;
-    }
-
     SG_CHECK_V
     workgroupBarrier();
     if (t == 0u) {
@@ -150,20 +130,6 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let useSG = (fl & 2u) == 0u;
     if (STOP == 1u) { storeRaw(pageIdx, t); return; }
-    if ((TUNE & 256u) != 0u) { // benchmarks: 4096 dependent atomic loads
-        var x = t;
-        for (var i = 0u; i < 4096u; i = i + 1u) { x = (atomicLoad(&tb[x & 1023u]) + x + 1u) & 1023u; }
-        storeRaw(pageIdx, t);
-        if (x == 12345u) { info[4u * pageIdx + 3u] = x; }
-        return;
-    }
-    if ((TUNE & 512u) != 0u) { // benchmarks: 4096 dependent ALU steps
-        var x = t;
-        for (var i = 0u; i < 4096u; i = i + 1u) { x = (x * 2654435761u + 1u) ^ (x >> 7u); }
-        storeRaw(pageIdx, t);
-        if (x == 12345u) { info[4u * pageIdx + 3u] = x; }
-        return;
-    }
 
     // 2. Chains. Round r holds positions r*RP + x, x = 2t and 2t+1. The
     // link of a position is the nearest lower one of the round with the
@@ -175,7 +141,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // lists stay short; an exposed position with none above it on its list
     // is the last of its hash in the round and writes the head. Two tables
     // alternate, so a table is cleared a round before its next use.
-    for (var r = 0u; r < PS / RP + Zu; r = r + 1u) {
+    for (var r = 0u; r < PS / RP; r = r + 1u) {
         let rs = r * RP;
         let x0 = 2u * t;
         var h0 = NOH;
@@ -188,12 +154,15 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         let tbase = (r & 1u) * NB;
         let q0 = nearBelow(x0, h0);
         let q1 = nearBelow(x0 + 1u, h1);
-        let e0 = expose(x0, h0, tbase);
-        let e1 = expose(x0 + 1u, h1, tbase);
+        let n0 = expose(x0, h0, tbase);
+        let n1 = expose(x0 + 1u, h1, tbase);
+        rl[t] = (n0 & 0xffffu) | (n1 << 16u);
+        let e0 = n0 != NOEXP;
+        let e1 = n1 != NOEXP;
         workgroupBarrier();
         let l0 = linkOf(rs, x0, h0, q0, e0, tbase);
         let l1 = linkOf(rs, x0 + 1u, h1, q1, e1, tbase);
-        lk[(rs >> 1u) + t] = (l0 & 0xffffu) | (l1 << 16u);
+        atomicStore(&lk[(rs >> 1u) + t], (l0 & 0xffffu) | (l1 << 16u));
         workgroupBarrier();
         // The last of its hash writes the head; the exposed clear the table.
         if ((l0 & LASTF) != 0u) { hd[h0] = rs + x0 + 1u; }
@@ -204,44 +173,61 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     workgroupBarrier();
     if (STOP == 2u) { storeRaw(pageIdx, t); return; }
 
-    // 3. Best match of every position; invocation t takes the pairs
-    // 2t, 2t+1 of each 256 positions and stores them as one word (the
-    // heads are dead: the matches go there).
-    for (var k = 0u; k < PS / RP + Z; k = k + 1u) {
-        let p = k * RP + 2u * t;
-        hd[k * WG + t] = bestPair(p);
+    // 3. The page into hd (the heads are dead), for the candidates' many
+    // random reads; then the best match of every position, replacing its
+    // link: invocation t
+    // takes the pair 2t, 2t+1 of each 256 positions, from the top down.
+    // Chains lead only to lower positions, which later rounds still read;
+    // a round writes only once all of it has read.
+    for (var i = t; i < PAGE_WORDS; i = i + WG) { hd[i] = pages[base + i]; }
+    for (var i = t; i < 8u; i = i + WG) { hd[PAGE_WORDS + i] = 0u; }
+    workgroupBarrier();
+    for (var k = PS / RP; k > 0u; k = k - 1u) {
+        let e = bestPair((k - 1u) * RP + 2u * t);
+        workgroupBarrier();
+        atomicStore(&lk[(k - 1u) * WG + t], e);
     }
     workgroupBarrier();
     if (STOP == 3u) { storeRaw(pageIdx, t); return; }
 
-    // 4. Match starts, 32 positions per invocation.
+    // 4. Match starts, 32 positions per invocation (in rh: the hashes
+    // are dead).
     {
         let p0 = 32u * t;
         var bits = 0u;
         var b = lenAt(p0);
-        for (var j = 0u; j < 32u + Z; j = j + 1u) {
+        for (var j = 0u; j < 32u; j = j + 1u) {
             let b1 = lenAt(p0 + j + 1u);
             if (b >= 4u && b1 <= b) { bits = bits | (1u << j); }
             b = b1;
         }
-        sel[t] = bits;
+        rh[t] = bits;
     }
     workgroupBarrier();
     // Where the parse goes from each position x: the end of the match of
     // the first start at or after x (CAPF: a CAP-long match, extended by
-    // the walk), 0 for none; a u16 per position in lk (the links are
+    // the walk), 0 for none; a u16 per position in hd (the heads are
     // dead). 32 positions per invocation, right to left.
+    // The first start after each invocation's 32 positions: a suffix
+    // minimum over the words' first starts (log steps; a scan word by word
+    // costs pages with few matches up to 127 loads an invocation).
+    {
+        let b = rh[t];
+        rh[SCAN + t] = select(PS, 32u * t + countTrailingZeros(b), b != 0u);
+    }
+    workgroupBarrier();
+    for (var d = 1u; d < WG; d = d * 2u) {
+        var m = PS;
+        if (t + d < WG) { m = rh[SCAN + t + d]; }
+        workgroupBarrier();
+        rh[SCAN + t] = min(rh[SCAN + t], m);
+        workgroupBarrier();
+    }
     {
         let p0 = 32u * t;
         var nx = PS;
-        for (var w = t + 1u; w < PS / 32u; w = w + 1u) {
-            let b = sel[w];
-            if (b != 0u) {
-                nx = w * 32u + countTrailingZeros(b);
-                break;
-            }
-        }
-        let bits = sel[t];
+        if (t + 1u < WG) { nx = rh[SCAN + t + 1u]; }
+        let bits = rh[t];
         var hi = 0u;
         for (var j = 31i; j >= 0i; j = j - 1i) {
             let x = p0 + u32(j);
@@ -251,20 +237,21 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
                 let ml = lenAt(nx);
                 jv = (nx + ml) | select(0u, CAPF, ml == CAP);
             }
-            if ((j & 1i) == 1i) { hi = jv << 16u; } else { lk[x >> 1u] = jv | hi; }
+            if ((j & 1i) == 1i) { hi = jv << 16u; } else { hd[x >> 1u] = jv | hi; }
         }
     }
     workgroupBarrier();
     // The walk: one invocation follows the jumps (one load a match),
-    // extends CAP-long matches, and lists each sequence's anchor in tb
-    // (the round tables are dead); then the final anchor.
+    // extends CAP-long matches and lists each sequence's anchor, then the
+    // final one, as u16 pairs in tb (the round tables are dead).
     if (t == 0u) {
         var cur = 0u;
         var n = 0u;
+        var lo = 0u;
         loop {
-            let j = jumpAt(cur);
+            let j = (hd[cur >> 1u] >> ((cur & 1u) * 16u)) & 0xffffu;
             if (j == 0u) { break; }
-            atomicStore(&tb[n], cur);
+            if ((n & 1u) == 0u) { lo = cur; } else { atomicStore(&tb[n >> 1u], lo | (cur << 16u)); }
             n = n + 1u;
             var end = j & (CAPF - 1u);
             if ((j & CAPF) != 0u && (TUNE & 32u) == 0u) {
@@ -273,31 +260,32 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
             }
             cur = end;
         }
-        atomicStore(&tb[n], cur);
+        if ((n & 1u) == 0u) { lo = cur; }
+        atomicStore(&tb[n >> 1u], select(lo | (cur << 16u), lo, (n & 1u) == 0u));
         bcast = n;
     }
     let nseq = workgroupUniformLoad(&bcast);
     if (STOP == 4u) { storeRaw(pageIdx, t); return; }
     // The sequences from their anchors, in parallel: the match starts at
     // the first start from the anchor and ends at the next anchor. The
-    // jumps are dead: the sequences go to lk.
+    // jumps are dead: the sequences go to hd.
     for (var i = t; i < nseq; i = i + WG) {
-        let a = atomicLoad(&tb[i]);
-        let en = atomicLoad(&tb[i + 1u]);
+        let a = anchorAt(i);
+        let en = anchorAt(i + 1u);
         var w = a >> 5u;
-        var b = sel[w] & (0xffffffffu << (a & 31u));
+        var b = rh[w] & (0xffffffffu << (a & 31u));
         loop {
             if (b != 0u) { break; }
             w = w + 1u;
-            b = sel[w];
+            b = rh[w];
         }
         let st = w * 32u + countTrailingZeros(b);
-        lk[i] = st | (en << 16u);
-        lk[SEQ_LB + i] = eAt(st) & 0xfffu;
+        hd[i] = st | (en << 16u);
+        hd[SEQ_LB + i] = eAt(st) & 0xfffu;
     }
     workgroupBarrier();
-    // The anchors are dead: the block is built in tb.
-    for (var i = t; i < PS / 4u; i = i + WG) { atomicStore(&tb[i], 0u); }
+    // The matches are dead: the block is built in lk.
+    for (var i = t; i < PS / 4u; i = i + WG) { atomicStore(&lk[i], 0u); }
 
     // 5. Sizes of this invocation's run of sequences (the last one,
     // index nseq, holds the final literals only) and their prefix sum.
@@ -305,12 +293,12 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     let i0 = min(t * per, nseq + 1u);
     let i1 = min(i0 + per, nseq + 1u);
     var anchor = 0u;
-    if (i0 > 0u) { anchor = lk[i0 - 1u] >> 16u; }
+    if (i0 > 0u) { anchor = hd[i0 - 1u] >> 16u; }
     var sum = 0u;
     var a = anchor;
     for (var i = i0; i < i1; i = i + 1u) {
         if (i < nseq) {
-            let s = lk[i];
+            let s = hd[i];
             let st = s & 0xffffu;
             let en = s >> 16u;
             let ll = st - a;
@@ -341,7 +329,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         var st = PS;
         var en = PS;
         if (i < nseq) {
-            let s = lk[i];
+            let s = hd[i];
             st = s & 0xffffu;
             en = s >> 16u;
         }
@@ -352,8 +340,8 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         o = o + 1u;
         if (ll >= 15u) { o = putLen(o, ll); }
         var off = 0u;
-        if (i < nseq) { off = lk[SEQ_LB + i]; }
-        lk[SEQ_LB + i] = o - a; // wraps: added to a position
+        if (i < nseq) { off = hd[SEQ_LB + i]; }
+        hd[SEQ_LB + i] = o - a; // wraps: added to a position
         o = o + ll;
         if (i < nseq) {
             putByte(o, off & 0xffu);
@@ -373,29 +361,29 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         loop {
             if (lo >= hi) { break; }
             let mid = (lo + hi) / 2u;
-            if ((lk[mid] >> 16u) > x0) { hi = mid; } else { lo = mid + 1u; }
+            if ((hd[mid] >> 16u) > x0) { hi = mid; } else { lo = mid + 1u; }
         }
         var i = lo;
         var st = PS;
         var en = PS;
         if (i < nseq) {
-            let s = lk[i];
+            let s = hd[i];
             st = s & 0xffffu;
             en = s >> 16u;
         }
-        var lb = lk[SEQ_LB + i];
-        for (var j = 0u; j < 32u + Z; j = j + 1u) {
+        var lb = hd[SEQ_LB + i];
+        for (var j = 0u; j < 32u; j = j + 1u) {
             let x = x0 + j;
             if (x >= en) {
                 i = i + 1u;
                 st = PS;
                 en = PS;
                 if (i < nseq) {
-                    let s = lk[i];
+                    let s = hd[i];
                     st = s & 0xffffu;
                     en = s >> 16u;
                 }
-                lb = lk[SEQ_LB + i];
+                lb = hd[SEQ_LB + i];
             }
             if (x < st) { putByte(x + lb, byteAt(x)); }
         }
@@ -409,7 +397,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     let goff = workgroupUniformLoad(&bcast);
     let words = (size + 3u) / 4u;
     for (var w = t; w < words; w = w + WG) {
-        packed[(goff >> 2u) + w] = atomicLoad(&tb[w]);
+        packed[(goff >> 2u) + w] = atomicLoad(&lk[w]);
     }
     if (t == 0u) {
         info[4u * pageIdx] = 3u;

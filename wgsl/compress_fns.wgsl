@@ -2,13 +2,19 @@
 // scope may come in any order): page access, hashing, the match search,
 // LZ4 length bytes and the workgroup-memory prefix sum.
 
-fn byteAt(i: u32) -> u32 {
-    return (page[PAD + (i >> 2u)] >> ((i & 3u) * 8u)) & 0xffu;
+// Page word i; past the page's end, its last word (bytes there are never
+// part of a result: lengths are capped at the block's end).
+fn pageWord(i: u32) -> u32 {
+    return pages[pbase + min(i, PAGE_WORDS - 1u)];
 }
 
-// Page word i (0 past the page's end, up to 8 words).
-fn pageWord(i: u32) -> u32 {
-    return page[PAD + i];
+// Page word i from its copy in hd (the match search; zeros follow it).
+fn copyWord(i: u32) -> u32 {
+    return hd[i];
+}
+
+fn byteAt(i: u32) -> u32 {
+    return (pageWord(i >> 2u) >> ((i & 3u) * 8u)) & 0xffu;
 }
 
 // The 4 bytes starting s/8 bytes into a (s a multiple of 8 below 32).
@@ -37,15 +43,18 @@ fn nearBelow(x: u32, h: u32) -> u32 {
     return select(q, RP, h == NOH);
 }
 
+const NOEXP: u32 = 0xffffu; // expose: not exposed
+
 // Whether round position x is exposed (none of the WIN above it has its
-// hash h); an exposed one joins its bucket's list.
-fn expose(x: u32, h: u32, tbase: u32) -> bool {
+// hash h): an exposed one joins its bucket's list, and its next entry
+// there (the position+1 it displaced, 0: none) is returned; else NOEXP.
+fn expose(x: u32, h: u32, tbase: u32) -> u32 {
     var ex = h != NOH;
     for (var k = 1u; k <= WIN; k = k + 1u) {
         if (x + k < RP && rh[(x + k) & (RP - 1u)] == h) { ex = false; }
     }
-    if (ex) { rl[x] = atomicExchange(&tb[tbase + (h & (NB - 1u))], x + 1u); }
-    return ex;
+    if (!ex) { return NOEXP; }
+    return atomicExchange(&tb[tbase + (h & (NB - 1u))], x + 1u);
 }
 
 const LASTF: u32 = 0x10000u; // linkOf: the last of its hash in the round
@@ -70,7 +79,7 @@ fn linkOf(rs: u32, x: u32, h: u32, q: u32, e: bool, tbase: u32) -> u32 {
                     near = y;
                 }
             }
-            y1 = rl[y];
+            y1 = (rl[y >> 1u] >> ((y & 1u) * 16u)) & 0xffffu;
         }
     }
     var link = hd[h];
@@ -81,12 +90,12 @@ fn linkOf(rs: u32, x: u32, h: u32, q: u32, e: bool, tbase: u32) -> u32 {
 // Chain link of p: the nearest earlier position with its hash, plus one
 // (0: none).
 fn linkAt(p: u32) -> u32 {
-    return (lk[p >> 1u] >> ((p & 1u) * 16u)) & 0xffffu;
+    return (atomicLoad(&lk[p >> 1u]) >> ((p & 1u) * 16u)) & 0xffffu;
 }
 
 // Best match of p, (len-4)<<12 | offset (0: none).
 fn eAt(p: u32) -> u32 {
-    return (hd[p >> 1u] >> ((p & 1u) * 16u)) & 0xffffu;
+    return (atomicLoad(&lk[p >> 1u]) >> ((p & 1u) * 16u)) & 0xffffu;
 }
 
 // Length of p's best match (0: none); positions past LAST have none.
@@ -105,26 +114,26 @@ fn lenAt(p: u32) -> u32 {
 fn bestPair(p: u32) -> u32 {
     let b = p >> 2u;
     let sh = (p & 3u) * 8u; // 0 or 16
-    let w0 = pageWord(b);
-    let w1 = pageWord(b + 1u);
-    let w2 = pageWord(b + 2u);
-    let w3 = pageWord(b + 3u);
-    let w4 = pageWord(b + 4u);
-    let w5 = pageWord(b + 5u);
+    let w0 = copyWord(b);
+    let w1 = copyWord(b + 1u);
+    let w2 = copyWord(b + 2u);
+    let w3 = copyWord(b + 3u);
+    let w4 = copyWord(b + 4u);
+    let w5 = copyWord(b + 5u);
     let key0 = fsh(w0, w1, sh);
     let v0 = vec4<u32>(fsh(w1, w2, sh), fsh(w2, w3, sh), fsh(w3, w4, sh), fsh(w4, w5, sh));
     let key1 = fsh(w0, w1, sh + 8u);
     let v1 = vec4<u32>(fsh(w1, w2, sh + 8u), fsh(w2, w3, sh + 8u), fsh(w3, w4, sh + 8u), fsh(w4, w5, sh + 8u));
     let lim0 = select(0u, min(MATCH_END - p, CAP), p <= LAST);
     let lim1 = select(0u, min(MATCH_END - p - 1u, CAP), p + 1u <= LAST);
-    let l2 = lk[p >> 1u];
+    let l2 = atomicLoad(&lk[p >> 1u]);
     var q0 = select(0u, l2 & 0xffffu, lim0 != 0u);
     var q1 = select(0u, l2 >> 16u, lim1 != 0u);
     var best0 = 0u;
     var best1 = 0u;
     var off0 = 0u;
     var off1 = 0u;
-    for (var d = 0u; d < DEPTH + Z; d = d + 1u) {
+    for (var d = 0u; d < DEPTH; d = d + 1u) {
         let a0 = q0 != 0u && best0 < lim0;
         let a1 = q1 != 0u && best1 < lim1;
         if (!a0 && !a1) { break; }
@@ -150,12 +159,12 @@ fn bestPair(p: u32) -> u32 {
 fn candLen(c: u32, key: u32, v: vec4<u32>, lim: u32) -> u32 {
     let cw = c >> 2u;
     let cs = (c & 3u) * 8u;
-    let u0 = pageWord(cw);
-    let u1 = pageWord(cw + 1u);
-    let u2 = pageWord(cw + 2u);
-    let u3 = pageWord(cw + 3u);
-    let u4 = pageWord(cw + 4u);
-    let u5 = pageWord(cw + 5u);
+    let u0 = copyWord(cw);
+    let u1 = copyWord(cw + 1u);
+    let u2 = copyWord(cw + 2u);
+    let u3 = copyWord(cw + 3u);
+    let u4 = copyWord(cw + 4u);
+    let u5 = copyWord(cw + 5u);
     let x = v ^ vec4<u32>(fsh(u1, u2, cs), fsh(u2, u3, cs), fsh(u3, u4, cs), fsh(u4, u5, cs));
     let z = countTrailingZeros(x) >> vec4<u32>(3u);
     var l = 20u;
@@ -188,12 +197,12 @@ fn extend(s: u32, off: u32) -> u32 {
     return min(l, MATCH_END - s);
 }
 
-// The parse's jump from position x (see compress: end | CAPF, 0 none).
-fn jumpAt(x: u32) -> u32 {
-    return (lk[x >> 1u] >> ((x & 1u) * 16u)) & 0xffffu;
-}
+const CAPF: u32 = 0x8000u; // a jump to the end of a CAP-long match, to extend
 
-const CAPF: u32 = 0x8000u; // jumpAt: a CAP-long match, to extend
+// The walk's anchor i (u16 pairs in tb).
+fn anchorAt(i: u32) -> u32 {
+    return (atomicLoad(&tb[i >> 1u]) >> ((i & 1u) * 16u)) & 0xffffu;
+}
 
 // The page goes out raw (the block did not fit, or a benchmark stopped).
 fn storeRaw(pageIdx: u32, t: u32) {
@@ -211,7 +220,7 @@ fn extra(n: u32) -> u32 {
 }
 
 fn putByte(o: u32, b: u32) {
-    atomicOr(&tb[o >> 2u], b << ((o & 3u) * 8u));
+    atomicOr(&lk[o >> 2u], b << ((o & 3u) * 8u));
 }
 
 // Extra length bytes of n (>= 15) at o; returns the position after them.
@@ -231,16 +240,16 @@ fn putLen(o0: u32, n: u32) -> u32 {
 // Exclusive prefix sum over the invocations (in index order) and total.
 // Must be called from uniform control flow.
 fn scanWG(t: u32, v: u32) -> vec2<u32> {
-    scanBuf[t] = v;
+    rh[SCAN + t] = v;
     workgroupBarrier();
     for (var d = 1u; d < WG; d = d * 2u) {
         var x = 0u;
-        if (t >= d) { x = scanBuf[t - d]; }
+        if (t >= d) { x = rh[SCAN + t - d]; }
         workgroupBarrier();
-        scanBuf[t] = scanBuf[t] + x;
+        rh[SCAN + t] = rh[SCAN + t] + x;
         workgroupBarrier();
     }
-    let r = vec2<u32>(scanBuf[t] - v, scanBuf[WG - 1u]);
+    let r = vec2<u32>(rh[SCAN + t] - v, rh[SCAN + WG - 1u]);
     workgroupBarrier();
     return r;
 }

@@ -69,9 +69,8 @@ func Source(src string, p Params) string {
 // WorkgroupBytes is the workgroup memory the compress kernel needs.
 func WorkgroupBytes(p Params) int {
 	const wg = 128
-	return (1024+16)*4 + // the page and its zero words
-		2*2048*4 + // links and heads, reused by later phases
-		1024*4 + // round tables, then the block
-		4*wg*4 + 128*4 + wg*4 + // round hashes and lists, starts, scan
+	return 2*2048*4 + // links and heads, reused by later phases
+		2*256*4 + // round tables
+		2*wg*4 + wg*4 + // round hashes and lists
 		8 + wg // flags, subgroup sums
 }
