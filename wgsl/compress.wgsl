@@ -1,26 +1,26 @@
 // Page classification and LZ4 block compression, one 4 KiB page per
-// workgroup of 128 invocations, in three dispatches. The algorithm is
-// backends/pagelz4's (the reference the CUDA kernel follows too), so every
-// block is byte for byte the one pagelz4 writes:
-//  chains:  zero / same-filled test (zram's rule); hash chains, each
-//           position linked to the nearest earlier one with the same
-//           4-byte hash, in 16 rounds of 256 positions;
-//  matches: the best match of every position, in parallel: up to DEPTH
-//           chain candidates, lengths compared up to CAP bytes;
-//  blocks:  the match starts (a match not beaten by the next position's),
-//           one invocation walks from start to start (extending CAP-long
-//           matches), a prefix sum gives every sequence its output
-//           offset, headers are written per sequence and literals per
-//           position; the block is appended to the packed output.
+// workgroup of 128 invocations. The algorithm is backends/pagelz4's (the
+// reference the CUDA kernel follows too), so every block is byte for byte
+// the one pagelz4 writes:
+//  1. zero / same-filled test (zram's rule);
+//  2. hash chains: each position linked to the nearest earlier one with
+//     the same 4-byte hash, in 16 rounds of 256 positions (two per
+//     invocation);
+//  3. the best match of every position, in parallel: up to DEPTH chain
+//     candidates, lengths compared up to CAP bytes;
+//  4. the match starts (a match not beaten by the next position's) as a
+//     bitmap, then one invocation walks it from start to start, extending
+//     CAP-long matches, and lists the sequences;
+//  5. a prefix sum gives every sequence its output offset; headers are
+//     written per sequence, literals per position; the block is appended
+//     to the packed output (atomic bump offset).
 // Residency is what bounds it: on the H100 the driver runs compute
-// workgroups in about 64 KiB of workgroup memory per SM. One kernel
-// holding every phase's state (20 KiB, and 28 before) ran three (two)
-// pages an SM; split, the links and matches go through a scratch buffer
-// (8 KiB a page) and each dispatch keeps only its own phase's state.
-// The page itself is read from the storage buffer (cached).
-// Output per page (info[4*i..]): class (1 zero, 2 same, 3 lz4, 5 raw; 0
-// between dispatches: still to compress), size, then the fill word (zero
-// / same) or the packed byte offset (lz4).
+// workgroups in about 64 KiB of workgroup memory per SM, so the kernel
+// keeps under 20 KiB (three pages an SM; 28 KiB ran two). The page is
+// read from the storage buffer (cached), not copied, and each region is
+// reused once its phase is over.
+// Output per page (info[4*i..]): class (1 zero, 2 same, 3 lz4, 5 raw),
+// size, then the fill word (zero / same) or the packed byte offset (lz4).
 // Subgroup and workgroup-memory scans give identical bytes (integer sums).
 SG_ENABLE_V
 
@@ -36,14 +36,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> info: array<u32>;
 @group(0) @binding(3) var<uniform> params: Params;
 @group(0) @binding(4) var<storage, read_write> total: array<atomic<u32>>;
-// Per page SW words, u16 per position: the chain link (q+1, 0 none), then
-// in its place the best match ((len-4)<<12 | offset, 0 none).
-@group(0) @binding(5) var<storage, read_write> scratch: array<u32>;
 
 const PAGE_WORDS: u32 = 1024u;
 const PS: u32 = 4096u;
 const WG: u32 = 128u;              // invocations
-const SW: u32 = PS / 2u;           // scratch words a page
 const HASH_BITS: u32 = 11u;        // pagelz4.HashBits
 const TUNE: u32 = TUNE_V;          // benchmarks only: another depth, parts left out
 const DEPTH: u32 = select(6u, TUNE & 15u, (TUNE & 15u) != 0u); // pagelz4.ChainDepth
@@ -52,36 +48,30 @@ const LAST: u32 = PS - 12u;        // the last position a match may start at
 const MATCH_END: u32 = PS - 5u;    // a match must end by here
 const RP: u32 = 2u * WG;           // positions per chain round
 const NB: u32 = 256u;              // buckets of a round table
-const WIN: u32 = 8u;               // neighbours compared directly
+const WIN: u32 = select(8u, (TUNE >> 8u) & 15u, ((TUNE >> 8u) & 15u) != 0u); // neighbours compared directly (TUNE: benchmarks)
 const NOH: u32 = 0xffffffffu;      // no hash (past the last 4-byte window)
 const STOP: u32 = STOP_V;          // benchmarks only: stop after this phase
-const SEQ_LB: u32 = 1024u;         // jw: sequences, then their offsets / literal bases
-const SCAN: u32 = WG;              // sw: match starts, then the scans
+const SEQ_LB: u32 = 1024u;         // hd: sequences, then their offsets / literal bases
+const SCAN: u32 = WG;              // rh: match starts, then the scan
 
-// chains: the latest position+1 per hash; two round tables (the latest
-// exposed position+1 per bucket); the round's hashes; u16 per round
-// position, the next exposed position+1 of its bucket.
-var<workgroup> hd: array<u32, 1u << HASH_BITS>;
+// u16 per position: the chain link (q+1, 0 none), then in place the best
+// match, (len-4)<<12 | offset; then the block being built.
+var<workgroup> lk: array<atomic<u32>, PS / 2u>;
+// The latest position+1 per hash; then per sequence start | end<<16 (from
+// 0) and its offset, then literal base (from SEQ_LB).
+var<workgroup> hd: array<u32, PS / 2u>;
+// Two round tables: the latest exposed position+1 per bucket.
 var<workgroup> tb: array<atomic<u32>, 2u * NB>;
+// The round's hashes; then the match starts (a bit per position) and the
+// scan (from SCAN).
 var<workgroup> rh: array<u32, RP>;
+// u16 per round position: the next exposed position+1 of its bucket.
 var<workgroup> rl: array<u32, WG>;
-// matches: the page, and zero words after it; the links (u16 per
-// position).
-var<workgroup> pg: array<u32, PAGE_WORDS + 8u>;
-var<workgroup> ml: array<u32, PS / 2u>;
-// blocks: the matches, then u16 per position, the parse's jump; then per
-// sequence start | end<<16 (from 0) and its offset, then literal base
-// (from SEQ_LB). The anchors of the walk (u16 pairs), then the block
-// being built. The match starts (a bit per position) and the scans.
-var<workgroup> jw: array<u32, PS / 2u>;
-var<workgroup> blk: array<atomic<u32>, PAGE_WORDS>;
-var<workgroup> sw: array<u32, 2u * WG>;
 var<workgroup> bcast: u32;
 var<workgroup> flag: atomic<u32>;
 
-// The page's first word in pages, and in scratch.
+// The page's first word in pages (the helpers read the page there).
 var<private> pbase: u32;
-var<private> sbase: u32;
 
 // The helpers (pageWord ... scanWG) are in compress_fns.wgsl, appended.
 
@@ -92,25 +82,25 @@ var<private> sgSz: u32;
 SG_SCAN_V
 
 @compute @workgroup_size(WG)
-fn chains(@builtin(workgroup_id) wid: vec3<u32>,
-          @builtin(num_workgroups) nwg: vec3<u32>,
-          @builtin(local_invocation_index) t: u32) {
+fn compress(@builtin(workgroup_id) wid: vec3<u32>,
+            @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) t: u32 SG_PARAMS_V) {
     let pageIdx = wid.y * nwg.x + wid.x;
     if (pageIdx >= params.n) {
         return; // uniform: depends on the workgroup only
     }
     let base = pageIdx * PAGE_WORDS;
     pbase = base;
-    sbase = pageIdx * SW;
     let f0 = pages[base];
     let f1 = pages[base + 1u];
 
     // Workgroup memory that is read before it is written starts zeroed
-    // here (the device may be opened without Dawn's zero-initialization).
+    // here (the device may be opened without Dawn's zero-initialization):
+    // heads and round tables.
     if (t == 0u) { atomicStore(&flag, 0u); }
-    for (var i = t; i < (1u << HASH_BITS); i = i + WG) { hd[i] = 0u; }
+    for (var i = t; i < PS / 2u; i = i + WG) { hd[i] = 0u; }
     for (var i = t; i < 2u * NB; i = i + WG) { atomicStore(&tb[i], 0u); }
-    // Test every 8-byte word against the first.
+    // 1. Test every 8-byte word against the first.
     var differ = false;
     for (var i = t; i < PAGE_WORDS / 2u; i = i + WG) {
         if (pages[base + 2u * i] != f0 || pages[base + 2u * i + 1u] != f1) {
@@ -118,38 +108,38 @@ fn chains(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     if (differ) { atomicOr(&flag, 1u); }
+    SG_CHECK_V
     workgroupBarrier();
     if (t == 0u) {
         bcast = atomicLoad(&flag);
     }
     let fl = workgroupUniformLoad(&bcast);
-    if (t == 0u) {
-        if ((fl & 1u) != 0u) {
-            info[4u * pageIdx] = 0u; // to compress
-        } else if (f0 == 0u && f1 == 0u) {
-            info[4u * pageIdx] = 1u;
-            info[4u * pageIdx + 1u] = 0u;
-        } else {
-            info[4u * pageIdx] = 2u;
-            info[4u * pageIdx + 1u] = 8u;
-        }
-        if ((fl & 1u) == 0u) {
+    if ((fl & 1u) == 0u) {
+        if (t == 0u) {
+            if (f0 == 0u && f1 == 0u) {
+                info[4u * pageIdx] = 1u;
+                info[4u * pageIdx + 1u] = 0u;
+            } else {
+                info[4u * pageIdx] = 2u;
+                info[4u * pageIdx + 1u] = 8u;
+            }
             info[4u * pageIdx + 2u] = f0;
             info[4u * pageIdx + 3u] = f1;
         }
+        return;
     }
-    if ((fl & 1u) == 0u) { return; }
+    let useSG = (fl & 2u) == 0u;
     if (STOP == 1u) { storeRaw(pageIdx, t); return; }
 
-    // Round r holds positions r*RP + x, x = 2t and 2t+1. The link of a
-    // position is the nearest lower one of the round with the same hash,
-    // else the latest of earlier rounds (head). The nearest is among the
-    // WIN below it, or else an "exposed" position (none of the WIN above
-    // it has its hash): those go on a list per bucket (atomic exchange:
-    // any order) that such positions walk for the nearest lower one with
-    // their hash. Runs and short periods expose few positions, so lists
-    // stay short; an exposed position with none above it on its list is
-    // the last of its hash in the round and writes the head. Two tables
+    // 2. Chains. Round r holds positions r*RP + x, x = 2t and 2t+1. The
+    // link of a position is the nearest lower one of the round with the
+    // same hash, else the latest of earlier rounds (head). The nearest is
+    // among the WIN below it, or else an "exposed" position (none of the
+    // WIN above it has its hash): those go on a list per bucket (atomic
+    // exchange: any order) that such positions walk for the nearest lower
+    // one with their hash. Runs and short periods expose few positions, so
+    // lists stay short; an exposed position with none above it on its list
+    // is the last of its hash in the round and writes the head. Two tables
     // alternate, so a table is cleared a round before its next use.
     for (var r = 0u; r < PS / RP; r = r + 1u) {
         let rs = r * RP;
@@ -172,7 +162,7 @@ fn chains(@builtin(workgroup_id) wid: vec3<u32>,
         workgroupBarrier();
         let l0 = linkOf(rs, x0, h0, q0, e0, tbase);
         let l1 = linkOf(rs, x0 + 1u, h1, q1, e1, tbase);
-        scratch[sbase + (rs >> 1u) + t] = (l0 & 0xffffu) | (l1 << 16u);
+        atomicStore(&lk[(rs >> 1u) + t], (l0 & 0xffffu) | (l1 << 16u));
         workgroupBarrier();
         // The last of its hash writes the head; the exposed clear the table.
         if ((l0 & LASTF) != 0u) { hd[h0] = rs + x0 + 1u; }
@@ -180,63 +170,28 @@ fn chains(@builtin(workgroup_id) wid: vec3<u32>,
         if (e0) { atomicStore(&tb[tbase + (h0 & (NB - 1u))], 0u); }
         if (e1) { atomicStore(&tb[tbase + (h1 & (NB - 1u))], 0u); }
     }
-    if (STOP == 2u) { storeRaw(pageIdx, t); }
-}
-
-// toDo is whether the chains dispatch left page pageIdx to compress
-// (uniform: read once for the workgroup).
-fn toDo(pageIdx: u32, t: u32) -> bool {
-    if (t == 0u) { bcast = info[4u * pageIdx]; }
-    return workgroupUniformLoad(&bcast) == 0u;
-}
-
-@compute @workgroup_size(WG)
-fn matches(@builtin(workgroup_id) wid: vec3<u32>,
-           @builtin(num_workgroups) nwg: vec3<u32>,
-           @builtin(local_invocation_index) t: u32) {
-    let pageIdx = wid.y * nwg.x + wid.x;
-    if (pageIdx >= params.n) {
-        return;
-    }
-    if (!toDo(pageIdx, t)) { return; }
-    let base = pageIdx * PAGE_WORDS;
-    pbase = base;
-    sbase = pageIdx * SW;
-    // The page and its links into workgroup memory, for the candidates'
-    // many random reads; then the best match of every position replaces
-    // its link in the scratch: invocation t takes the pair 2t, 2t+1 of
-    // each 256 positions.
-    if ((TUNE & 64u) == 0u) {
-        for (var i = t; i < PAGE_WORDS; i = i + WG) { pg[i] = pages[base + i]; }
-        if (t < 8u) { pg[PAGE_WORDS + t] = 0u; }
-    }
-    for (var i = t; i < PS / 2u; i = i + WG) { ml[i] = scratch[sbase + i]; }
     workgroupBarrier();
-    for (var k = 0u; k < PS / RP; k = k + 1u) {
-        scratch[sbase + k * WG + t] = bestPair(k * RP + 2u * t);
-    }
-    if (STOP == 3u) { storeRaw(pageIdx, t); }
-}
+    if (STOP == 2u) { storeRaw(pageIdx, t); return; }
 
-@compute @workgroup_size(WG)
-fn blocks(@builtin(workgroup_id) wid: vec3<u32>,
-          @builtin(num_workgroups) nwg: vec3<u32>,
-          @builtin(local_invocation_index) t: u32 SG_PARAMS_V) {
-    let pageIdx = wid.y * nwg.x + wid.x;
-    if (pageIdx >= params.n) {
-        return;
-    }
-    if (t == 0u) { atomicStore(&flag, 0u); }
-    if (!toDo(pageIdx, t)) { return; }
-    let base = pageIdx * PAGE_WORDS;
-    pbase = base;
-    sbase = pageIdx * SW;
-    SG_CHECK_V
-    // The matches into jw, for the random reads below; they are the
-    // jumps' inputs, so the jumps wait for them in registers.
-    for (var i = t; i < PS / 2u; i = i + WG) { jw[i] = scratch[sbase + i]; }
+    // 3. The page into hd (the heads are dead), for the candidates' many
+    // random reads; then the best match of every position, replacing its
+    // link: invocation t
+    // takes the pair 2t, 2t+1 of each 256 positions, from the top down.
+    // Chains lead only to lower positions, which later rounds still read;
+    // a round writes only once all of it has read.
+    for (var i = t; i < PAGE_WORDS; i = i + WG) { hd[i] = pages[base + i]; }
+    for (var i = t; i < 8u; i = i + WG) { hd[PAGE_WORDS + i] = 0u; }
     workgroupBarrier();
-    // Match starts, 32 positions per invocation.
+    for (var k = PS / RP; k > 0u; k = k - 1u) {
+        let e = bestPair((k - 1u) * RP + 2u * t);
+        workgroupBarrier();
+        atomicStore(&lk[(k - 1u) * WG + t], e);
+    }
+    workgroupBarrier();
+    if (STOP == 3u) { storeRaw(pageIdx, t); return; }
+
+    // 4. Match starts, 32 positions per invocation (in rh: the hashes
+    // are dead).
     {
         let p0 = 32u * t;
         var bits = 0u;
@@ -246,61 +201,57 @@ fn blocks(@builtin(workgroup_id) wid: vec3<u32>,
             if (b >= 4u && b1 <= b) { bits = bits | (1u << j); }
             b = b1;
         }
-        sw[t] = bits;
-        sw[SCAN + t] = select(PS, p0 + countTrailingZeros(bits), bits != 0u);
+        rh[t] = bits;
     }
     workgroupBarrier();
-    if (t == 0u) { bcast = atomicLoad(&flag); }
-    let useSG = (workgroupUniformLoad(&bcast) & 2u) == 0u;
-    // The first start after each invocation's 32 positions: a suffix
-    // minimum over the words' first starts (log steps).
-    for (var d = 1u; d < WG; d = d * 2u) {
-        var m = PS;
-        if (t + d < WG) { m = sw[SCAN + t + d]; }
-        workgroupBarrier();
-        sw[SCAN + t] = min(sw[SCAN + t], m);
-        workgroupBarrier();
-    }
     // Where the parse goes from each position x: the end of the match of
     // the first start at or after x (CAPF: a CAP-long match, extended by
-    // the walk), 0 for none; a u16 per position, right to left.
+    // the walk), 0 for none; a u16 per position in hd (the heads are
+    // dead). 32 positions per invocation, right to left.
+    // The first start after each invocation's 32 positions: a suffix
+    // minimum over the words' first starts (log steps; a scan word by word
+    // costs pages with few matches up to 127 loads an invocation).
+    {
+        let b = rh[t];
+        rh[SCAN + t] = select(PS, 32u * t + countTrailingZeros(b), b != 0u);
+    }
+    workgroupBarrier();
+    for (var d = 1u; d < WG; d = d * 2u) {
+        var m = PS;
+        if (t + d < WG) { m = rh[SCAN + t + d]; }
+        workgroupBarrier();
+        rh[SCAN + t] = min(rh[SCAN + t], m);
+        workgroupBarrier();
+    }
     {
         let p0 = 32u * t;
         var nx = PS;
-        if (t + 1u < WG) { nx = sw[SCAN + t + 1u]; }
-        let bits = sw[t];
+        if (t + 1u < WG) { nx = rh[SCAN + t + 1u]; }
+        let bits = rh[t];
         var hi = 0u;
-        var jv4: array<vec4<u32>, 4>;
         for (var j = 31i; j >= 0i; j = j - 1i) {
             let x = p0 + u32(j);
             if ((bits & (1u << u32(j))) != 0u) { nx = x; }
             var jv = 0u;
             if (nx < PS) {
-                let l = lenAt(nx);
-                jv = (nx + l) | select(0u, CAPF, l == CAP);
+                let ml = lenAt(nx);
+                jv = (nx + ml) | select(0u, CAPF, ml == CAP);
             }
-            if ((j & 1i) == 1i) {
-                hi = jv << 16u;
-            } else {
-                let k = u32(j) >> 1u;
-                jv4[k >> 2u][k & 3u] = jv | hi;
-            }
+            if ((j & 1i) == 1i) { hi = jv << 16u; } else { hd[x >> 1u] = jv | hi; }
         }
-        workgroupBarrier();
-        for (var k = 0u; k < 16u; k = k + 1u) { jw[16u * t + k] = jv4[k >> 2u][k & 3u]; }
     }
     workgroupBarrier();
     // The walk: one invocation follows the jumps (one load a match),
     // extends CAP-long matches and lists each sequence's anchor, then the
-    // final one, as u16 pairs.
+    // final one, as u16 pairs in tb (the round tables are dead).
     if (t == 0u) {
         var cur = 0u;
         var n = 0u;
         var lo = 0u;
         loop {
-            let j = (jw[cur >> 1u] >> ((cur & 1u) * 16u)) & 0xffffu;
+            let j = (hd[cur >> 1u] >> ((cur & 1u) * 16u)) & 0xffffu;
             if (j == 0u) { break; }
-            if ((n & 1u) == 0u) { lo = cur; } else { atomicStore(&blk[n >> 1u], lo | (cur << 16u)); }
+            if ((n & 1u) == 0u) { lo = cur; } else { atomicStore(&tb[n >> 1u], lo | (cur << 16u)); }
             n = n + 1u;
             var end = j & (CAPF - 1u);
             if ((j & CAPF) != 0u && (TUNE & 32u) == 0u) {
@@ -310,44 +261,44 @@ fn blocks(@builtin(workgroup_id) wid: vec3<u32>,
             cur = end;
         }
         if ((n & 1u) == 0u) { lo = cur; }
-        atomicStore(&blk[n >> 1u], select(lo | (cur << 16u), lo, (n & 1u) == 0u));
+        atomicStore(&tb[n >> 1u], select(lo | (cur << 16u), lo, (n & 1u) == 0u));
         bcast = n;
     }
     let nseq = workgroupUniformLoad(&bcast);
     if (STOP == 4u) { storeRaw(pageIdx, t); return; }
     // The sequences from their anchors, in parallel: the match starts at
     // the first start from the anchor and ends at the next anchor. The
-    // jumps are dead: the sequences go in their place.
+    // jumps are dead: the sequences go to hd.
     for (var i = t; i < nseq; i = i + WG) {
         let a = anchorAt(i);
         let en = anchorAt(i + 1u);
         var w = a >> 5u;
-        var b = sw[w] & (0xffffffffu << (a & 31u));
+        var b = rh[w] & (0xffffffffu << (a & 31u));
         loop {
             if (b != 0u) { break; }
             w = w + 1u;
-            b = sw[w];
+            b = rh[w];
         }
         let st = w * 32u + countTrailingZeros(b);
-        jw[i] = st | (en << 16u);
-        jw[SEQ_LB + i] = eAt(st) & 0xfffu;
+        hd[i] = st | (en << 16u);
+        hd[SEQ_LB + i] = eAt(st) & 0xfffu;
     }
     workgroupBarrier();
-    // The anchors are dead: the block is built in their place.
-    for (var i = t; i < PAGE_WORDS; i = i + WG) { atomicStore(&blk[i], 0u); }
+    // The matches are dead: the block is built in lk.
+    for (var i = t; i < PS / 4u; i = i + WG) { atomicStore(&lk[i], 0u); }
 
-    // Sizes of this invocation's run of sequences (the last one, index
-    // nseq, holds the final literals only) and their prefix sum.
+    // 5. Sizes of this invocation's run of sequences (the last one,
+    // index nseq, holds the final literals only) and their prefix sum.
     let per = (nseq + WG) / WG;
     let i0 = min(t * per, nseq + 1u);
     let i1 = min(i0 + per, nseq + 1u);
     var anchor = 0u;
-    if (i0 > 0u) { anchor = jw[i0 - 1u] >> 16u; }
+    if (i0 > 0u) { anchor = hd[i0 - 1u] >> 16u; }
     var sum = 0u;
     var a = anchor;
     for (var i = i0; i < i1; i = i + 1u) {
         if (i < nseq) {
-            let s = jw[i];
+            let s = hd[i];
             let st = s & 0xffffu;
             let en = s >> 16u;
             let ll = st - a;
@@ -378,7 +329,7 @@ fn blocks(@builtin(workgroup_id) wid: vec3<u32>,
         var st = PS;
         var en = PS;
         if (i < nseq) {
-            let s = jw[i];
+            let s = hd[i];
             st = s & 0xffffu;
             en = s >> 16u;
         }
@@ -389,8 +340,8 @@ fn blocks(@builtin(workgroup_id) wid: vec3<u32>,
         o = o + 1u;
         if (ll >= 15u) { o = putLen(o, ll); }
         var off = 0u;
-        if (i < nseq) { off = jw[SEQ_LB + i]; }
-        jw[SEQ_LB + i] = o - a; // wraps: added to a position
+        if (i < nseq) { off = hd[SEQ_LB + i]; }
+        hd[SEQ_LB + i] = o - a; // wraps: added to a position
         o = o + ll;
         if (i < nseq) {
             putByte(o, off & 0xffu);
@@ -410,17 +361,17 @@ fn blocks(@builtin(workgroup_id) wid: vec3<u32>,
         loop {
             if (lo >= hi) { break; }
             let mid = (lo + hi) / 2u;
-            if ((jw[mid] >> 16u) > x0) { hi = mid; } else { lo = mid + 1u; }
+            if ((hd[mid] >> 16u) > x0) { hi = mid; } else { lo = mid + 1u; }
         }
         var i = lo;
         var st = PS;
         var en = PS;
         if (i < nseq) {
-            let s = jw[i];
+            let s = hd[i];
             st = s & 0xffffu;
             en = s >> 16u;
         }
-        var lb = jw[SEQ_LB + i];
+        var lb = hd[SEQ_LB + i];
         for (var j = 0u; j < 32u; j = j + 1u) {
             let x = x0 + j;
             if (x >= en) {
@@ -428,25 +379,25 @@ fn blocks(@builtin(workgroup_id) wid: vec3<u32>,
                 st = PS;
                 en = PS;
                 if (i < nseq) {
-                    let s = jw[i];
+                    let s = hd[i];
                     st = s & 0xffffu;
                     en = s >> 16u;
                 }
-                lb = jw[SEQ_LB + i];
+                lb = hd[SEQ_LB + i];
             }
             if (x < st) { putByte(x + lb, byteAt(x)); }
         }
     }
     workgroupBarrier();
 
-    // Append the block to the packed output.
+    // 6. Append the block to the packed output.
     if (t == 0u) {
         bcast = atomicAdd(&total[0], (size + 3u) & ~3u);
     }
     let goff = workgroupUniformLoad(&bcast);
     let words = (size + 3u) / 4u;
     for (var w = t; w < words; w = w + WG) {
-        packed[(goff >> 2u) + w] = atomicLoad(&blk[w]);
+        packed[(goff >> 2u) + w] = atomicLoad(&lk[w]);
     }
     if (t == 0u) {
         info[4u * pageIdx] = 3u;

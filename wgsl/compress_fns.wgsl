@@ -8,10 +8,9 @@ fn pageWord(i: u32) -> u32 {
     return pages[pbase + min(i, PAGE_WORDS - 1u)];
 }
 
-// Page word i from its copy in pg (the match search; zeros follow it).
+// Page word i from its copy in hd (the match search; zeros follow it).
 fn copyWord(i: u32) -> u32 {
-    if ((TUNE & 64u) != 0u) { return pageWord(i); } // benchmarks: no copy
-    return pg[i];
+    return hd[i];
 }
 
 fn byteAt(i: u32) -> u32 {
@@ -91,23 +90,18 @@ fn linkOf(rs: u32, x: u32, h: u32, q: u32, e: bool, tbase: u32) -> u32 {
 // Chain link of p: the nearest earlier position with its hash, plus one
 // (0: none).
 fn linkAt(p: u32) -> u32 {
-    return (ml[p >> 1u] >> ((p & 1u) * 16u)) & 0xffffu;
+    return (atomicLoad(&lk[p >> 1u]) >> ((p & 1u) * 16u)) & 0xffffu;
 }
 
 // Best match of p, (len-4)<<12 | offset (0: none).
 fn eAt(p: u32) -> u32 {
-    return (scratch[sbase + (p >> 1u)] >> ((p & 1u) * 16u)) & 0xffffu;
-}
-
-// Best match of p from its copy in jw (blocks, until the jumps replace it).
-fn eAtW(p: u32) -> u32 {
-    return (jw[p >> 1u] >> ((p & 1u) * 16u)) & 0xffffu;
+    return (atomicLoad(&lk[p >> 1u]) >> ((p & 1u) * 16u)) & 0xffffu;
 }
 
 // Length of p's best match (0: none); positions past LAST have none.
 fn lenAt(p: u32) -> u32 {
     if (p > LAST) { return 0u; }
-    let e = eAtW(p);
+    let e = eAt(p);
     if (e == 0u) { return 0u; }
     return (e >> 12u) + 4u;
 }
@@ -132,7 +126,7 @@ fn bestPair(p: u32) -> u32 {
     let v1 = vec4<u32>(fsh(w1, w2, sh + 8u), fsh(w2, w3, sh + 8u), fsh(w3, w4, sh + 8u), fsh(w4, w5, sh + 8u));
     let lim0 = select(0u, min(MATCH_END - p, CAP), p <= LAST);
     let lim1 = select(0u, min(MATCH_END - p - 1u, CAP), p + 1u <= LAST);
-    let l2 = ml[p >> 1u];
+    let l2 = atomicLoad(&lk[p >> 1u]);
     var q0 = select(0u, l2 & 0xffffu, lim0 != 0u);
     var q1 = select(0u, l2 >> 16u, lim1 != 0u);
     var best0 = 0u;
@@ -205,9 +199,9 @@ fn extend(s: u32, off: u32) -> u32 {
 
 const CAPF: u32 = 0x8000u; // a jump to the end of a CAP-long match, to extend
 
-// The walk's anchor i (u16 pairs in blk).
+// The walk's anchor i (u16 pairs in tb).
 fn anchorAt(i: u32) -> u32 {
-    return (atomicLoad(&blk[i >> 1u]) >> ((i & 1u) * 16u)) & 0xffffu;
+    return (atomicLoad(&tb[i >> 1u]) >> ((i & 1u) * 16u)) & 0xffffu;
 }
 
 // The page goes out raw (the block did not fit, or a benchmark stopped).
@@ -226,7 +220,7 @@ fn extra(n: u32) -> u32 {
 }
 
 fn putByte(o: u32, b: u32) {
-    atomicOr(&blk[o >> 2u], b << ((o & 3u) * 8u));
+    atomicOr(&lk[o >> 2u], b << ((o & 3u) * 8u));
 }
 
 // Extra length bytes of n (>= 15) at o; returns the position after them.
@@ -246,16 +240,16 @@ fn putLen(o0: u32, n: u32) -> u32 {
 // Exclusive prefix sum over the invocations (in index order) and total.
 // Must be called from uniform control flow.
 fn scanWG(t: u32, v: u32) -> vec2<u32> {
-    sw[SCAN + t] = v;
+    rh[SCAN + t] = v;
     workgroupBarrier();
     for (var d = 1u; d < WG; d = d * 2u) {
         var x = 0u;
-        if (t >= d) { x = sw[SCAN + t - d]; }
+        if (t >= d) { x = rh[SCAN + t - d]; }
         workgroupBarrier();
-        sw[SCAN + t] = sw[SCAN + t] + x;
+        rh[SCAN + t] = rh[SCAN + t] + x;
         workgroupBarrier();
     }
-    let r = vec2<u32>(sw[SCAN + t] - v, sw[SCAN + WG - 1u]);
+    let r = vec2<u32>(rh[SCAN + t] - v, rh[SCAN + WG - 1u]);
     workgroupBarrier();
     return r;
 }

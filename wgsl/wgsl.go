@@ -66,12 +66,11 @@ func Source(src string, p Params) string {
 	return r.Replace(src)
 }
 
-// WorkgroupBytes is the workgroup memory the compress kernel's largest
-// dispatch needs.
+// WorkgroupBytes is the workgroup memory the compress kernel needs.
 func WorkgroupBytes(p Params) int {
 	const wg = 128
-	chains := 2048*4 + 2*256*4 + 2*wg*4 + wg*4 + 8
-	matches := (1024+8)*4 + 2048*4 + 8
-	blocks := 2048*4 + 1024*4 + 2*wg*4 + 8 + wg
-	return max(chains, matches, blocks)
+	return 2*2048*4 + // links and heads, reused by later phases
+		2*256*4 + // round tables
+		2*wg*4 + wg*4 + // round hashes and lists
+		8 + wg // flags, subgroup sums
 }

@@ -28,9 +28,9 @@ const metaWords = 4
 type slot struct {
 	capPages                   int
 	in, packed, meta, total    C.WGPUBuffer
-	zero, params, scratch      C.WGPUBuffer
+	zero, params               C.WGPUBuffer
 	upload, readback           C.WGPUBuffer
-	bgC, bgM, bgB              C.WGPUBindGroup // chains, matches, blocks
+	bg                         C.WGPUBindGroup
 	uploadWait, rbWait         *C.s4d_wait
 	errWait                    *C.s4d_wait
 	uploadPending, uploadReady bool // a MapAsync(write) is outstanding / done
@@ -41,14 +41,11 @@ type slot struct {
 }
 
 func (s *slot) free(p *C.s4d_procs) {
-	for _, g := range []C.WGPUBindGroup{s.bgC, s.bgM, s.bgB} {
-		C.s4d_bind_group_free(p, g)
-	}
-	for _, x := range []C.WGPUBuffer{s.in, s.packed, s.meta, s.total, s.zero, s.params, s.scratch, s.upload, s.readback} {
+	C.s4d_bind_group_free(p, s.bg)
+	for _, x := range []C.WGPUBuffer{s.in, s.packed, s.meta, s.total, s.zero, s.params, s.upload, s.readback} {
 		C.s4d_buffer_free(p, x)
 	}
-	s.bgC, s.bgM, s.bgB = nil, nil, nil
-	s.in, s.packed, s.meta, s.total, s.zero, s.params, s.scratch, s.upload, s.readback = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	s.bg, s.in, s.packed, s.meta, s.total, s.zero, s.params, s.upload, s.readback = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	s.capPages, s.uploadPending, s.uploadReady = 0, false, false
 }
 
@@ -80,13 +77,7 @@ func (b *Backend) ensure(s *slot, n int) error {
 	s.params = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_UNIFORM|C.S4D_BUFFER_COPY_DST, 16, 0)
 	s.upload = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_WRITE|C.S4D_BUFFER_COPY_SRC, C.uint64_t(pages), 1)
 	s.readback = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_READ|C.S4D_BUFFER_COPY_DST, C.uint64_t(uint64(rbDataOff(c))+pages), 0)
-	// The kernels' links, then matches: 8 KiB a page.
-	scratch := uint64(c) * 2 * PageSize
-	s.scratch = C.s4d_create_buffer(p, d.dev, st, C.uint64_t(scratch), 0)
-	in, info, prm, sc := bind{0, s.in, pages}, bind{2, s.meta, metaSize}, bind{3, s.params, 16}, bind{5, s.scratch, scratch}
-	s.bgC = bindGroup(d, b.chains, in, info, prm, sc)
-	s.bgM = bindGroup(d, b.matches, in, info, prm, sc)
-	s.bgB = bindGroup(d, b.blocks, in, bind{1, s.packed, pages}, info, prm, bind{4, s.total, 16}, sc)
+	s.bg = bindGroup(d, b.compress, bind{s.in, pages}, bind{s.packed, pages}, bind{s.meta, metaSize}, bind{s.params, 16}, bind{s.total, 16})
 	if err := d.popErrors(s.errWait); err != nil {
 		s.free(p)
 		return fmt.Errorf("webgpu: buffers for %d pages: %w", c, err)
@@ -147,7 +138,7 @@ func (b *Backend) submit(s *slot, n, threshold int) error {
 	enc := C.s4d_encoder(p, d.dev)
 	C.s4d_copy(p, enc, s.upload, 0, s.in, 0, C.uint64_t(n*PageSize))
 	C.s4d_copy(p, enc, s.zero, 0, s.total, 0, 16)
-	b.dispatch(s, enc, n)
+	C.s4d_dispatch(p, enc, b.compress, s.bg, C.uint32_t(n), 1)
 	C.s4d_copy(p, enc, s.meta, 0, s.readback, 0, C.uint64_t(metaBytes))
 	C.s4d_copy(p, enc, s.total, 0, s.readback, C.uint64_t(metaBytes), 16)
 	C.s4d_copy(p, enc, s.packed, 0, s.readback, C.uint64_t(off), C.uint64_t(s.got))
@@ -163,15 +154,6 @@ func (b *Backend) submit(s *slot, n, threshold int) error {
 	resetWait(s.rbWait)
 	C.s4d_map_async(p, s.readback, C.S4D_MAP_READ, 0, C.size_t(off+s.got), s.rbWait)
 	return nil
-}
-
-// dispatch records the compress kernel's three dispatches over n pages.
-// Device thread only.
-func (b *Backend) dispatch(s *slot, enc C.WGPUCommandEncoder, n int) {
-	p := b.d.p
-	C.s4d_dispatch(p, enc, b.chains, s.bgC, C.uint32_t(n), 1)
-	C.s4d_dispatch(p, enc, b.matches, s.bgM, C.uint32_t(n), 1)
-	C.s4d_dispatch(p, enc, b.blocks, s.bgB, C.uint32_t(n), 1)
 }
 
 // readMeta reads the mapped metadata. If the packed blocks are longer
@@ -462,7 +444,7 @@ func (b *Backend) kernelPass(s *slot, n, reps int) error {
 		enc := C.s4d_encoder(p, d.dev)
 		for range reps {
 			C.s4d_copy(p, enc, s.zero, 0, s.total, 0, 16)
-			b.dispatch(s, enc, n)
+			C.s4d_dispatch(p, enc, b.compress, s.bg, C.uint32_t(n), 1)
 		}
 		C.s4d_copy(p, enc, s.total, 0, s.readback, 0, 16)
 		C.s4d_submit(p, d.queue, enc)

@@ -297,8 +297,8 @@ func (b *Backend) ensureDecomp(n, srcBytes int) error {
 	s.rd = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_READ|C.S4D_BUFFER_COPY_DST, C.uint64_t(out+uint64(4*c)), 0)
 	s.upCap = (8*c+255)&^255 + sc
 	s.up = C.s4d_create_buffer(p, d.dev, C.S4D_BUFFER_MAP_WRITE|C.S4D_BUFFER_COPY_SRC, C.uint64_t(s.upCap), 1)
-	s.bg = bindGroup(d, b.decomp, bind{0, s.src, uint64(sc)}, bind{1, s.desc, uint64(8 * c)}, bind{2, s.out, out},
-		bind{3, s.status, uint64(4 * c)}, bind{4, s.params, 16})
+	s.bg = bindGroup(d, b.decomp, bind{s.src, uint64(sc)}, bind{s.desc, uint64(8 * c)}, bind{s.out, out},
+		bind{s.status, uint64(4 * c)}, bind{s.params, 16})
 	if err := d.popErrors(s.errWait); err != nil {
 		s.free(p)
 		return fmt.Errorf("webgpu: decompression buffers for %d pages: %w", c, err)

@@ -232,11 +232,11 @@ static inline WGPUComputePipeline s4d_create_pipeline(s4d_procs* p, WGPUDevice d
 }
 
 // Binds bufs[k] whole to binding k of group 0.
-static inline WGPUBindGroup s4d_bind_group(s4d_procs* p, WGPUDevice d, WGPUComputePipeline pl, WGPUBuffer* bufs, uint64_t* sizes, uint32_t* at, int n) {
+static inline WGPUBindGroup s4d_bind_group(s4d_procs* p, WGPUDevice d, WGPUComputePipeline pl, WGPUBuffer* bufs, uint64_t* sizes, int n) {
     WGPUBindGroupEntry e[8];
     memset(e, 0, sizeof e);
     for (int k = 0; k < n && k < 8; k++) {
-        e[k].binding = at[k];
+        e[k].binding = k;
         e[k].buffer = bufs[k];
         e[k].size = sizes[k];
     }

@@ -54,8 +54,7 @@ type Backend struct {
 
 	slots    chan *slot // compression buffers, numSlots of them
 	all      []*slot
-	// The compress kernel's three dispatches (wgsl.Compress).
-	chains, matches, blocks C.WGPUComputePipeline
+	compress C.WGPUComputePipeline
 
 	dmu    sync.Mutex // one decompression at a time
 	decomp C.WGPUComputePipeline
@@ -104,21 +103,9 @@ func (b *Backend) setup() error {
 		if kerr != nil {
 			return backends.Unavailable("%v", kerr)
 		}
-		src := wgsl.Source(wgsl.Compress, kp)
-		b.chains, err = d.pipeline(src, "chains")
-		if err == nil {
-			b.matches, err = d.pipeline(src, "matches")
-		}
-		if err == nil {
-			b.blocks, err = d.pipeline(src, "blocks")
-		}
-		if err == nil {
+		if b.compress, err = d.pipeline(wgsl.Source(wgsl.Compress, kp), "compress"); err == nil {
 			b.kp = kp
 			break
-		}
-		for _, pl := range []*C.WGPUComputePipeline{&b.chains, &b.matches, &b.blocks} {
-			C.s4d_pipeline_free(d.p, *pl)
-			*pl = nil
 		}
 	}
 	if err != nil {
@@ -177,9 +164,7 @@ func (b *Backend) Close() error {
 		C.free(unsafe.Pointer(b.ds.upWait))
 		C.free(unsafe.Pointer(b.ds.wait))
 		C.free(unsafe.Pointer(b.ds.errWait))
-		C.s4d_pipeline_free(b.d.p, b.chains)
-		C.s4d_pipeline_free(b.d.p, b.matches)
-		C.s4d_pipeline_free(b.d.p, b.blocks)
+		C.s4d_pipeline_free(b.d.p, b.compress)
 		C.s4d_pipeline_free(b.d.p, b.decomp)
 		return nil
 	})
@@ -221,26 +206,22 @@ func (b *Backend) usable() error {
 }
 
 type bind struct {
-	at   uint32 // the binding
 	buf  C.WGPUBuffer
 	size uint64
 }
 
-// bindGroup binds the buffers to their bindings of group 0.
+// bindGroup binds the buffers to bindings 0, 1, ... of group 0.
 func bindGroup(d *device, pl C.WGPUComputePipeline, binds ...bind) C.WGPUBindGroup {
 	n := len(binds)
 	bufs := (*[8]C.WGPUBuffer)(C.calloc(8, C.size_t(unsafe.Sizeof(C.WGPUBuffer(nil)))))
 	sizes := (*[8]C.uint64_t)(C.calloc(8, 8))
-	at := (*[8]C.uint32_t)(C.calloc(8, 4))
 	defer C.free(unsafe.Pointer(bufs))
 	defer C.free(unsafe.Pointer(sizes))
-	defer C.free(unsafe.Pointer(at))
 	for k := range n {
 		bufs[k] = binds[k].buf
 		sizes[k] = C.uint64_t(binds[k].size)
-		at[k] = C.uint32_t(binds[k].at)
 	}
-	return C.s4d_bind_group(d.p, d.dev, pl, &bufs[0], &sizes[0], &at[0], C.int(n))
+	return C.s4d_bind_group(d.p, d.dev, pl, &bufs[0], &sizes[0], C.int(n))
 }
 
 func resize[T any](s []T, n int) []T {
