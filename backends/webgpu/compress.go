@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -276,7 +277,7 @@ func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, l
 	mu.Lock()
 	defer mu.Unlock()
 	base := len(out.Data)
-	out.Data = append(out.Data, make([]byte, len(s.data))...)
+	out.Data = slices.Grow(out.Data, len(s.data))[:base+len(s.data)] // no zeroing: copied over
 	parallelCopy(out.Data[base:], s.data, 8)
 	lap(6, &t0)
 	return b.fill(s, out, lo, uint32(base), len(s.data), uint32(min(in.Threshold, PageSize)))
