@@ -39,6 +39,7 @@ type slot struct {
 	meta32                     []uint32
 	guess, got                 int    // packed bytes asked for with the metadata
 	data                       []byte // the packed bytes, mapped
+	extra                      bool   // one of the extraSlots
 }
 
 func (s *slot) free(p *C.s4d_procs) {
@@ -317,10 +318,15 @@ func (b *Backend) fill(s *slot, out *backends.Compressed, lo int, base uint32, t
 // (at least minRound), so that the slots are busy on one large batch.
 // With copyTurns the rounds of a batch copy into staging one after the
 // other (each with all cores), so that the first round's upload and
-// kernel start while the later rounds are still copied.
+// kernel start while the later rounds are still copied. When other
+// batches are under way they keep the slots busy instead: a batch then
+// goes in rounds of up to busyRound pages, fewer and larger dispatches
+// (H100, 8 clients through the daemon: PUT 9.1-9.4 GB/s against 5.6-8.4
+// for 4096-page batches with two slots).
 var (
 	roundSplit = 2
 	minRound   = 2048
+	busyRound  = 8192
 	copyTurns  = true
 )
 
@@ -368,6 +374,11 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		return err
 	}
 	per := min(maxRound, max(minRound, (n+roundSplit-1)/roundSplit))
+	busy := b.active.Add(1) > 1
+	defer b.active.Add(-1)
+	if busy {
+		per = min(n, busyRound)
+	}
 	rounds := (n + per - 1) / per
 	cuts := make([]int, rounds+1)
 	for r := range cuts {
@@ -377,10 +388,10 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		mu    sync.Mutex
 		next  atomic.Int64
 		wg    sync.WaitGroup
-		errs  = make([]error, numSlots)
+		errs  = make([]error, numSlots+extraSlots)
 		turns = make([]*turn, rounds)
 	)
-	if copyTurns {
+	if copyTurns && !busy {
 		for r := range turns {
 			turns[r] = &turn{done: make(chan struct{})}
 			if r > 0 {
@@ -390,12 +401,27 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	}
 	work := func(g int) {
 		defer wg.Done()
-		s, ok := <-b.slots
+		var s *slot
+		ok := true
+		if busy {
+			select {
+			case s, ok = <-b.slots:
+			case s, ok = <-b.extra:
+			}
+		} else {
+			s, ok = <-b.slots
+		}
 		if !ok {
 			errs[g] = errClosed
 			return
 		}
-		defer func() { b.slots <- s }()
+		defer func() {
+			if s.extra {
+				b.extra <- s
+			} else {
+				b.slots <- s
+			}
+		}()
 		for {
 			r := int(next.Add(1)) - 1
 			if r >= rounds {
@@ -419,6 +445,9 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		}
 	}
 	g := min(rounds, numSlots)
+	if busy {
+		g = min(rounds, numSlots+extraSlots)
+	}
 	wg.Add(g)
 	for k := 1; k < g; k++ {
 		go work(k)

@@ -94,6 +94,51 @@ func TestMultiRound(t *testing.T) {
 	checkRoundTrip(t, b, pages, PageSize*3/4)
 }
 
+// Batches that overlap go in larger rounds over all the slots (the extra
+// ones included): six callers at once, each batch checked on its own, and
+// every page that ran on the GPU equal to pagelz4's block.
+func TestOverlappingBatches(t *testing.T) {
+	b := open(t)
+	const callers = 6
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages := corpus.Pages(corpus.Mixed, 1000+300*g, PageSize, uint64(40+g))
+			in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
+			out := &backends.Compressed{}
+			if err := b.Compress(context.Background(), in, out); err != nil {
+				errs <- err
+				return
+			}
+			var s pagelz4.Scratch
+			dst := make([]byte, in.Threshold)
+			for i := range in.Len() {
+				c, fill := backends.Classify(in.Page(i))
+				if c != 0 {
+					if out.Class[i] != c || out.Fill[i] != fill {
+						errs <- fmt.Errorf("caller %d page %d: class %v, want %v", g, i, out.Class[i], c)
+						return
+					}
+					continue
+				}
+				n := pagelz4.Compress(in.Page(i), dst, &s)
+				if (n == 0) != (out.Class[i] == backends.ClassRaw) || n > 0 && !bytes.Equal(out.Bytes(i, in), dst[:n]) {
+					errs <- fmt.Errorf("caller %d page %d: class %v, %d bytes; pagelz4 %d bytes", g, i, out.Class[i], out.Size[i], n)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
 func checkRoundTrip(t testing.TB, b *Backend, pages []byte, threshold int) *backends.Compressed {
 	t.Helper()
 	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: threshold}
