@@ -46,9 +46,10 @@ const maxRound = 16384
 // a lone batch; extraSlots more serve batches that come while others are
 // under way: with the daemon's many clients, four slots keep the queue
 // fed better than two (H100, 8 clients, with busyRound: PUT 10.6-11.7
-// GB/s against 5.6-10.2). A lone batch keeps to the first two: cycling
-// through four, its rounds waited ~10 ms a batch for their staging maps
-// (one caller: 12 ms a 64 MiB batch against 6.5). A slot's mapped
+// GB/s against 4.1-10.1, noisy host). A lone batch keeps to the first
+// two: cycling through four, one caller took 8.4-8.8 ms a 64 MiB batch
+// against 6.5 (60 batches; 2-3 ms of each waiting for staging, and a
+// slower copy into it). A slot's mapped
 // staging, readback and device buffers grow to its largest round: for
 // rounds of 8192 pages (half a 64 MiB batch, or busyRound) 64 MiB of host
 // and 64 of device memory.
