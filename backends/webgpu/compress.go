@@ -321,9 +321,7 @@ func (b *Backend) fill(s *slot, out *backends.Compressed, lo int, base uint32, t
 // kernel start while the later rounds are still copied. When other
 // batches are under way they keep the slots busy instead: a batch then
 // goes in rounds of up to busyRound pages, fewer and larger dispatches,
-// over the extra slots too (H100, 8 clients through the daemon, 4096-page
-// batches: 9.1-9.4 GB/s with two slots against 5.6-8.4, 10.2-11.7 with
-// four).
+// over the extra slots too (see numSlots for what it gained).
 var (
 	roundSplit = 2
 	minRound   = 2048

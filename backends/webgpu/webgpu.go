@@ -45,8 +45,9 @@ const maxRound = 16384
 // numSlots is how many rounds may be in flight on the device at once for
 // a lone batch; extraSlots more serve batches that come while others are
 // under way: with the daemon's many clients, four slots keep the queue
-// fed better than two (H100, 8 clients, with busyRound: PUT 10.6-11.7
-// GB/s against 4.1-10.1, noisy host). A lone batch keeps to the first
+// fed better than two (H100, 8 clients, with busyRound: PUT medians 10.3
+// and 9.5 GB/s for 4096- and 16384-page batches over six runs, against
+// 7.8 and 7.3 over five; single runs spread 2x on that host). A lone batch keeps to the first
 // two: cycling through four, one caller took 8.4-8.8 ms a 64 MiB batch
 // against 6.5 (60 batches; 2-3 ms of each waiting for staging, and a
 // slower copy into it). A slot's mapped
