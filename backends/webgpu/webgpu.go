@@ -42,18 +42,17 @@ const PageSize = 4096
 // it bounds the buffers and keeps the dispatch within one dimension.
 const maxRound = 16384
 
-// numSlots is how many rounds may be in flight on the device at once for
-// a lone batch; extraSlots more serve batches that come while others are
-// under way: with the daemon's many clients, four slots keep the queue
-// fed better than two (H100, 8 clients, with busyRound: PUT medians 10.3
-// and 9.5 GB/s for 4096- and 16384-page batches over six runs, against
-// 7.8 and 7.3 over five; single runs spread 2x on that host). A lone batch keeps to the first
-// two: cycling through four, one caller took 8.4-8.8 ms a 64 MiB batch
-// against 6.5 (60 batches; 2-3 ms of each waiting for staging, and a
-// slower copy into it). A slot's mapped
-// staging, readback and device buffers grow to its largest round: for
-// rounds of 8192 pages (half a 64 MiB batch, or busyRound) 64 MiB of host
-// and 64 of device memory.
+// numSlots is how many rounds may be in flight on the device at once for a
+// lone batch; extraSlots more serve batches that come while others are
+// under way: with the daemon's many clients, four slots keep the queue fed
+// better than two (H100, 8 clients, with busyRound: PUT medians 10.3 and
+// 9.5 GB/s for 4096- and 16384-page batches over six runs, against 7.8 and
+// 7.3 over five; single runs spread 2x on that host). A lone batch keeps to
+// the first two: cycling through four, one caller took 8.4-8.8 ms a 64 MiB
+// batch against 6.5 (60 batches; 2-3 ms of each waiting for staging, and a
+// slower copy into it). A slot's mapped staging, readback and device
+// buffers grow to its largest round: for rounds of 8192 pages (half a 64
+// MiB batch, or busyRound) 64 MiB of host and 64 of device memory.
 var numSlots, extraSlots = 2, 2
 
 // Backend runs the WGSL kernels on one WebGPU device.
