@@ -2,9 +2,10 @@
 // search over the whole page: every earlier position with the same 4-byte
 // hash is a candidate (up to ChainDepth of them, nearest first), the
 // longest match wins, and a match is put off by one byte when the next
-// position holds a longer one. It is the exact reference for the CUDA
-// engine's LZ4 kernel (ptx/s4d.cu, s4d_lz4), which must produce the same
-// bytes, and it is written so that every step maps onto that kernel: the
+// position holds a longer one. It is the exact reference for the GPU
+// engines' LZ4 kernels (ptx/s4d.cu, s4d_lz4, and wgsl/compress.wgsl), which
+// must produce the same bytes, and it is written so that every step maps
+// onto them: the
 // hash chains, the per-position best match and the parse are separate
 // passes, the first two parallel over positions.
 package pagelz4
