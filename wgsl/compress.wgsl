@@ -9,18 +9,16 @@
 //  3. the best match of every position, in parallel: up to DEPTH chain
 //     candidates, lengths compared up to CAP bytes;
 //  4. the match starts (a match not beaten by the next position's) as a
-//     bitmap; the parse segment by segment (32 positions an invocation):
-//     where it leaves the segment from each position, then one invocation
-//     hopping from segment to segment (extending CAP-long matches), then
-//     every segment's matches listed in parallel;
+//     bitmap, then one invocation walks it from start to start, extending
+//     CAP-long matches, and lists the sequences;
 //  5. a prefix sum gives every sequence its output offset; headers are
 //     written per sequence, literals per position; the block is appended
 //     to the packed output (atomic bump offset).
 // Residency is what bounds it: on the H100 the driver runs compute
 // workgroups in about 64 KiB of workgroup memory per SM, so the kernel
 // keeps under 20 KiB (three pages an SM; 28 KiB ran two). The page is
-// read from the storage buffer (cached; copied for the match search), and
-// each region is reused once its phase is over.
+// read from the storage buffer (cached), not copied, and each region is
+// reused once its phase is over.
 // Output per page (info[4*i..]): class (1 zero, 2 same, 3 lz4, 5 raw),
 // size, then the fill word (zero / same) or the packed byte offset (lz4).
 // Subgroup and workgroup-memory scans give identical bytes (integer sums).
@@ -206,102 +204,86 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         rh[t] = bits;
     }
     workgroupBarrier();
-    // The first start after each invocation's 32 positions (in rl: the
-    // lists are dead): a suffix minimum over the words' first starts.
+    // Where the parse goes from each position x: the end of the match of
+    // the first start at or after x (CAPF: a CAP-long match, extended by
+    // the walk), 0 for none; a u16 per position in hd (the heads are
+    // dead). 32 positions per invocation, right to left.
+    // The first start after each invocation's 32 positions: a suffix
+    // minimum over the words' first starts (log steps; a scan word by word
+    // costs pages with few matches up to 127 loads an invocation).
     {
         let b = rh[t];
-        rl[t] = select(PS, 32u * t + countTrailingZeros(b), b != 0u);
+        rh[SCAN + t] = select(PS, 32u * t + countTrailingZeros(b), b != 0u);
     }
     workgroupBarrier();
     for (var d = 1u; d < WG; d = d * 2u) {
         var m = PS;
-        if (t + d < WG) { m = rl[t + d]; }
+        if (t + d < WG) { m = rh[SCAN + t + d]; }
         workgroupBarrier();
-        rl[t] = min(rl[t], m);
+        rh[SCAN + t] = min(rh[SCAN + t], m);
         workgroupBarrier();
     }
-    // The parse runs segment by segment (32 positions, one per
-    // invocation). For every position x, where the parse leaves x's
-    // segment when it arrives at x: the position it lands on past the
-    // segment, or STOPF and the start of a CAP-long match (its length is
-    // not known until extended), or NOEXIT (no match from x on). Right to
-    // left, each from the exits already found; u16 per position in hd (the
-    // page copy is dead).
     {
         let p0 = 32u * t;
+        var nx = PS;
+        if (t + 1u < WG) { nx = rh[SCAN + t + 1u]; }
+        let bits = rh[t];
+        var hi = 0u;
         for (var j = 31i; j >= 0i; j = j - 1i) {
             let x = p0 + u32(j);
-            let st = nextStart(x);
-            var ex = NOEXIT;
-            if (st < PS) {
-                let l = lenAt(st);
-                if (l == CAP) {
-                    ex = STOPF | st;
-                } else if (st + l >= p0 + 32u) {
-                    ex = st + l;
-                } else {
-                    ex = exitAt(st + l); // to the right: already found
-                }
+            if ((bits & (1u << u32(j))) != 0u) { nx = x; }
+            var jv = 0u;
+            if (nx < PS) {
+                let ml = lenAt(nx);
+                jv = (nx + ml) | select(0u, CAPF, ml == CAP);
             }
-            let sh = (x & 1u) * 16u;
-            hd[x >> 1u] = (hd[x >> 1u] & ~(0xffffu << sh)) | (ex << sh);
+            if ((j & 1i) == 1i) { hi = jv << 16u; } else { hd[x >> 1u] = jv | hi; }
         }
     }
     workgroupBarrier();
-    // The walk: one invocation hops from segment to segment, and extends
-    // the CAP-long matches on the way (at most 128 + 215 hops, where a walk
-    // match by match took one a sequence). Each place it arrives at is an
-    // entry (in tb: the round tables are dead): the position, and the
-    // extended end of the CAP-long match its segment's path stops at (0:
-    // none). The last entry has no match after it.
+    // The walk: one invocation follows the jumps (one load a match),
+    // extends CAP-long matches and lists each sequence's anchor, then the
+    // final one, as u16 pairs in tb (the round tables are dead).
     if (t == 0u) {
         var cur = 0u;
         var n = 0u;
+        var lo = 0u;
         loop {
-            let ex = exitAt(cur);
-            if (ex == NOEXIT) {
-                atomicStore(&tb[n], cur);
-                n = n + 1u;
-                break;
-            }
-            if ((ex & STOPF) != 0u) {
-                let st = ex & ~STOPF;
-                var end = st + CAP;
-                if ((TUNE & 32u) == 0u) { end = st + extend(st, eAt(st) & 0xfffu); }
-                atomicStore(&tb[n], cur | (end << 16u));
-                cur = end;
-            } else {
-                atomicStore(&tb[n], cur);
-                cur = ex;
-            }
+            let j = (hd[cur >> 1u] >> ((cur & 1u) * 16u)) & 0xffffu;
+            if (j == 0u) { break; }
+            if ((n & 1u) == 0u) { lo = cur; } else { atomicStore(&tb[n >> 1u], lo | (cur << 16u)); }
             n = n + 1u;
+            var end = j & (CAPF - 1u);
+            if ((j & CAPF) != 0u && (TUNE & 32u) == 0u) {
+                let st = end - CAP;
+                end = st + extend(st, eAt(st) & 0xfffu);
+            }
+            cur = end;
         }
+        if ((n & 1u) == 0u) { lo = cur; }
+        atomicStore(&tb[n >> 1u], select(lo | (cur << 16u), lo, (n & 1u) == 0u));
         bcast = n;
     }
-    let nent = workgroupUniformLoad(&bcast);
-    if (STOP == 4u) { storeRaw(pageIdx, t); return; }
-    // The sequences, in parallel: each invocation follows the paths of a
-    // run of entries within their segments, counts their matches, and once
-    // a prefix sum has numbered them lists them in hd (the exits are dead).
-    let eper = (nent + WG - 1u) / WG;
-    let e0 = min(t * eper, nent);
-    let e1 = min(e0 + eper, nent);
-    var cnt = 0u;
-    for (var i = e0; i < e1; i = i + 1u) {
-        cnt = cnt + entrySeqs(atomicLoad(&tb[i]), 0xffffffffu);
-    }
-    var sq: vec2<u32>;
-    if (useSG) {
-        sq = SG_CALL_V(t, cnt);
-    } else {
-        sq = scanWG(t, cnt);
-    }
-    var k = sq.x;
-    for (var i = e0; i < e1; i = i + 1u) {
-        k = k + entrySeqs(atomicLoad(&tb[i]), k);
-    }
-    if (t == 0u) { bcast = sq.y; }
     let nseq = workgroupUniformLoad(&bcast);
+    if (STOP == 4u) { storeRaw(pageIdx, t); return; }
+    // The sequences from their anchors, in parallel: the match starts at
+    // the first start from the anchor and ends at the next anchor. The
+    // jumps are dead: the sequences go to hd.
+    for (var i = t; i < nseq; i = i + WG) {
+        let a = anchorAt(i);
+        let en = anchorAt(i + 1u);
+        var w = a >> 5u;
+        var b = rh[w] & (0xffffffffu << (a & 31u));
+        loop {
+            if (b != 0u) { break; }
+            w = w + 1u;
+            b = rh[w];
+        }
+        let st = w * 32u + countTrailingZeros(b);
+        hd[i] = st | (en << 16u);
+        hd[SEQ_LB + i] = eAt(st) & 0xfffu;
+    }
+    workgroupBarrier();
     // The matches are dead: the block is built in lk.
     for (var i = t; i < PS / 4u; i = i + WG) { atomicStore(&lk[i], 0u); }
 

@@ -197,50 +197,11 @@ fn extend(s: u32, off: u32) -> u32 {
     return min(l, MATCH_END - s);
 }
 
-const STOPF: u32 = 0x8000u;  // an exit at a CAP-long match's start
-const NOEXIT: u32 = 0xffffu; // no match from here on
+const CAPF: u32 = 0x8000u; // a jump to the end of a CAP-long match, to extend
 
-// The first match start at or after x (PS: none), from the start bits
-// (rh) and the suffix minimum of the words' first starts (rl).
-fn nextStart(x: u32) -> u32 {
-    let w = x >> 5u;
-    let b = rh[w] & (0xffffffffu << (x & 31u));
-    if (b != 0u) { return (w << 5u) + countTrailingZeros(b); }
-    if (w + 1u < WG) { return rl[w + 1u]; }
-    return PS;
-}
-
-// Where the parse leaves x's segment (u16 per position in hd).
-fn exitAt(x: u32) -> u32 {
-    return (hd[x >> 1u] >> ((x & 1u) * 16u)) & 0xffffu;
-}
-
-// The matches of the parse from entry en (its position, and in the high
-// half the extended end of the CAP-long match it stops at) to where it
-// leaves the entry's segment; it returns how many. With k below
-// 0xffffffff it also lists them in hd from index k: start | end<<16, and
-// the offset at SEQ_LB.
-fn entrySeqs(en: u32, k: u32) -> u32 {
-    var x = en & 0xffffu;
-    let capEnd = en >> 16u;
-    let segEnd = (x & ~31u) + 32u;
-    var c = 0u;
-    loop {
-        let st = nextStart(x);
-        if (st >= PS) { break; }
-        let l = lenAt(st);
-        var end = st + l;
-        if (l == CAP) { end = capEnd; }
-        if (k != 0xffffffffu) {
-            hd[k + c] = st | (end << 16u);
-            hd[SEQ_LB + k + c] = eAt(st) & 0xfffu;
-        }
-        c = c + 1u;
-        if (l == CAP) { break; }
-        x = end;
-        if (x >= segEnd) { break; }
-    }
-    return c;
+// The walk's anchor i (u16 pairs in tb).
+fn anchorAt(i: u32) -> u32 {
+    return (atomicLoad(&tb[i >> 1u]) >> ((i & 1u) * 16u)) & 0xffffu;
 }
 
 // The page goes out raw (the block did not fit, or a benchmark stopped).
