@@ -9,16 +9,18 @@
 //  3. the best match of every position, in parallel: up to DEPTH chain
 //     candidates, lengths compared up to CAP bytes;
 //  4. the match starts (a match not beaten by the next position's) as a
-//     bitmap, then one invocation walks it from start to start, extending
-//     CAP-long matches, and lists the sequences;
+//     bitmap; for every position, the end of the match from the first
+//     start at or after it; one invocation follows these jumps (one load a
+//     match), extending CAP-long matches, and lists the anchors, from
+//     which the sequences are rebuilt in parallel;
 //  5. a prefix sum gives every sequence its output offset; headers are
 //     written per sequence, literals per position; the block is appended
 //     to the packed output (atomic bump offset).
 // Residency is what bounds it: on the H100 the driver runs compute
 // workgroups in about 64 KiB of workgroup memory per SM, so the kernel
 // keeps under 20 KiB (three pages an SM; 28 KiB ran two). The page is
-// read from the storage buffer (cached), not copied, and each region is
-// reused once its phase is over.
+// read from the storage buffer (cached; copied for the match search), and
+// each region is reused once its phase is over.
 // Output per page (info[4*i..]): class (1 zero, 2 same, 3 lz4, 5 raw),
 // size, then the fill word (zero / same) or the packed byte offset (lz4).
 // Subgroup and workgroup-memory scans give identical bytes (integer sums).
