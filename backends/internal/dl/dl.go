@@ -6,26 +6,66 @@ package dl
 /*
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+// dlerror's message belongs to the calling OS thread, and a goroutine may
+// resume on another thread between two cgo calls: each operation and the
+// reading of its error are one C call, the message copied out before
+// returning.
+static void s4d_why(char *why, size_t n) {
+	const char *e = dlerror();
+	snprintf(why, n, "%s", e ? e : "unknown dynamic loader error");
+}
+
+static void *s4d_dlopen(const char *path, char *why, size_t n) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) s4d_why(why, n);
+	return h;
+}
+
+// A symbol's value may be NULL: only dlerror tells a missing one apart.
+static int s4d_dlsym(void *h, const char *name, void **p, char *why, size_t n) {
+	dlerror();
+	*p = dlsym(h, name);
+	const char *e = dlerror();
+	if (e == NULL) return 0;
+	snprintf(why, n, "%s", e);
+	return -1;
+}
+
+static int s4d_dlclose(void *h, char *why, size_t n) {
+	if (dlclose(h) == 0) return 0;
+	s4d_why(why, n);
+	return -1;
+}
 */
 import "C"
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"unsafe"
 )
-
-// dlerror's buffer is per thread but calls may migrate between threads:
-// serialise open/sym/error so each error belongs to its call.
-var mu sync.Mutex
 
 // Lib is an opened library.
 type Lib struct {
 	Path string
 	h    unsafe.Pointer
+}
+
+// reason holds the loader's message, copied out by the C side.
+type reason [512]byte
+
+func (r *reason) ptr() (*C.char, C.size_t) { return (*C.char)(unsafe.Pointer(&r[0])), C.size_t(len(r)) }
+
+func (r *reason) String() string {
+	if i := bytes.IndexByte(r[:], 0); i >= 0 {
+		return string(r[:i])
+	}
+	return string(r[:])
 }
 
 // Open tries each candidate (an absolute path or a soname) in order and
@@ -37,18 +77,14 @@ func Open(candidates ...string) (*Lib, error) {
 			continue
 		}
 		cs := C.CString(c)
-		mu.Lock()
-		h := C.dlopen(cs, C.RTLD_NOW|C.RTLD_LOCAL)
-		var msg string
-		if h == nil {
-			msg = C.GoString(C.dlerror())
-		}
-		mu.Unlock()
+		var r reason
+		p, n := r.ptr()
+		h := C.s4d_dlopen(cs, p, n)
 		C.free(unsafe.Pointer(cs))
 		if h != nil {
 			return &Lib{Path: c, h: h}, nil
 		}
-		why = append(why, msg)
+		why = append(why, r.String())
 	}
 	if len(why) == 0 {
 		return nil, errors.New("no library candidates")
@@ -60,14 +96,13 @@ func Open(candidates ...string) (*Lib, error) {
 func (l *Lib) Sym(name string) (unsafe.Pointer, error) {
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
-	mu.Lock()
-	defer mu.Unlock()
-	C.dlerror()
-	p := C.dlsym(l.h, cs)
-	if p == nil {
-		return nil, fmt.Errorf("%s: missing symbol %s", l.Path, name)
+	var r reason
+	p, n := r.ptr()
+	var sym unsafe.Pointer
+	if C.s4d_dlsym(l.h, cs, &sym, p, n) != 0 {
+		return nil, fmt.Errorf("%s: missing symbol %s (%s)", l.Path, name, r.String())
 	}
-	return p, nil
+	return sym, nil
 }
 
 // Syms resolves every name into the matching pointer, stopping at the
@@ -85,10 +120,10 @@ func (l *Lib) Syms(names []string, ptrs []*unsafe.Pointer) error {
 
 // Close unloads the library. Only call it once nothing it returned is in use.
 func (l *Lib) Close() error {
-	mu.Lock()
-	defer mu.Unlock()
-	if C.dlclose(l.h) != 0 {
-		return errors.New(C.GoString(C.dlerror()))
+	var r reason
+	p, n := r.ptr()
+	if C.s4d_dlclose(l.h, p, n) != 0 {
+		return errors.New(r.String())
 	}
 	return nil
 }
