@@ -129,59 +129,27 @@ static int n_decompress(void *f, CUdeviceptr in, CUdeviceptr insz, CUdeviceptr b
 import "C"
 
 import (
+	"strconv"
 	"unsafe"
 )
 
+// The driver's handles, as Go types: callers only hand them back, and no
+// C type leaves the package.
 type (
-	Result    = C.CUresult
+	Device    int32
+	Context   unsafe.Pointer
+	Module    unsafe.Pointer
+	Func      unsafe.Pointer
+	Stream    unsafe.Pointer
+	Event     unsafe.Pointer
 	DevPtr    = uint64
-	Stream    = C.CUstream
-	Func      = C.CUfunction
-	Device    = C.CUdevice
-	Context   = C.CUcontext
-	Module    = C.CUmodule
-	Event     = C.CUevent
 	Opts      = [64]byte
 	Alignment struct{ Input, Output, Temp uintptr }
 )
 
-// cLayout reports sizes and offsets of the C declarations above, for the
+// CLayout reports sizes and offsets of the C declarations above, for the
 // layout tests of their Go copies.
 func CLayout(i int) uintptr { return uintptr(C.s4d_layout(C.int(i))) }
-
-// driverSyms are the driver API entry points, by the versioned names the
-// headers map them to.
-var driverSyms = []string{
-	"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
-	"cuDeviceGetAttribute", "cuDeviceTotalMem_v2", "cuDevicePrimaryCtxRetain",
-	"cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent", "cuModuleLoadDataEx", "cuModuleUnload",
-	"cuModuleGetFunction", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost",
-	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemsetD32Async", "cuStreamCreate",
-	"cuStreamDestroy_v2", "cuStreamSynchronize", "cuLaunchKernel", "cuGetErrorName",
-	"cuEventCreate", "cuEventDestroy_v2", "cuEventRecord", "cuStreamWaitEvent",
-	"cuMemHostRegister_v2", "cuMemHostUnregister", "cuDevicePrimaryCtxSetFlags_v2",
-	"cuMemHostGetDevicePointer_v2", "cuEventElapsedTime", "cuStreamCreateWithPriority",
-	"cuCtxGetStreamPriorityRange",
-}
-
-type Driver struct {
-	init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, deviceMem,
-	ctxRetain, ctxRelease, ctxSet, modLoad, modUnload, modFunc, memAlloc, memFree,
-	hostAlloc, hostFree, htod, dtoh, memsetD32, streamCreate, streamDestroy, streamSync,
-	launch, errName, eventCreate, eventDestroy, eventRecord, streamWait,
-	hostRegister, hostUnregister, ctxSetFlags, hostDevPtr, eventElapsed,
-	streamCreatePrio, prioRange unsafe.Pointer
-}
-
-func (d *Driver) ptrs() []*unsafe.Pointer {
-	return []*unsafe.Pointer{&d.init, &d.driverVersion, &d.deviceCount, &d.deviceGet, &d.deviceName,
-		&d.deviceAttr, &d.deviceMem, &d.ctxRetain, &d.ctxRelease, &d.ctxSet, &d.modLoad, &d.modUnload,
-		&d.modFunc, &d.memAlloc, &d.memFree, &d.hostAlloc, &d.hostFree, &d.htod, &d.dtoh, &d.memsetD32,
-		&d.streamCreate, &d.streamDestroy, &d.streamSync, &d.launch, &d.errName,
-		&d.eventCreate, &d.eventDestroy, &d.eventRecord, &d.streamWait,
-		&d.hostRegister, &d.hostUnregister, &d.ctxSetFlags, &d.hostDevPtr, &d.eventElapsed,
-		&d.streamCreatePrio, &d.prioRange}
-}
 
 // cuError is a failed driver call.
 type cuError struct {
@@ -192,7 +160,7 @@ type cuError struct {
 
 func (e *cuError) Error() string { return e.call + ": " + e.name }
 
-func (d *Driver) check(r Result, call string) error {
+func (d *Driver) check(r C.CUresult, call string) error {
 	if r == 0 {
 		return nil
 	}
@@ -201,29 +169,7 @@ func (d *Driver) check(r Result, call string) error {
 	if d.errName != nil && C.t_errname(d.errName, r, &s) == 0 && s != nil {
 		name = C.GoString(s)
 	}
-	return &cuError{call: call, code: int(r), name: name + " (" + itoa(int(r)) + ")"}
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	neg := i < 0
-	if neg {
-		i = -i
-	}
-	var b [20]byte
-	n := len(b)
-	for i > 0 {
-		n--
-		b[n] = byte('0' + i%10)
-		i /= 10
-	}
-	if neg {
-		n--
-		b[n] = '-'
-	}
-	return string(b[n:])
+	return &cuError{call: call, code: int(r), name: name + " (" + strconv.Itoa(int(r)) + ")"}
 }
 
 func (d *Driver) Init() error { return d.check(C.t_i(d.init, 0), "cuInit") }
@@ -238,44 +184,46 @@ func (d *Driver) DeviceCount() (int, error) {
 	return int(v), d.check(C.t_pint(d.deviceCount, &v), "cuDeviceGetCount")
 }
 
-func (d *Driver) Device(i int) (C.CUdevice, error) {
+func (d *Driver) Device(i int) (Device, error) {
 	var dev C.CUdevice
-	return dev, d.check(C.t_devget(d.deviceGet, &dev, C.int(i)), "cuDeviceGet")
+	err := d.check(C.t_devget(d.deviceGet, &dev, C.int(i)), "cuDeviceGet")
+	return Device(dev), err
 }
 
-func (d *Driver) DeviceName(dev C.CUdevice) string {
+func (d *Driver) DeviceName(dev Device) string {
 	var buf [256]C.char
-	if C.t_devname(d.deviceName, &buf[0], C.int(len(buf)), dev) != 0 {
+	if C.t_devname(d.deviceName, &buf[0], C.int(len(buf)), C.CUdevice(dev)) != 0 {
 		return "unknown GPU"
 	}
 	return C.GoString(&buf[0])
 }
 
-func (d *Driver) DeviceAttr(dev C.CUdevice, attr int) (int, error) {
+func (d *Driver) DeviceAttr(dev Device, attr int) (int, error) {
 	var v C.int
-	return int(v), d.check(C.t_devattr(d.deviceAttr, &v, C.int(attr), dev), "cuDeviceGetAttribute")
+	return int(v), d.check(C.t_devattr(d.deviceAttr, &v, C.int(attr), C.CUdevice(dev)), "cuDeviceGetAttribute")
 }
 
-func (d *Driver) DeviceMem(dev C.CUdevice) (int64, error) {
+func (d *Driver) DeviceMem(dev Device) (int64, error) {
 	var v C.size_t
-	return int64(v), d.check(C.t_devmem(d.deviceMem, &v, dev), "cuDeviceTotalMem")
+	return int64(v), d.check(C.t_devmem(d.deviceMem, &v, C.CUdevice(dev)), "cuDeviceTotalMem")
 }
 
-func (d *Driver) PrimaryCtx(dev C.CUdevice) (C.CUcontext, error) {
+func (d *Driver) PrimaryCtx(dev Device) (Context, error) {
 	var c C.CUcontext
-	return c, d.check(C.t_ctxretain(d.ctxRetain, &c, dev), "cuDevicePrimaryCtxRetain")
+	err := d.check(C.t_ctxretain(d.ctxRetain, &c, C.CUdevice(dev)), "cuDevicePrimaryCtxRetain")
+	return Context(c), err
 }
 
-func (d *Driver) ReleasePrimaryCtx(dev C.CUdevice) {
-	C.t_ctxrelease(d.ctxRelease, dev)
+func (d *Driver) ReleasePrimaryCtx(dev Device) {
+	C.t_ctxrelease(d.ctxRelease, C.CUdevice(dev))
 }
 
-func (d *Driver) SetCurrent(c C.CUcontext) error {
-	return d.check(C.t_ctxset(d.ctxSet, c), "cuCtxSetCurrent")
+func (d *Driver) SetCurrent(c Context) error {
+	return d.check(C.t_ctxset(d.ctxSet, C.CUcontext(c)), "cuCtxSetCurrent")
 }
 
 // LoadModule JIT-compiles PTX for the current context.
-func (d *Driver) LoadModule(ptx []byte) (C.CUmodule, error) {
+func (d *Driver) LoadModule(ptx []byte) (Module, error) {
 	img := C.CBytes(append(append([]byte(nil), ptx...), 0))
 	defer C.free(img)
 	const logSize = 4096
@@ -288,16 +236,17 @@ func (d *Driver) LoadModule(ptx []byte) (C.CUmodule, error) {
 		}
 		return nil, err
 	}
-	return m, nil
+	return Module(m), nil
 }
 
-func (d *Driver) UnloadModule(m C.CUmodule) { C.t_modunload(d.modUnload, m) }
+func (d *Driver) UnloadModule(m Module) { C.t_modunload(d.modUnload, C.CUmodule(m)) }
 
-func (d *Driver) Function(m C.CUmodule, name string) (Func, error) {
+func (d *Driver) Function(m Module, name string) (Func, error) {
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
 	var f C.CUfunction
-	return f, d.check(C.t_modfunc(d.modFunc, &f, m, cs), "cuModuleGetFunction "+name)
+	err := d.check(C.t_modfunc(d.modFunc, &f, C.CUmodule(m), cs), "cuModuleGetFunction "+name)
+	return Func(f), err
 }
 
 func (d *Driver) Alloc(n int) (DevPtr, error) {
@@ -379,9 +328,9 @@ func (d *Driver) HostUnregister(b []byte) error {
 // BlockingSync makes waits on dev's primary context sleep instead of
 // spinning a core: a batch takes milliseconds, and the CPU is what the
 // daemon's users pay for. It must come before the context is first retained.
-func (d *Driver) BlockingSync(dev C.CUdevice) error {
+func (d *Driver) BlockingSync(dev Device) error {
 	const schedBlockingSync = 0x04 // CU_CTX_SCHED_BLOCKING_SYNC
-	return d.check(C.t_ctxflags(d.ctxSetFlags, dev, schedBlockingSync), "cuDevicePrimaryCtxSetFlags")
+	return d.check(C.t_ctxflags(d.ctxSetFlags, C.CUdevice(dev), schedBlockingSync), "cuDevicePrimaryCtxSetFlags")
 }
 
 // HtoD and DtoH take pinned host memory only (from HostAlloc): the copy
@@ -390,25 +339,26 @@ func (d *Driver) HtoD(dst DevPtr, src []byte, s Stream) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return d.check(C.t_htod(d.htod, C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), s), "cuMemcpyHtoDAsync")
+	return d.check(C.t_htod(d.htod, C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), C.CUstream(s)), "cuMemcpyHtoDAsync")
 }
 
 func (d *Driver) DtoH(dst []byte, src DevPtr, s Stream) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return d.check(C.t_dtoh(d.dtoh, unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)), s), "cuMemcpyDtoHAsync")
+	return d.check(C.t_dtoh(d.dtoh, unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)), C.CUstream(s)), "cuMemcpyDtoHAsync")
 }
 
 func (d *Driver) MemsetD32(dst DevPtr, v uint32, n int, s Stream) error {
-	return d.check(C.t_memsetd32(d.memsetD32, C.CUdeviceptr(dst), C.uint(v), C.size_t(n), s), "cuMemsetD32Async")
+	return d.check(C.t_memsetd32(d.memsetD32, C.CUdeviceptr(dst), C.uint(v), C.size_t(n), C.CUstream(s)), "cuMemsetD32Async")
 }
 
 func (d *Driver) StreamCreate() (Stream, error) {
 	var s C.CUstream
 	// CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream
 	// that other users of the primary context may use.
-	return s, d.check(C.t_streamcreate(d.streamCreate, &s, 1), "cuStreamCreate")
+	err := d.check(C.t_streamcreate(d.streamCreate, &s, 1), "cuStreamCreate")
+	return Stream(s), err
 }
 
 // UrgentStream is StreamCreate with the context's highest priority: the
@@ -421,53 +371,56 @@ func (d *Driver) UrgentStream() (Stream, error) {
 		return nil, err
 	}
 	var s C.CUstream
-	return s, d.check(C.t_streamprio(d.streamCreatePrio, &s, 1, greatest), "cuStreamCreateWithPriority")
+	err := d.check(C.t_streamprio(d.streamCreatePrio, &s, 1, greatest), "cuStreamCreateWithPriority")
+	return Stream(s), err
 }
 
 func (d *Driver) StreamDestroy(s Stream) {
 	if s != nil {
-		C.t_stream(d.streamDestroy, s)
+		C.t_stream(d.streamDestroy, C.CUstream(s))
 	}
 }
 
 func (d *Driver) EventCreate() (Event, error) {
 	var e C.CUevent
 	// CU_EVENT_DISABLE_TIMING: ordering only, the cheapest kind.
-	return e, d.check(C.t_eventcreate(d.eventCreate, &e, 2), "cuEventCreate")
+	err := d.check(C.t_eventcreate(d.eventCreate, &e, 2), "cuEventCreate")
+	return Event(e), err
 }
 
 // TimingEvent returns an event that records when the stream reached it,
 // for the stage breakdown (Elapsed).
 func (d *Driver) TimingEvent() (Event, error) {
 	var e C.CUevent
-	return e, d.check(C.t_eventcreate(d.eventCreate, &e, 0), "cuEventCreate")
+	err := d.check(C.t_eventcreate(d.eventCreate, &e, 0), "cuEventCreate")
+	return Event(e), err
 }
 
 // Elapsed is the time between two completed timing events.
 func (d *Driver) Elapsed(from, to Event) (float64, error) {
 	var ms C.float
-	err := d.check(C.t_elapsed(d.eventElapsed, &ms, from, to), "cuEventElapsedTime")
+	err := d.check(C.t_elapsed(d.eventElapsed, &ms, C.CUevent(from), C.CUevent(to)), "cuEventElapsedTime")
 	return float64(ms) / 1e3, err
 }
 
 func (d *Driver) EventDestroy(e Event) {
 	if e != nil {
-		C.t_event(d.eventDestroy, e)
+		C.t_event(d.eventDestroy, C.CUevent(e))
 	}
 }
 
 func (d *Driver) Record(e Event, s Stream) error {
-	return d.check(C.t_eventrecord(d.eventRecord, e, s), "cuEventRecord")
+	return d.check(C.t_eventrecord(d.eventRecord, C.CUevent(e), C.CUstream(s)), "cuEventRecord")
 }
 
 // Wait makes s wait for the work recorded in e (a never-recorded event is
 // already complete).
 func (d *Driver) Wait(s Stream, e Event) error {
-	return d.check(C.t_streamwait(d.streamWait, s, e, 0), "cuStreamWaitEvent")
+	return d.check(C.t_streamwait(d.streamWait, C.CUstream(s), C.CUevent(e), 0), "cuStreamWaitEvent")
 }
 
 func (d *Driver) Sync(s Stream) error {
-	return d.check(C.t_stream(d.streamSync, s), "cuStreamSynchronize")
+	return d.check(C.t_stream(d.streamSync, C.CUstream(s)), "cuStreamSynchronize")
 }
 
 func (d *Driver) Launch(f Func, grid, block int, s Stream, args ...uint64) error {
@@ -478,7 +431,7 @@ func (d *Driver) Launch(f Func, grid, block int, s Stream, args ...uint64) error
 	for i, v := range args {
 		a[i] = C.uint64_t(v)
 	}
-	return d.check(C.t_launch(d.launch, f, C.uint(grid), C.uint(block), s, &a[0], C.int(len(args))), "cuLaunchKernel")
+	return d.check(C.t_launch(d.launch, C.CUfunction(f), C.uint(grid), C.uint(block), C.CUstream(s), &a[0], C.int(len(args))), "cuLaunchKernel")
 }
 
 // nvcomp holds one codec's entry points.
@@ -514,10 +467,10 @@ func (n *Nvcomp) Status(st int, call string) error {
 	if st == 0 {
 		return nil
 	}
-	text := "status " + itoa(st)
+	text := "status " + strconv.Itoa(st)
 	if n.statusString != nil {
 		if s := C.n_statusstr(n.statusString, C.int(st)); s != nil {
-			text = C.GoString(s) + " (" + itoa(st) + ")"
+			text = C.GoString(s) + " (" + strconv.Itoa(st) + ")"
 		}
 	}
 	return &nvError{call: call, status: st, text: text}
@@ -546,7 +499,7 @@ func (c *Codec) TempSize(n *Nvcomp, compress bool, chunks, chunk int, o Opts, s 
 	var st C.int
 	total := C.size_t(chunks * chunk)
 	if c.tempHasStream {
-		st = C.n_temp6(f, C.size_t(chunks), C.size_t(chunk), copts(o), &t, total, s)
+		st = C.n_temp6(f, C.size_t(chunks), C.size_t(chunk), copts(o), &t, total, C.CUstream(s))
 	} else {
 		st = C.n_temp5(f, C.size_t(chunks), C.size_t(chunk), copts(o), &t, total)
 	}
@@ -562,13 +515,13 @@ func (c *Codec) MaxOutput(n *Nvcomp, chunk int, o Opts) (int, error) {
 func (c *Codec) Compress(n *Nvcomp, in, inSizes DevPtr, chunk, count int, temp DevPtr, tempSize int,
 	out, outSizes DevPtr, o Opts, statuses DevPtr, s Stream) error {
 	st := C.n_compress(c.compress, C.CUdeviceptr(in), C.CUdeviceptr(inSizes), C.size_t(chunk), C.size_t(count),
-		C.CUdeviceptr(temp), C.size_t(tempSize), C.CUdeviceptr(out), C.CUdeviceptr(outSizes), copts(o), C.CUdeviceptr(statuses), s)
+		C.CUdeviceptr(temp), C.size_t(tempSize), C.CUdeviceptr(out), C.CUdeviceptr(outSizes), copts(o), C.CUdeviceptr(statuses), C.CUstream(s))
 	return n.Status(int(st), c.Name+" CompressAsync")
 }
 
 func (c *Codec) Decompress(n *Nvcomp, in, inSizes, bufSizes, actual DevPtr, count int, temp DevPtr, tempSize int,
 	out DevPtr, o Opts, statuses DevPtr, s Stream) error {
 	st := C.n_decompress(c.decompress, C.CUdeviceptr(in), C.CUdeviceptr(inSizes), C.CUdeviceptr(bufSizes), C.CUdeviceptr(actual),
-		C.size_t(count), C.CUdeviceptr(temp), C.size_t(tempSize), C.CUdeviceptr(out), copts(o), C.CUdeviceptr(statuses), s)
+		C.size_t(count), C.CUdeviceptr(temp), C.size_t(tempSize), C.CUdeviceptr(out), copts(o), C.CUdeviceptr(statuses), C.CUstream(s))
 	return n.Status(int(st), c.Name+" DecompressAsync")
 }

@@ -105,15 +105,21 @@ func (l *Lib) Sym(name string) (unsafe.Pointer, error) {
 	return sym, nil
 }
 
-// Syms resolves every name into the matching pointer, stopping at the
-// first missing one.
-func (l *Lib) Syms(names []string, ptrs []*unsafe.Pointer) error {
-	for i, n := range names {
-		p, err := l.Sym(n)
+// Entry is one symbol to resolve and the pointer its address goes into:
+// a name and its destination in one row cannot fall out of step.
+type Entry struct {
+	Name string
+	Ptr  *unsafe.Pointer
+}
+
+// Resolve fills every entry, stopping at the first missing symbol.
+func (l *Lib) Resolve(entries []Entry) error {
+	for _, e := range entries {
+		p, err := l.Sym(e.Name)
 		if err != nil {
 			return err
 		}
-		*ptrs[i] = p
+		*e.Ptr = p
 	}
 	return nil
 }

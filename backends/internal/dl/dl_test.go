@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestOpenAndSym(t *testing.T) {
@@ -76,5 +77,23 @@ func TestOpenReasonAcrossThreads(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), fifo) {
 			t.Fatalf("try %d: want the loader's reason naming %s, got %q", i, fifo, err)
 		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	l, err := Open("libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var strlen, memcpy unsafe.Pointer
+	if err := l.Resolve([]Entry{{"strlen", &strlen}, {"memcpy", &memcpy}}); err != nil {
+		t.Fatal(err)
+	}
+	if strlen == nil || memcpy == nil || strlen == memcpy {
+		t.Fatalf("strlen %p memcpy %p", strlen, memcpy)
+	}
+	var none unsafe.Pointer
+	if err := l.Resolve([]Entry{{"strlen", &strlen}, {"no_such_symbol_s4d", &none}}); err == nil || !strings.Contains(err.Error(), "no_such_symbol_s4d") {
+		t.Fatalf("missing symbol: %v", err)
 	}
 }
