@@ -1,0 +1,230 @@
+package ublk
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options describe a device to create.
+type Options struct {
+	Size      uint64 // bytes; rounded down to whole blocks
+	BlockSize int    // logical and physical block size: 4096 (a page; the only size served)
+	Queues    int    // hardware queues, each served by its own thread; 0 = one per CPU
+	Depth     int    // requests in flight per queue; 0 = 64
+	MaxIO     int    // largest I/O in bytes; 0 = 128 KiB
+	Log       *slog.Logger
+}
+
+// Limits on what Options may ask.
+const (
+	MaxQueues = 64
+	MaxDepth  = 1024
+	MinMaxIO  = 4096
+	MaxMaxIO  = 1 << 20
+)
+
+func (o *Options) fill() error {
+	if o.BlockSize == 0 {
+		o.BlockSize = 4096
+	}
+	if o.BlockSize != 4096 {
+		return fmt.Errorf("block size %d: only 4096 is served (a block is a page of the store)", o.BlockSize)
+	}
+	if o.Queues == 0 {
+		o.Queues = min(runtime.NumCPU(), MaxQueues)
+	}
+	if o.Depth == 0 {
+		o.Depth = 64
+	}
+	if o.MaxIO == 0 {
+		o.MaxIO = 128 << 10
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	switch {
+	case o.Queues < 1 || o.Queues > MaxQueues:
+		return fmt.Errorf("queues %d: want 1-%d", o.Queues, MaxQueues)
+	case o.Depth < 1 || o.Depth > MaxDepth:
+		return fmt.Errorf("queue depth %d: want 1-%d", o.Depth, MaxDepth)
+	case o.MaxIO < MinMaxIO || o.MaxIO > MaxMaxIO || o.MaxIO%o.BlockSize != 0:
+		return fmt.Errorf("largest I/O %d bytes: want a multiple of %d from %d to %d", o.MaxIO, o.BlockSize, MinMaxIO, MaxMaxIO)
+	case o.Size < uint64(o.BlockSize):
+		return fmt.Errorf("size %d bytes: want at least one block of %d", o.Size, o.BlockSize)
+	}
+	o.Size -= o.Size % uint64(o.BlockSize)
+	return nil
+}
+
+// Device is a ublk block device served from a Store.
+type Device struct {
+	ID    uint32
+	opts  Options
+	ctrl  *Control
+	cdev  int
+	Stats Stats
+
+	done    chan struct{} // closed when every queue has stopped
+	mu      sync.Mutex
+	qerr    error // the first queue's failure
+	closed  bool
+	Flusher error // why the queue threads are not I/O flushers (nil: they are)
+}
+
+// Create adds a device, starts a thread per queue and makes /dev/ublkbN
+// appear. Whatever fails undoes what was done.
+func Create(opts Options, st Store) (*Device, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	ctrl, err := OpenControl()
+	if err != nil {
+		return nil, err
+	}
+	info, err := ctrl.AddDev(DevInfo{NrHwQueues: uint16(opts.Queues), QueueDepth: uint16(opts.Depth),
+		MaxIOBufBytes: uint32(opts.MaxIO), DevID: ^uint32(0), Flags: flagCmdIoctlEncode})
+	if err != nil {
+		ctrl.Close()
+		return nil, err
+	}
+	d := &Device{ID: info.DevID, opts: opts, ctrl: ctrl, cdev: -1, done: make(chan struct{})}
+	if err := d.start(st, info); err != nil {
+		d.remove()
+		return nil, err
+	}
+	return d, nil
+}
+
+// BlockPath is the block device the kernel serves from this device.
+func (d *Device) BlockPath() string { return fmt.Sprintf("/dev/ublkb%d", d.ID) }
+
+// CharPath is the server's side of it.
+func (d *Device) CharPath() string { return fmt.Sprintf("/dev/ublkc%d", d.ID) }
+
+// Size is the device's size in bytes.
+func (d *Device) Size() uint64 { return d.opts.Size }
+
+// Queues is how many queues (threads) serve it.
+func (d *Device) Queues() int { return d.opts.Queues }
+
+func (d *Device) start(st Store, info DevInfo) error {
+	o := d.opts
+	if int(info.MaxIOBufBytes) < o.MaxIO {
+		o.MaxIO = int(info.MaxIOBufBytes) // the kernel may lower it
+	}
+	p := &params{Types: paramBasic | paramDiscard}
+	p.Basic = paramBasicT{LogicalBSShift: 12, PhysicalBSShift: 12, IOOptShift: 12, IOMinShift: 12,
+		MaxSectors: uint32(o.MaxIO >> sectorShift), DevSectors: o.Size >> sectorShift}
+	// Discards free the pages (swap discards the slots it frees); one
+	// segment is all the kernel allows a ublk server.
+	p.Discard = paramDiscardT{DiscardGranularity: uint32(o.BlockSize), MaxDiscardSectors: 1 << 21,
+		MaxWriteZeroesSectors: 1 << 21, MaxDiscardSegments: 1}
+	if err := d.ctrl.setParams(d.ID, p); err != nil {
+		return err
+	}
+	var err error
+	if d.cdev, err = openWait(d.CharPath(), 5*time.Second); err != nil {
+		return err
+	}
+	ready := make(chan error, o.Queues)
+	var wg sync.WaitGroup
+	flusher := make([]error, o.Queues)
+	for i := 0; i < o.Queues; i++ {
+		q := &queue{id: i, cdev: d.cdev, depth: o.Depth, maxIO: o.MaxIO, stats: &d.Stats,
+			g: newGatherer(st, o.BlockSize, o.Depth, o.MaxIO, &d.Stats)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := q.run(ready, &flusher[q.id]); err != nil {
+				o.Log.Error("ublk queue stopped", "device", d.BlockPath(), "queue", q.id, "err", err)
+				d.mu.Lock()
+				if d.qerr == nil {
+					d.qerr = err
+				}
+				d.mu.Unlock()
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(d.done) }()
+	var errs []error
+	for i := 0; i < o.Queues; i++ {
+		if err := <-ready; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.Flusher = errors.Join(flusher...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return d.ctrl.StartDev(d.ID)
+}
+
+// openWait opens a device node that devtmpfs or udev creates shortly
+// after the kernel adds the device.
+func openWait(path string, limit time.Duration) (int, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err == nil {
+			return fd, nil
+		}
+		if err != unix.ENOENT || time.Now().After(deadline) {
+			return -1, fmt.Errorf("open %s: %w", path, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Err is why a queue stopped serving, if one did.
+func (d *Device) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.qerr
+}
+
+// Close stops the device (the block device goes away; I/O still queued
+// fails), waits for its queues and deletes it.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	return d.remove()
+}
+
+func (d *Device) remove() error {
+	var errs []error
+	if err := d.ctrl.StopDev(d.ID); err != nil {
+		errs = append(errs, err)
+	}
+	if d.cdev >= 0 {
+		select {
+		case <-d.done:
+		case <-time.After(10 * time.Second):
+			// The queues' threads still hold the rings; DEL_DEV would wait
+			// for them forever.
+			errs = append(errs, fmt.Errorf("%s: queues did not stop after STOP_DEV; device left in place", d.BlockPath()))
+			return errors.Join(errs...)
+		}
+		unix.Close(d.cdev)
+		d.cdev = -1
+	}
+	if err := d.ctrl.DelDev(d.ID); err != nil {
+		errs = append(errs, err)
+	}
+	d.ctrl.Close()
+	return errors.Join(errs...)
+}
+
+// Exists says whether a device node is present (for tests and listings).
+func Exists(path string) bool { _, err := os.Stat(path); return err == nil }
