@@ -7,7 +7,6 @@ package settings
 import (
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -145,34 +144,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("io budget (%d, per user %d) is smaller than the largest request needs (%d)", c.IOBudget, c.UserIOBudget, need)
 	}
 	return nil
-}
-
-// ParseSize reads a byte count with an optional K, M, G or T suffix
-// (powers of 1024); "0" means none.
-func ParseSize(s string) (uint64, error) {
-	t := strings.TrimSpace(strings.ToUpper(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
-	mult := uint64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || (mult > 1 && v > (1<<64-1)/mult) {
-		return 0, fmt.Errorf("size %q: want a number of bytes with an optional K, M, G or T suffix", s)
-	}
-	return v * mult, nil
 }
 
 // LargestRequest is the memory the largest PUT takes in flight.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/s4d-project/s4d/settings/bytesize"
 )
 
 // DefaultFile is read when no other configuration file is named.
@@ -25,8 +27,11 @@ type Setting struct {
 	Usage  string
 	Reload bool // a reload changes it at once; the others need a restart
 	Hidden bool
-	parse  func(c *Config, v string) error
-	show   func(c *Config) string
+	// Bool settings take true or false; on the command line the flag
+	// alone means true.
+	Bool  bool
+	parse func(c *Config, v string) error
+	show  func(c *Config) string
 }
 
 // Key is the setting's name in the configuration file.
@@ -112,10 +117,22 @@ func Load(path string, named bool, set map[string]string) (Config, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return c, err
+		return c, &InvalidError{err}
 	}
-	return c, c.Validate()
+	if err := c.Validate(); err != nil {
+		return c, &InvalidError{err}
+	}
+	return c, nil
 }
+
+// InvalidError is a value the daemon cannot take: a malformed flag,
+// environment variable or file setting, or settings that do not go
+// together. The command line reports it as a usage error (exit 2); a
+// configuration file that cannot be read is not one.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
 
 func (c *Config) applyFile(path string, named bool) error {
 	var raw map[string]any
@@ -123,8 +140,12 @@ func (c *Config) applyFile(path string, named bool) error {
 	if errors.Is(err, fs.ErrNotExist) && !named {
 		return nil
 	}
-	if err != nil {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
 		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if err != nil {
+		return &InvalidError{fmt.Errorf("config %s: %w", path, err)}
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
@@ -155,7 +176,7 @@ func (c *Config) applyFile(path string, named bool) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
+		return &InvalidError{fmt.Errorf("config %s: %w", path, err)}
 	}
 	return nil
 }
@@ -206,7 +227,7 @@ func integer(name, env, usage string, reload bool, f func(*Config) *int) Setting
 }
 
 func boolean(name, env, usage string, reload bool, f func(*Config) *bool) Setting {
-	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
+	return Setting{Name: name, Env: env, Usage: usage, Reload: reload, Bool: true,
 		parse: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(strings.TrimSpace(v))
 			if err != nil {
@@ -220,14 +241,14 @@ func boolean(name, env, usage string, reload bool, f func(*Config) *bool) Settin
 
 func size(name, env, usage string, reload bool, f func(*Config) *uint64) Setting {
 	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
-		parse: func(c *Config, v string) (err error) { *f(c), err = ParseSize(v); return err },
+		parse: func(c *Config, v string) (err error) { *f(c), err = bytesize.Parse(v); return err },
 		show:  func(c *Config) string { return strconv.FormatUint(*f(c), 10) }}
 }
 
 func size64(name, env, usage string, reload bool, f func(*Config) *int64) Setting {
 	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
 		parse: func(c *Config, v string) error {
-			n, err := ParseSize(v)
+			n, err := bytesize.Parse(v)
 			if err == nil && n > 1<<62 {
 				err = fmt.Errorf("size %q is too large", v)
 			}

@@ -97,19 +97,6 @@ func TestTable(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"0": 0, "4096": 4096, "4K": 4096, "1M": 1 << 20, "2G": 2 << 30, "1GiB": 1 << 30, "3t": 3 << 40} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "M", "-1", "1X", "99999999999T"} {
-		if _, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) accepted", bad)
-		}
-	}
-}
-
 func TestValidate(t *testing.T) {
 	c := Defaults()
 	if err := c.Validate(); err != nil {

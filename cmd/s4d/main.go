@@ -4,6 +4,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/s4d-project/s4d/cmd/s4d/docs"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/cmd/s4d/runcmd"
+	"github.com/s4d-project/s4d/settings"
 )
 
 func newApp() *cli.App {
@@ -34,7 +37,7 @@ func main() {
 	app := newApp()
 	app.Commands = append(app.Commands, genDocsCommand)
 	entered := markActions(app.Commands)
-	err := app.Run(os.Args)
+	err := app.Run(boolsAlone(os.Args))
 	// urfave/cli reports unknown flags, missing required flags and bad
 	// values before any Action runs: whatever fails before one is entered
 	// is a usage error.
@@ -83,4 +86,49 @@ var genDocsCommand = &cli.Command{
 	Usage:  "write man pages and shell completion from the CLI's definitions",
 	Flags:  []cli.Flag{&cli.StringFlag{Name: "out", Required: true, Usage: "directory: man1/, bash/, zsh/, fish/ are made in it"}},
 	Action: func(cx *cli.Context) error { return docs.Write(newApp(), cx.String("out")) },
+}
+
+// boolsAlone lets a boolean setting of `s4d daemon` be given alone
+// ("--persist") as well as with a value ("--persist true", as the config
+// file and the README write it). The settings are string flags, which
+// want a value; urfave's bool flags would take the "true" of "--persist
+// true" as an argument and stop reading flags there. So a boolean setting
+// not followed by a true/false word becomes "--persist=true".
+func boolsAlone(args []string) []string {
+	isBool := map[string]bool{"help": true, "h": true}
+	for _, s := range settings.Table {
+		isBool[s.Name] = s.Bool
+	}
+	out := append([]string(nil), args...)
+	cmd := 1
+	for cmd < len(out) && strings.HasPrefix(out[cmd], "-") { // s4d's own flags are all bool
+		cmd++
+	}
+	if cmd >= len(out) || out[cmd] != "daemon" {
+		return out
+	}
+	for i := cmd + 1; i < len(out); i++ {
+		a := out[i]
+		if a == "--" {
+			break
+		}
+		name := strings.TrimLeft(a, "-")
+		if name == a || strings.Contains(name, "=") {
+			continue // an argument, or a flag with its value attached
+		}
+		if !isBool[name] {
+			i++ // the flag's value, whatever it looks like
+			continue
+		}
+		if i+1 < len(out) {
+			if _, err := strconv.ParseBool(out[i+1]); err == nil {
+				i++
+				continue
+			}
+		}
+		if name != "help" && name != "h" {
+			out[i] = a + "=true"
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/settings/bytesize"
 )
 
 // region is one line of /proc/PID/maps that we keep.
@@ -140,20 +141,9 @@ func syntheticPages(kind string, pageSize int, size int64) ([]byte, error) {
 	return corpus.Pages(corpus.Kind(kind), n, pageSize, 1), nil
 }
 
-// parseSize reads a byte count with an optional K, M, G or T suffix
-// (powers of 1024).
+// parseSize reads a size as every flag of s4d does (bytesize.Parse),
+// as the int64 the corpus code counts in.
 func parseSize(s string) (int64, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
-			mult = 1 << (10 * (i + 1))
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q: want a number of bytes with an optional K, M, G or T suffix", s)
-	}
-	return v * mult, nil
+	n, err := bytesize.Parse(s)
+	return int64(n), err
 }

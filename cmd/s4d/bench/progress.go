@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 // progress draws one status line on a terminal once a run has lasted a
@@ -25,10 +25,7 @@ type progress struct {
 }
 
 // isTerminal reports whether fd is a terminal.
-func isTerminal(fd uintptr) bool {
-	_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
-	return err == nil
-}
+func isTerminal(fd uintptr) bool { return term.IsTerminal(int(fd)) }
 
 // newProgress starts drawing on w if w is non-nil; call end when done.
 func newProgress(w io.Writer) *progress {

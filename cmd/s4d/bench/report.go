@@ -8,6 +8,8 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/s4d-project/s4d/settings/bytesize"
 )
 
 // Latency summarises request round trips, in microseconds.
@@ -153,7 +155,7 @@ func (r *Report) writeJSON(w io.Writer) error {
 // ratio to the cpu backend in-process, then the latencies.
 func (r *Report) writeTable(w io.Writer) error {
 	fmt.Fprintf(w, "corpus %s: %d pages of %d bytes (%s), %d cores\n", r.Corpus, r.Pages, r.PageSize,
-		human(int64(r.Pages)*int64(r.PageSize)), r.Cores)
+		bytesize.Format(uint64(r.Pages)*uint64(r.PageSize)), r.Cores)
 	if d := r.Daemon; d != nil {
 		fmt.Fprintf(w, "daemon %s pid %d at %s, codec %s\n", d.Server, d.PID, d.Socket, d.Codec)
 	}
@@ -207,18 +209,4 @@ func fig(v, rel float64, prec int) string {
 		return s + " (-)"
 	}
 	return fmt.Sprintf("%s (%.2fx)", s, rel)
-}
-
-// human prints a byte count with a binary suffix: 4K, 1.5M, 2G.
-func human(n int64) string {
-	const units = "BKMGTPE"
-	v, i := float64(n), 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 || v >= 10 || v == math.Trunc(v) {
-		return fmt.Sprintf("%.0f%c", v, units[i])
-	}
-	return fmt.Sprintf("%.1f%c", v, units[i])
 }

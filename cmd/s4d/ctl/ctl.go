@@ -13,6 +13,7 @@ import (
 	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/settings/bytesize"
 )
 
 var socketFlag = &cli.StringFlag{Name: "socket", EnvVars: []string{"S4D_SOCKET"},
@@ -131,22 +132,8 @@ func batches(h *ipc.Hello, n int) [][2]int {
 	return out
 }
 
-// human prints a byte count as zramctl does: 4K, 1.5M, 2G.
-func human(n uint64) string {
-	const units = "BKMGTPE"
-	v, i := float64(n), 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	switch {
-	case i == 0:
-		return fmt.Sprintf("%dB", n)
-	case v >= 10 || v == float64(int(v)):
-		return fmt.Sprintf("%.0f%c", v, units[i])
-	}
-	return fmt.Sprintf("%.1f%c", v, units[i])
-}
+// human prints a byte count as every s4d command does: 4K, 1.5M, 2G.
+var human = bytesize.Format
 
 // pageFailure summarises per-page codes as one error line.
 func pageFailure(what string, keys []uint64, codes []ipc.Code) error {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
@@ -120,7 +120,7 @@ var watchCommand = &cli.Command{
 		}
 		c := dial(cx)
 		defer c.Close()
-		return watch(cx.Context, c, os.Stdout, isTerminal(os.Stdout) && !o.json && !o.raw, every, cx.Int("count"), o)
+		return watch(cx.Context, c, os.Stdout, term.IsTerminal(int(os.Stdout.Fd())) && !o.json && !o.raw, every, cx.Int("count"), o)
 	},
 }
 
@@ -168,10 +168,4 @@ func watch(ctx context.Context, c *client.Client, w io.Writer, tty bool, every t
 		}
 	}
 	return nil
-}
-
-// isTerminal is true when f is a terminal (TCGETS answers).
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

@@ -3,6 +3,7 @@ package daemoncmd
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 
 	_ "github.com/s4d-project/s4d/backends/all"
 	"github.com/s4d-project/s4d/cmd/s4d/buildinfo"
+	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/daemon"
 	"github.com/s4d-project/s4d/metrics"
 	"github.com/s4d-project/s4d/settings"
@@ -128,12 +130,15 @@ func configure(cx *cli.Context) (daemon.Config, error) {
 		}
 	}
 	cfg, err := settings.Load(cx.String("config"), cx.IsSet("config"), set)
+	if inv := (*settings.InvalidError)(nil); errors.As(err, &inv) {
+		return cfg, exitcode.UsageErr(err)
+	}
 	if err != nil {
 		return cfg, err
 	}
 	if cfg.MetricsListen != "" {
 		if _, _, err := metrics.CheckAddress(cfg.MetricsListen); err != nil {
-			return cfg, err
+			return cfg, exitcode.UsageErr(err)
 		}
 	}
 	return cfg, nil

@@ -49,7 +49,8 @@ func Of(err error) int {
 	switch {
 	case err == nil:
 		return OK
-	case errors.As(err, &ue):
+	// A pool name the daemon refuses is the caller's to fix, like a flag.
+	case errors.As(err, &ue), errors.Is(err, errBadPool):
 		return Usage
 	// A socket we may not open is a permission problem, not a dead daemon:
 	// the fix (join group s4d) differs.
@@ -63,3 +64,5 @@ func Of(err error) int {
 	}
 	return Failure
 }
+
+var errBadPool = &ipc.Error{Code: ipc.CodeBadPool}

@@ -20,7 +20,7 @@ import (
 	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
-	"github.com/s4d-project/s4d/settings"
+	"github.com/s4d-project/s4d/settings/bytesize"
 )
 
 // Library is the preload library's file name.
@@ -51,13 +51,13 @@ func run(cx *cli.Context) error {
 	if len(args) == 0 {
 		return exitcode.UsageErr(errors.New("s4d run: no command given (s4d run [flags] -- CMD ARGS...)"))
 	}
-	minSize, err := settings.ParseSize(cx.String("min-size"))
+	minSize, err := bytesize.Parse(cx.String("min-size"))
 	if err != nil || minSize == 0 {
 		return exitcode.UsageErr(fmt.Errorf("--min-size %q: want a size such as 64M", cx.String("min-size")))
 	}
 	var resident uint64
 	if s := cx.String("resident"); s != "" {
-		if resident, err = settings.ParseSize(s); err != nil {
+		if resident, err = bytesize.Parse(s); err != nil {
 			return exitcode.UsageErr(fmt.Errorf("--resident %q: want a size such as 128M", s))
 		}
 	}
