@@ -3,7 +3,6 @@ package daemon
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
@@ -121,18 +120,6 @@ func (c *conn) duplicate(keys []uint64) (uint64, bool) {
 		}
 	}
 	return 0, false
-}
-
-func storeErr(err error, pool string) error {
-	switch err {
-	case pagecache.ErrPermission:
-		return errorf(ipc.CodePermission, "pool %q belongs to another user", pool)
-	case pagecache.ErrNoPool:
-		return errorf(ipc.CodeNotFound, "no pool %q", pool)
-	case pagecache.ErrPoolLimit:
-		return errorf(ipc.CodeLimit, "cannot create pool %q: this user has reached its limit of pools", pool)
-	}
-	return &ipc.Error{Code: ipc.CodeInternal, Msg: err.Error()}
 }
 
 func codeOf(r pagecache.Result) ipc.Code {
@@ -395,8 +382,9 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			Pages: s.Pages, ZeroPages: s.ZeroPages, SamePages: s.SamePages, HugePages: s.HugePages,
 			PagesCompacted: s.PagesCompacted, MetadataBytes: s.MetadataBytes},
 		IO: ipc.IOStats{FailedReads: d.failedRd.Load(), FailedWrites: d.failedWr.Load(),
-			InvalidIO: d.invalid.Load(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.Fallbacks(),
-			ChecksumErrors: d.corrupt.Load(), RefusedConnections: d.refused.Load(), Busy: d.busy.Load(),
+			InvalidIO: d.answers.invalid(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.Fallbacks(),
+			ChecksumErrors: d.corrupt.Load(), RefusedConnections: d.refused.Load(), Busy: d.answers.of(ipc.CodeBusy),
+			Answers: d.answers.byName(),
 			RequestBytes: used, RequestBytesMax: peak, RequestBudget: d.mem.Total()},
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),
@@ -405,9 +393,4 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 		IdleEpoch: d.cfg.IdleEpoch.Seconds(), Recompress: d.recompressStats(), // recompress.go
 		Backing: d.backingStats(), // writeback.go
 	}
-}
-
-// errorf is an error answered with code.
-func errorf(code ipc.Code, format string, args ...any) error {
-	return &ipc.Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }

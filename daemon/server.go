@@ -61,8 +61,7 @@ type Daemon struct {
 	live     map[*conn]struct{}
 	perUser  map[uint32]int // live connections by user
 	refused  atomic.Uint64  // connections refused at a limit
-	busy     atomic.Uint64  // requests answered BUSY
-	invalid  atomic.Uint64
+	answers  errorCounts    // requests answered with an error, by code (errors.go)
 	failedRd atomic.Uint64
 	failedWr atomic.Uint64
 	noSpace  atomic.Uint64
@@ -213,6 +212,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	go d.sweepEvery(2*time.Second, sweeperDone)
 	d.cold.Start()
 	var err error
+	var wait backoff
 	for {
 		var nc net.Conn
 		nc, err = d.ln.Accept()
@@ -225,11 +225,17 @@ func (d *Daemon) Serve(ctx context.Context) error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			// EMFILE and friends: back off rather than spin.
-			d.log.Warn("accept", "err", err)
-			time.Sleep(50 * time.Millisecond)
+			// EMFILE and friends: back off rather than spin, waking at once
+			// when the daemon stops.
+			w := wait.next()
+			d.log.Warn("accept", "err", err, "retry_in", w)
+			select {
+			case <-time.After(w):
+			case <-d.quit:
+			}
 			continue
 		}
+		wait.reset()
 		d.accept(nc.(*net.UnixConn))
 	}
 	d.shutdown()
@@ -457,10 +463,8 @@ func (c *conn) readFailed(h ipc.Header, err error) {
 			c.d.log.Debug("closing idle or slow connection", "uid", c.uid, "pid", c.pid)
 		}
 	case errors.Is(err, ipc.ErrFrameTooLarge):
-		c.d.invalid.Add(1)
 		c.writeError(h, ipc.CodeTooLarge, fmt.Sprintf("frame over the limit of %d bytes", c.d.cfg.MaxFrame))
 	case errors.Is(err, ipc.ErrShortFrame), errors.Is(err, ipc.ErrTooManyFDs):
-		c.d.invalid.Add(1)
 		c.writeError(h, ipc.CodeMalformed, err.Error())
 	case errors.As(err, new(*reqmem.BudgetError)):
 		c.finish(h, nil, budgetErr(err))
@@ -511,15 +515,16 @@ func (c *conn) finish(h ipc.Header, resp []byte, err error) bool {
 		if !errors.As(err, &e) {
 			e = &ipc.Error{Code: ipc.CodeInternal, Msg: err.Error()}
 		}
-		c.d.invalid.Add(1)
-		c.countBusy(e)
 		c.writeError(h, e.Code, e.Msg)
 		return true
 	}
 	return c.respond(ipc.Header{Version: ipc.Version, Op: h.Op, Flags: ipc.FlagResponse, ID: h.ID}, resp) == nil
 }
 
+// writeError answers with an error status; every error answer passes here
+// and is counted under its code.
 func (c *conn) writeError(h ipc.Header, code ipc.Code, msg string) {
+	c.d.answers.add(code)
 	b := c.startResponse(2 + len(msg))
 	b = append(binary.LittleEndian.AppendUint16(b, uint16(len(msg))), msg...)
 	c.respond(ipc.Header{Version: ipc.Version, Op: h.Op, Status: code, Flags: ipc.FlagResponse, ID: h.ID}, b)
@@ -538,22 +543,6 @@ func (c *conn) startResponse(bodyLen int) []byte {
 	}
 	c.bigOut = c.d.bufs.Get(need)
 	return c.bigOut[:frameHead]
-}
-
-// budgetErr is the answer to a refused reservation.
-func budgetErr(err error) error {
-	var be *reqmem.BudgetError
-	if errors.As(err, &be) && be.Never {
-		return &ipc.Error{Code: ipc.CodeTooLarge, Msg: err.Error()}
-	}
-	return &ipc.Error{Code: ipc.CodeBusy, Msg: err.Error()}
-}
-
-// countBusy counts the requests answered BUSY.
-func (c *conn) countBusy(err error) {
-	if ipc.CodeOf(err) == ipc.CodeBusy {
-		c.d.busy.Add(1)
-	}
 }
 
 // respond fills in the frame header of resp (from startResponse) and sends it.

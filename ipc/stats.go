@@ -47,6 +47,10 @@ type IOStats struct {
 	// BUSY because the request memory budget was taken.
 	RefusedConnections uint64 `json:"refused_connections"`
 	Busy               uint64 `json:"busy"`
+	// Requests answered with an error, by the code's name ("not found",
+	// "busy", ...): each kind counted apart; InvalidIO sums the kinds that
+	// mean the request itself was wrong.
+	Answers map[string]uint64 `json:"error_answers,omitempty"`
 	// Request memory reserved now, the most ever at once, and the budget.
 	RequestBytes    int64 `json:"request_bytes"`
 	RequestBytesMax int64 `json:"request_bytes_max"`
