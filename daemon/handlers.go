@@ -384,7 +384,7 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 		IO: ipc.IOStats{FailedReads: d.failedRd.Load(), FailedWrites: d.failedWr.Load(),
 			InvalidIO: d.answers.invalid(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.Fallbacks(),
 			ChecksumErrors: d.corrupt.Load(), RefusedConnections: d.refused.Load(), Busy: d.answers.of(ipc.CodeBusy),
-			Answers: d.answers.byName(),
+			Answers:      d.answers.byName(),
 			RequestBytes: used, RequestBytesMax: peak, RequestBudget: d.mem.Total()},
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),
