@@ -47,6 +47,7 @@ type Config struct {
 	PoolsPerUser int           // pools one user may create; 0 = no limit
 	UserQuota    uint64        // stored bytes one user may hold; 0 = no limit
 	LogLevel     slog.Level
+	Swap         []SwapSpec // [[swap]] tables: devices made at start (swap.go)
 	// The cold tier: ages count in epochs of IdleEpoch; every
 	// RecompressEvery (0 = never) pages idle for RecompressIdle, and raw
 	// ones if RecompressHuge, are recompressed, each kept when it saves

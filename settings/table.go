@@ -154,6 +154,13 @@ func (c *Config) applyFile(path string, named bool) error {
 	sort.Strings(keys)
 	var errs []error
 	for _, k := range keys {
+		if k == swapKey { // an array of tables, not a setting (swap.go)
+			var err error
+			if c.Swap, err = ParseSwap(raw[k]); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		s := Find(k)
 		if s == nil || s.Key() != k {
 			errs = append(errs, fmt.Errorf("unknown setting %s", k))

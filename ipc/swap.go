@@ -1,0 +1,57 @@
+package ipc
+
+// OpSwap manages the daemon's swap devices (PROTOCOL.md, "30 SWAP"):
+// block devices served through the kernel's ublk driver whose blocks are
+// pages of a pool. Root only.
+const OpSwap Op = 30
+
+func init() { opNames[OpSwap] = "SWAP" }
+
+// Swap actions.
+const (
+	SwapAdd  = "add"
+	SwapDel  = "del"
+	SwapList = "list"
+)
+
+// SwapRequest is SWAP's body, sent as JSON.
+type SwapRequest struct {
+	Action string `json:"action"`
+	// add: the device's size in bytes, its queues (0: one per CPU) and
+	// requests in flight per queue (0: the daemon's default).
+	Size   uint64 `json:"size,omitempty"`
+	Queues int    `json:"queues,omitempty"`
+	Depth  int    `json:"depth,omitempty"`
+	// del: the device (/dev/ublkbN or ublkbN); "" for every device.
+	Device string `json:"device,omitempty"`
+}
+
+// SwapDevice describes one device, in the manner of zramctl's columns. The
+// answer to every action is a JSON list of them: the device added, the
+// devices deleted, or all of them.
+type SwapDevice struct {
+	Name     string `json:"name"`      // /dev/ublkbN
+	DiskSize uint64 `json:"disksize"`  // bytes
+	Pool     string `json:"pool"`      // where its pages are kept
+	Pages    uint64 `json:"pages"`     // pages stored
+	Data     uint64 `json:"data"`      // their bytes uncompressed
+	Compr    uint64 `json:"compr"`     // their stored bytes
+	Total    uint64 `json:"total"`     // stored bytes plus the device's I/O buffers
+	Streams  int    `json:"streams"`   // queues, each served by its own thread
+	Depth    int    `json:"depth"`     // requests in flight per queue
+	Zero     uint64 `json:"zero"`      // pages stored as zero or same-filled
+	Huge     uint64 `json:"huge"`      // pages stored raw
+	ReadIOs  uint64 `json:"read_ios"`  // store calls for reads (one per gathered batch)
+	ReadPgs  uint64 `json:"read_pages"`
+	WriteIOs uint64 `json:"write_ios"` // store calls for writes
+	WritePgs uint64 `json:"write_pages"`
+	Discard  uint64 `json:"discarded_pages"`
+	Errors   uint64 `json:"errors"`   // store calls that failed (their I/O got EIO)
+	Requests uint64 `json:"requests"` // kernel requests served
+	Waits    uint64 `json:"waits"`    // ring waits that returned requests
+	// BatchPages counts store calls by pages: entry i, calls of 2^i to
+	// 2^(i+1)-1 pages.
+	BatchPages []uint64 `json:"batch_pages"`
+	Flusher    string   `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
+	Error      string   `json:"error,omitempty"`   // why a queue stopped serving
+}

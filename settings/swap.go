@@ -1,0 +1,129 @@
+package settings
+
+import (
+	"github.com/s4d-project/s4d/settings/bytesize"
+
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// swapKey is the configuration file's array of tables naming the swap
+// devices the daemon creates at start:
+//
+//	[[swap]]
+//	size = "50%"      # of RAM, or bytes with K/M/G/T
+//	max_size = "8G"   # a cap on a size in percent
+//	queues = 2        # 0: one per CPU
+//	depth = 64        # requests in flight per queue
+//	priority = 100    # for swapon (s4d-swap-setup reads it)
+//	codec = "zstd"    # the pool's codec; "" the daemon's
+const swapKey = "swap"
+
+// SwapSpec is one [[swap]] table.
+type SwapSpec struct {
+	Size     uint64  // bytes; 0 when Percent is used
+	Percent  float64 // of physical memory
+	MaxSize  uint64  // cap on a Percent size; 0 = none
+	Queues   int
+	Depth    int
+	Priority int
+	Codec    string
+}
+
+// Bytes is the device's size on a machine with ram bytes of memory.
+func (s SwapSpec) Bytes(ram uint64) uint64 {
+	if s.Percent == 0 {
+		return s.Size
+	}
+	n := uint64(float64(ram) * s.Percent / 100)
+	if s.MaxSize > 0 {
+		n = min(n, s.MaxSize)
+	}
+	return n &^ 4095
+}
+
+// RAM is the machine's physical memory, for Bytes.
+func RAM() uint64 { return uint64(max(physicalMemory(), 0)) }
+
+var swapFields = map[string]func(*SwapSpec, string) error{
+	"size": func(s *SwapSpec, v string) error {
+		if p, ok := strings.CutSuffix(strings.TrimSpace(v), "%"); ok {
+			f, err := strconv.ParseFloat(p, 64)
+			if err != nil || f <= 0 || f > 400 {
+				return fmt.Errorf("%q: want a percentage of RAM above 0 and at most 400", v)
+			}
+			s.Percent = f
+			return nil
+		}
+		n, err := bytesize.Parse(v)
+		if err == nil && n < 1<<20 {
+			err = fmt.Errorf("%q: want at least 1M", v)
+		}
+		s.Size = n
+		return err
+	},
+	"max_size": func(s *SwapSpec, v string) (err error) { s.MaxSize, err = bytesize.Parse(v); return err },
+	"queues":   swapInt(func(s *SwapSpec) *int { return &s.Queues }, 0, 64),
+	"depth":    swapInt(func(s *SwapSpec) *int { return &s.Depth }, 0, 1024),
+	"priority": swapInt(func(s *SwapSpec) *int { return &s.Priority }, -1, 32767),
+	"codec": func(s *SwapSpec, v string) error {
+		if v != "" && v != "lz4" && v != "zstd" {
+			return fmt.Errorf("%q: want lz4 or zstd", v)
+		}
+		s.Codec = v
+		return nil
+	},
+}
+
+func swapInt(f func(*SwapSpec) *int, lo, hi int) func(*SwapSpec, string) error {
+	return func(s *SwapSpec, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("%q: want a whole number from %d to %d", v, lo, hi)
+		}
+		*f(s) = n
+		return nil
+	}
+}
+
+// ParseSwap reads the [[swap]] tables of a decoded configuration file.
+func ParseSwap(v any) ([]SwapSpec, error) {
+	tables, ok := v.([]map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: want [[%s]] tables", swapKey, swapKey)
+	}
+	var out []SwapSpec
+	for i, t := range tables {
+		s := SwapSpec{Priority: -1}
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			f := swapFields[k]
+			if f == nil {
+				return nil, fmt.Errorf("swap %d: unknown key %s (want size, max_size, queues, depth, priority, codec)", i+1, k)
+			}
+			var val string
+			switch x := t[k].(type) {
+			case string:
+				val = x
+			case int64:
+				val = strconv.FormatInt(x, 10)
+			default:
+				return nil, fmt.Errorf("swap %d: %s: want a string or a number, not %T", i+1, k, x)
+			}
+			if err := f(&s, val); err != nil {
+				return nil, fmt.Errorf("swap %d: %s: %w", i+1, k, err)
+			}
+		}
+		if s.Size == 0 && s.Percent == 0 {
+			return nil, fmt.Errorf("swap %d: size is required", i+1)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,34 @@
+package settings
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSwapTables(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s4d.toml")
+	os.WriteFile(path, []byte("codec = \"lz4\"\n[[swap]]\nsize = \"50%\"\nmax_size = \"1G\"\npriority = 100\n\n[[swap]]\nsize = \"64M\"\nqueues = 2\ndepth = 32\ncodec = \"zstd\"\n"), 0o644)
+	c, err := Load(path, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Swap) != 2 {
+		t.Fatalf("%d swap tables, want 2", len(c.Swap))
+	}
+	a, b := c.Swap[0], c.Swap[1]
+	if a.Bytes(8<<30) != 1<<30 || a.Bytes(1<<30) != 512<<20 || a.Priority != 100 {
+		t.Errorf("first: %+v (%d bytes of 8G, %d of 1G)", a, a.Bytes(8<<30), a.Bytes(1<<30))
+	}
+	if b.Bytes(8<<30) != 64<<20 || b.Queues != 2 || b.Depth != 32 || b.Codec != "zstd" || b.Priority != -1 {
+		t.Errorf("second: %+v", b)
+	}
+	for _, bad := range []string{"[[swap]]\nqueues = 2\n", "[[swap]]\nsize = \"0%\"\n", "[[swap]]\nsize = \"1G\"\nspeed = 3\n",
+		"[[swap]]\nsize = \"1G\"\ncodec = \"gzip\"\n", "swap = 3\n", "[[swap]]\nsize = \"1G\"\ndepth = 5000\n"} {
+		os.WriteFile(path, []byte(bad), 0o644)
+		if _, err := Load(path, true, nil); err == nil || !strings.Contains(err.Error(), "swap") {
+			t.Errorf("%q: got %v, want an error about swap", bad, err)
+		}
+	}
+}
