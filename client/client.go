@@ -31,19 +31,6 @@ func DefaultSocket() string {
 // before sleeping, unless Client.PollWait says otherwise.
 const DefaultPollWait = 50 * time.Microsecond
 
-// DialError says the daemon could not be reached, and how to start it.
-type DialError struct {
-	Socket string
-	Err    error
-}
-
-func (e *DialError) Error() string {
-	return fmt.Sprintf("s4d is not reachable at %s (%v); start it with 'systemctl start s4d' or 's4d daemon --socket %s'",
-		e.Socket, e.Err, e.Socket)
-}
-
-func (e *DialError) Unwrap() error { return e.Err }
-
 // ErrConnLost is returned for requests in flight when the connection breaks.
 var ErrConnLost = errors.New("connection to s4d lost")
 
@@ -161,7 +148,7 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", c.socket())
 	if err != nil {
-		return nil, &DialError{Socket: c.socket(), Err: unwrapOp(err)}
+		return nil, dialError(c.socket(), err)
 	}
 	uc, ok := nc.(*net.UnixConn)
 	if !ok {

@@ -178,7 +178,7 @@ func (c *Client) MapWith(ctx context.Context, size, budget int, opt MapOptions) 
 	nc, err := d.DialContext(ctx, "unix", c.socket())
 	if err != nil {
 		rm.Close()
-		return nil, &DialError{Socket: c.socket(), Err: unwrapOp(err)}
+		return nil, dialError(c.socket(), err)
 	}
 	life := nc.(*net.UnixConn)
 	req := ipc.RegisterRequest{Addr: uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))), Length: uint64(size), Budget: uint64(max(budget, 0))}
