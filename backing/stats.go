@@ -57,11 +57,12 @@ type Stats struct {
 	// Read I/Os by latency: ReadHist[i] took at most ReadBounds[i] (and
 	// more than the bound before); the last, more than every bound.
 	// ReadTime is their total time.
-	ReadHist  []uint64
-	ReadTime  time.Duration
-	ReadMean  time.Duration // per read I/O
-	ReadP99   time.Duration // the bound of the bucket that holds the 99th percentile
-	WriteTime time.Duration // spent in writes (batches)
+	ReadBounds []time.Duration // ReadBounds, for the caller's convenience
+	ReadHist   []uint64
+	ReadTime   time.Duration
+	ReadMean   time.Duration // per read I/O
+	ReadP99    time.Duration // the bound of the bucket that holds the 99th percentile
+	WriteTime  time.Duration // spent in writes (batches)
 }
 
 // Stats returns a snapshot.
@@ -70,7 +71,7 @@ func (bf *File) Stats() Stats {
 	s := Stats{Size: bf.Size(), Reads: c.reads.Load(), PagesRead: c.pagesRead.Load(), BytesRead: c.bytesRead.Load(),
 		Writes: c.writes.Load(), PagesWritten: c.pagesWritten.Load(), BytesWritten: c.bytesWritten.Load(),
 		ReadErrors: c.readErrors.Load(), WriteErrors: c.writeErrors.Load(), Checkpoints: c.checkpoints.Load(), Dropped: c.dropped.Load(),
-		WriteTime: time.Duration(c.writeNanos.Load()), ReadTime: time.Duration(c.readNanos.Load()), ReadHist: make([]uint64, readBuckets)}
+		WriteTime: time.Duration(c.writeNanos.Load()), ReadTime: time.Duration(c.readNanos.Load()), ReadBounds: ReadBounds, ReadHist: make([]uint64, readBuckets)}
 	// The histogram's own total, not Reads: a read recorded between the two
 	// loads would otherwise make the buckets disagree with their count.
 	var n uint64

@@ -45,19 +45,21 @@ type BackingStats struct {
 	BytesWritten uint64 `json:"bytes_written"`
 	// Read latency per I/O: the mean, and the 99th percentile rounded up
 	// to a power of two microseconds.
-	ReadMeanUS     float64 `json:"read_mean_us"`
-	ReadP99US      uint64  `json:"read_p99_us"`
-	WriteSeconds   float64 `json:"write_seconds"`
-	PressureRounds uint64  `json:"pressure_rounds"` // writebacks the memory limit asked for
-	AheadRounds    uint64  `json:"ahead_rounds"`    // of which run in the background, before a PUT needed room
-	Forced         uint64  `json:"forced_pages"`    // pages moved by WRITEBACK or a planned stop
-	Compacted      uint64  `json:"compacted_pages"` // pages moved within the file
-	Failures       uint64  `json:"failures"`        // rounds failed by an I/O error; their pages stayed in RAM
-	FullRounds     uint64  `json:"full_rounds"`     // rounds that found the file full
-	ReadErrors     uint64  `json:"read_errors"`     // read I/Os that failed
-	DroppedWrites  uint64  `json:"dropped_writes"`  // writes that read back different (backing_verify)
-	Checkpoints    uint64  `json:"checkpoints"`
-	LastError      string  `json:"last_error,omitempty"`
+	ReadMeanUS float64 `json:"read_mean_us"`
+	ReadP99US  uint64  `json:"read_p99_us"`
+	// The same reads by latency: /metrics' histogram.
+	ReadLatency    *Histogram `json:"read_latency,omitempty"`
+	WriteSeconds   float64    `json:"write_seconds"`
+	PressureRounds uint64     `json:"pressure_rounds"` // writebacks the memory limit asked for
+	AheadRounds    uint64     `json:"ahead_rounds"`    // of which run in the background, before a PUT needed room
+	Forced         uint64     `json:"forced_pages"`    // pages moved by WRITEBACK or a planned stop
+	Compacted      uint64     `json:"compacted_pages"` // pages moved within the file
+	Failures       uint64     `json:"failures"`        // rounds failed by an I/O error; their pages stayed in RAM
+	FullRounds     uint64     `json:"full_rounds"`     // rounds that found the file full
+	ReadErrors     uint64     `json:"read_errors"`     // read I/Os that failed
+	DroppedWrites  uint64     `json:"dropped_writes"`  // writes that read back different (backing_verify)
+	Checkpoints    uint64     `json:"checkpoints"`
+	LastError      string     `json:"last_error,omitempty"`
 }
 
 // WritebackRequest is WRITEBACK's body: the mode, and for idle the age
