@@ -86,7 +86,7 @@ func calibrate(ctx context.Context, usable []backends.Backend, proto backends.Ba
 				pages = append(pages, corpus.Pages(corpus.Pointers, n-have, pageSize, uint64(42+have))...)
 			}
 			b.Pages = pages[:n*pageSize]
-			t, err := fastest(func() error { return be.Compress(ctx, b, &out) }, deadline)
+			t, err := fastest(ctx, func() error { return be.Compress(ctx, b, &out) }, deadline)
 			if err != nil {
 				rig.free()
 				return nil, fmt.Errorf("%s: %w", be.Name(), err)
@@ -108,14 +108,21 @@ func calibrate(ctx context.Context, usable []backends.Backend, proto backends.Ba
 
 // fastest runs fn once to warm up, then at least once more and, until
 // the deadline, at least 3 times and for at least 20 ms; it returns the
-// best time.
-func fastest(fn func() error, deadline time.Time) (time.Duration, error) {
+// best time. It stops when ctx ends (a daemon told to stop while it
+// calibrates: a slow engine can take most of a minute).
+func fastest(ctx context.Context, fn func() error, deadline time.Time) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	if err := fn(); err != nil {
 		return 0, err
 	}
 	best := time.Duration(1 << 62)
 	var spent time.Duration
 	for run := 0; run == 0 || ((run < 3 || (spent < 20*time.Millisecond && run < 50)) && time.Now().Before(deadline)); run++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		t0 := time.Now()
 		if err := fn(); err != nil {
 			return 0, err

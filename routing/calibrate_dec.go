@@ -84,7 +84,7 @@ func (r *decodeRig) rate(ctx context.Context, be backends.Backend, b *backends.B
 	for k := range ds {
 		ds[k] = backends.Decompression{PageSize: pageSize, Src: src, Dst: r.dst[k*n*pageSize : (k+1)*n*pageSize]}
 	}
-	t, err := fastest(func() error {
+	t, err := fastest(ctx, func() error {
 		if par == 1 {
 			return be.Decompress(ctx, &ds[0])
 		}

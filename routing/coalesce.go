@@ -45,10 +45,18 @@ type merged struct {
 // the merged result.
 func (d *Router) merge(ctx context.Context, pages []byte, out *backends.Compressed) (string, error) {
 	w := &waiter{pages: pages, out: out, done: make(chan merged, 1)}
-	select {
-	case d.queue <- w:
-	default:
-		// The coalescer is saturated: go alone rather than queue up.
+	queued := false
+	d.qmu.RLock()
+	if !d.closed {
+		select {
+		case d.queue <- w:
+			queued = true
+		default:
+		}
+	}
+	d.qmu.RUnlock()
+	if !queued {
+		// The coalescer is saturated or closed: go alone rather than wait.
 		return d.compressBatch(ctx, &backends.Batch{PageSize: d.pageSize, Pages: pages}, out, nil)
 	}
 	r := <-w.done
@@ -56,8 +64,10 @@ func (d *Router) merge(ctx context.Context, pages []byte, out *backends.Compress
 }
 
 // coalesce gathers waiting batches until maxPages are together or the
-// first has waited d.wait, then compresses them as one batch.
+// first has waited d.wait, then compresses them as one batch. It ends
+// once Close has closed the queue and the batches in it are on their way.
 func (d *Router) coalesce(maxPages int) {
+	defer d.groups.Done()
 	for first := range d.queue {
 		group := []*waiter{first}
 		n := len(first.pages) / d.pageSize
@@ -65,7 +75,10 @@ func (d *Router) coalesce(maxPages int) {
 	collect:
 		for n < maxPages {
 			select {
-			case w := <-d.queue:
+			case w, ok := <-d.queue:
+				if !ok {
+					break collect
+				}
 				group = append(group, w)
 				n += len(w.pages) / d.pageSize
 			case <-timer.C:
@@ -73,14 +86,30 @@ func (d *Router) coalesce(maxPages int) {
 			}
 		}
 		timer.Stop()
+		d.groups.Add(1)
 		go d.runGroup(group, n)
 	}
+}
+
+// Close stops merging: later small batches go alone, and it returns once
+// the coalescer and the merged batches it started have finished. Call it
+// before the backends close.
+func (d *Router) Close() {
+	d.below.Store(0)
+	d.qmu.Lock()
+	if !d.closed && d.queue != nil {
+		close(d.queue)
+	}
+	d.closed = true
+	d.qmu.Unlock()
+	d.groups.Wait()
 }
 
 // runGroup compresses a group and gives each waiter its pages' results,
 // its compressed bytes copied into its own Data so that nothing is shared
 // once the waiters go their ways.
 func (d *Router) runGroup(group []*waiter, n int) {
+	defer d.groups.Done()
 	pages := make([]byte, 0, n*d.pageSize)
 	for _, w := range group {
 		pages = append(pages, w.pages...)

@@ -31,7 +31,10 @@ type Router struct {
 	cal       atomic.Pointer[Calibration]
 	below     atomic.Int64 // coalesce batches smaller than this; 0 = never
 	wait      time.Duration
-	queue     chan *waiter
+	queue     chan *waiter   // small batches for the coalescer (coalesce.go)
+	qmu       sync.RWMutex   // shared while a batch is handed to queue; Close takes it whole
+	closed    bool           // under qmu: queue is closed, batches go alone
+	groups    sync.WaitGroup // the coalescer and the merged batches it runs
 	small     meter // pages per second arriving in batches that could merge
 	fallbacks atomic.Uint64
 	inFlight  atomic.Int64 // batches being compressed or decompressed now
@@ -76,13 +79,17 @@ func (d *Router) SetCalibration(c *Calibration, wait time.Duration) {
 	if wait <= 0 {
 		below = 0
 	}
-	d.mu.Lock()
-	if below > 0 && d.queue == nil {
+	d.qmu.Lock()
+	if below > 0 && d.queue == nil && !d.closed {
 		d.wait = wait
 		d.queue = make(chan *waiter, 1024)
+		d.groups.Add(1)
 		go d.coalesce(c.Sizes[len(c.Sizes)-1])
 	}
-	d.mu.Unlock()
+	if d.closed {
+		below = 0
+	}
+	d.qmu.Unlock()
 	d.below.Store(int64(below))
 }
 
