@@ -35,7 +35,7 @@ type Router struct {
 	qmu       sync.RWMutex   // shared while a batch is handed to queue; Close takes it whole
 	closed    bool           // under qmu: queue is closed, batches go alone
 	groups    sync.WaitGroup // the coalescer and the merged batches it runs
-	small     meter // pages per second arriving in batches that could merge
+	small     meter          // pages per second arriving in batches that could merge
 	fallbacks atomic.Uint64
 	inFlight  atomic.Int64 // batches being compressed or decompressed now
 	progress  atomic.Int64 // unix nanoseconds of the last finished or first started batch
