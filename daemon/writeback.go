@@ -63,7 +63,7 @@ func (d *Daemon) backingStats() *ipc.BackingStats {
 		Pages: s.Pages, StoredBytes: s.Bytes, Reads: s.Reads, PagesRead: s.PagesRead, BytesRead: s.BytesRead,
 		Writes: s.Writes, PagesWritten: s.PagesWritten, BytesWritten: s.BytesWritten,
 		ReadMeanUS: float64(s.ReadMean) / float64(time.Microsecond), ReadP99US: uint64(s.ReadP99 / time.Microsecond),
-		ReadLatency: ipc.NewHistogram(s.ReadBounds, s.ReadHist, s.ReadTime),
+		ReadLatency:  ipc.NewHistogram(s.ReadBounds, s.ReadHist, s.ReadTime),
 		WriteSeconds: s.WriteTime.Seconds(), PressureRounds: s.PressureRounds, AheadRounds: s.AheadRounds, Forced: s.Forced,
 		Compacted: s.Compacted, Failures: s.Failures, FullRounds: s.FullRounds, ReadErrors: s.ReadErrors, DroppedWrites: s.Dropped,
 		Checkpoints: s.Checkpoints, LastError: s.LastError}

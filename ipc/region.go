@@ -94,6 +94,18 @@ type RegionStats struct {
 	Error     string  `json:"error,omitempty"` // why the region stopped serving
 }
 
+// RegionTotals sums every region's counters since the daemon started,
+// those of regions gone included, so that they only grow; in root's STATS
+// (region_totals) and /metrics.
+type RegionTotals struct {
+	Regions       int        `json:"regions"` // registered now
+	Faults        uint64     `json:"faults"`  // zero fills included
+	ZeroFills     uint64     `json:"zero_fills"`
+	EvictedBytes  uint64     `json:"evicted_bytes"`  // bytes moved out to the store
+	RestoredBytes uint64     `json:"restored_bytes"` // bytes placed back: faults, their read-ahead, releases
+	FaultLatency  *Histogram `json:"fault_latency"`  // time to serve a fault
+}
+
 // RegionReleased is the frame the daemon writes on a region's lifeline when
 // it hands the region back whole (UNREGISTER with UnregisterRestore, or its
 // own shutdown): every page is in place and the range unregistered. The

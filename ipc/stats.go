@@ -12,6 +12,8 @@ type Stats struct {
 	Backends []BackendStats `json:"backends"`
 	Pools    []PoolStats    `json:"pools"`             // only the caller's pools (all for root)
 	Regions  []RegionStats  `json:"regions,omitempty"` // the caller's regions (all for root)
+	// Every region's counters, gone ones included; root only (region.go).
+	RegionTotals *RegionTotals `json:"region_totals,omitempty"`
 	// The cold tier (cold.go): how long an idle epoch is, and what
 	// recompression has done since the start.
 	IdleEpoch  float64          `json:"idle_epoch_seconds,omitempty"`

@@ -86,6 +86,7 @@ type Region struct {
 	closing  sync.Once
 	onLost   func(*Region)
 	dead     atomic.Pointer[error] // why the region stopped serving
+	finished atomic.Bool           // closed: its counters move no more
 
 	faultBuf []byte    // maxRun pages, for UFFDIO_COPY (under mu)
 	last     int       // the page the last fault brought in, and read-ahead after it
@@ -97,6 +98,7 @@ type Region struct {
 
 type counters struct {
 	missing, wp, zeroFills, evictions, cancelled, refused, throttled atomic.Uint64
+	restored                                                         atomic.Uint64 // pages placed back (faults, read-ahead, release)
 }
 
 // New checks what the client handed over and starts serving it: faults at
@@ -360,6 +362,7 @@ func (r *Region) close(restore bool, farewell []byte) error {
 			unix.Close(r.spec.Lifeline)
 		}
 		unix.Munmap(r.faultBuf) // fails harmlessly on Go memory
+		r.finished.Store(true)
 	})
 	return err
 }
@@ -424,6 +427,7 @@ func (r *Region) fill(i, n int) error {
 	r.state[i] |= refBit
 	r.resident += done
 	r.evicted -= done
+	r.ctr.restored.Add(uint64(done))
 	r.store.Drop(keys[:done])
 	return nil
 }

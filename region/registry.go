@@ -23,6 +23,8 @@ type Registry struct {
 	next     uint64
 	regs     map[uint64]*Entry
 	reserved map[uint32]usage // registrations under way, counted against the limits
+	leaving  []*Region        // out of regs, maybe still closing (totals.go)
+	gone     counts           // the counters of regions done closing
 }
 
 type usage struct {
@@ -81,6 +83,7 @@ func (s *Registry) settle(uid uint32, size uint64, e *Entry) {
 	} else {
 		s.reserved[uid] = usage{r.n - 1, r.bytes - size}
 	}
+	s.foldLocked()
 	if e != nil {
 		if s.regs == nil {
 			s.regs = map[uint64]*Entry{}
@@ -108,7 +111,10 @@ func (s *Registry) Take(uid uint32, id uint64) (*Entry, error) {
 	e, err := s.Lookup(uid, id)
 	if err == nil {
 		s.mu.Lock()
-		delete(s.regs, id)
+		s.foldLocked()
+		if s.regs[id] == e {
+			s.leave(e)
+		}
 		s.mu.Unlock()
 	}
 	return e, err
@@ -119,10 +125,13 @@ func (s *Registry) Take(uid uint32, id uint64) (*Entry, error) {
 func (s *Registry) Lost(id uint64) {
 	s.mu.Lock()
 	e := s.regs[id]
-	delete(s.regs, id)
+	if e != nil {
+		s.leave(e)
+	}
 	s.mu.Unlock()
 	if e != nil {
 		e.R.Close()
+		s.fold()
 	}
 }
 
@@ -135,12 +144,16 @@ func (s *Registry) ReleaseAll(log *slog.Logger) {
 	s.mu.Lock()
 	list := s.regs
 	s.regs = map[uint64]*Entry{}
+	for _, e := range list {
+		s.leaving = append(s.leaving, e.R) // counted until released (totals.go)
+	}
 	s.mu.Unlock()
 	for id, e := range list {
 		if err := e.R.Release(ipc.RegionReleased(id)); err != nil {
 			log.Warn("region not handed back whole", "id", id, "pid", e.PID, "err", err)
 		}
 	}
+	s.fold()
 }
 
 // Stats lists the regions uid may see (all for root), by id.

@@ -198,8 +198,11 @@ func (r *Region) ignoreGone(err error) error {
 // latency is a histogram of fault service times: bucket k holds times
 // below 2^(k/4) ns, so quantiles are within 19%.
 type latency struct {
-	b [160]atomic.Uint64
+	b   [fineBuckets]atomic.Uint64
+	sum atomic.Uint64 // nanoseconds, for /metrics' histogram
 }
+
+const fineBuckets = 160
 
 func (l *latency) add(d time.Duration) {
 	ns := uint64(max(d, 1))
@@ -211,6 +214,7 @@ func (l *latency) add(d time.Duration) {
 	}
 	k := min(4*top+frac+1, len(l.b)-1)
 	l.b[k].Add(1)
+	l.sum.Add(uint64(max(d, 0)))
 }
 
 func (l *latency) quantile(q float64) time.Duration {
