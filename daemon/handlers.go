@@ -388,7 +388,7 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			RequestBytes: used, RequestBytesMax: peak, RequestBudget: d.mem.Total()},
 		Backends: d.disp.Stats(),
 		Pools:    d.poolStats(uid),
-		Regions:  d.regs.Stats(uid),
+		Regions:  d.regs.Stats(uid), RegionTotals: d.regs.Totals(uid), // totals: root only
 
 		IdleEpoch: d.cfg.IdleEpoch.Seconds(), Recompress: d.recompressStats(), // recompress.go
 		Backing: d.backingStats(), // writeback.go
