@@ -19,20 +19,22 @@ var (
 	bdWrites    = desc("backing_writes_total", "Write I/Os on the backing file.")
 	bdPagesWr   = desc("backing_written_pages_total", "Pages written to the backing file.")
 	bdBytesWr   = desc("backing_written_bytes_total", "Bytes written to the backing file.")
-	bdReadMean  = desc("backing_read_latency_mean_seconds", "Mean time of a read I/O on the backing file.")
-	bdReadP99   = desc("backing_read_latency_p99_seconds", "99th percentile of a read I/O's time on the backing file (rounded up to a power of two microseconds).")
-	bdPressure  = desc("backing_pressure_rounds_total", "Writebacks run because the memory limit was reached.")
-	bdAhead     = desc("backing_ahead_rounds_total", "Of those, the ones run in the background to keep the headroom, before a PUT needed room.")
-	bdFailures  = desc("backing_failures_total", "Writeback rounds that failed, by reason: io (the pages stayed in RAM), full (the file had no room), read (read I/Os that failed), dropped (writes the device reported done that read back different).", "reason")
-	bdCheckpts  = desc("backing_checkpoints_total", "Checkpoints of the backing file's index.")
+	// A histogram, not a mean and a percentile: those of two hosts cannot
+	// be added, buckets can.
+	bdReadTime = desc("backing_read_duration_seconds", "Time of a read I/O on the backing file.")
+	bdPressure = desc("backing_pressure_rounds_total", "Writebacks run because the memory limit was reached.")
+	bdAhead    = desc("backing_ahead_rounds_total", "Of those, the ones run in the background to keep the headroom, before a PUT needed room.")
+	bdFailures = desc("backing_failures_total", "Writeback rounds that failed, by reason: io (the pages stayed in RAM), full (the file had no room), read (read I/Os that failed), dropped (writes the device reported done that read back different).", "reason")
+	bdCheckpts = desc("backing_checkpoints_total", "Checkpoints of the backing file's index.")
 )
 
 func init() {
 	all = append(all, bdSize, bdFree, bdPages, bdStored, bdReads, bdPagesRead, bdBytesRead, bdWrites, bdPagesWr,
-		bdBytesWr, bdReadMean, bdReadP99, bdPressure, bdAhead, bdFailures, bdCheckpts)
+		bdBytesWr, bdReadTime, bdPressure, bdAhead, bdFailures, bdCheckpts)
 }
 
-func collectBacking(b *ipc.BackingStats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+func collectBacking(b *ipc.BackingStats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string),
+	hist func(*prometheus.Desc, *ipc.Histogram)) {
 	if b == nil {
 		return
 	}
@@ -46,8 +48,7 @@ func collectBacking(b *ipc.BackingStats, gauge func(*prometheus.Desc, float64, .
 	counter(bdWrites, b.Writes)
 	counter(bdPagesWr, b.PagesWritten)
 	counter(bdBytesWr, b.BytesWritten)
-	gauge(bdReadMean, b.ReadMeanUS/1e6)
-	gauge(bdReadP99, float64(b.ReadP99US)/1e6)
+	hist(bdReadTime, b.ReadLatency)
 	counter(bdPressure, b.PressureRounds)
 	counter(bdAhead, b.AheadRounds)
 	counter(bdFailures, b.Failures, "io")

@@ -17,17 +17,24 @@ func TestBackingSeries(t *testing.T) {
 		t.Fatalf("%d backing series without a backing file", n)
 	}
 	f.st.Backing = &ipc.BackingStats{Size: 1 << 30, FreeBytes: 1 << 29, Pages: 7, Reads: 3, PagesRead: 9,
-		ReadMeanUS: 250, ReadP99US: 1024, Failures: 2, DroppedWrites: 1}
+		ReadMeanUS: 250, ReadP99US: 1024, Failures: 2, DroppedWrites: 1,
+		ReadLatency: &ipc.Histogram{Bounds: []float64{8e-6, 16e-6}, Counts: []uint64{2, 1, 1}, Sum: 0.001}}
 	c := NewCollector(f, "", "")
 	want := `
 # HELP s4d_backing_pages Pages on the backing file.
 # TYPE s4d_backing_pages gauge
 s4d_backing_pages 7
-# HELP s4d_backing_read_latency_mean_seconds Mean time of a read I/O on the backing file.
-# TYPE s4d_backing_read_latency_mean_seconds gauge
-s4d_backing_read_latency_mean_seconds 0.00025
+# HELP s4d_backing_read_duration_seconds Time of a read I/O on the backing file.
+# TYPE s4d_backing_read_duration_seconds histogram
+s4d_backing_read_duration_seconds_bucket{le="8e-06"} 2
+s4d_backing_read_duration_seconds_bucket{le="1.6e-05"} 3
+s4d_backing_read_duration_seconds_bucket{le="+Inf"} 4
+s4d_backing_read_duration_seconds_sum 0.001
+s4d_backing_read_duration_seconds_count 4
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "s4d_backing_pages", "s4d_backing_read_latency_mean_seconds"); err != nil {
+	// The read time is a histogram (cumulative buckets), which hosts can
+	// be summed by; a mean and a p99 could not.
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "s4d_backing_pages", "s4d_backing_read_duration_seconds"); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(c, "s4d_backing_failures_total"); n != 4 {
@@ -39,5 +46,11 @@ s4d_backing_read_latency_mean_seconds 0.00025
 	}
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	// A histogram whose counts do not match its bounds is left out, not
+	// a failed scrape.
+	f.st.Backing.ReadLatency = &ipc.Histogram{Bounds: []float64{1}, Counts: []uint64{1}}
+	if n := testutil.CollectAndCount(NewCollector(f, "", ""), "s4d_backing_read_duration_seconds"); n != 0 {
+		t.Fatalf("%d read time series from a malformed histogram", n)
 	}
 }

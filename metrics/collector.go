@@ -92,7 +92,7 @@ func NewCollector(src Source, version, commit string) *Collector {
 }
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range append(all, coldDescs...) { // cold.go
+	for _, d := range append(all, coldDescs...) { // cold.go; region.go and backing.go add to all
 		ch <- d
 	}
 }
@@ -132,7 +132,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(busy, io.Busy)
 	gauge(requestBytes, float64(io.RequestBytes))
 	gauge(requestBudget, float64(io.RequestBudget))
-	collectBacking(st.Backing, gauge, counter) // backing.go
+	hist := func(d *prometheus.Desc, h *ipc.Histogram, labels ...string) {
+		if m := histogram(d, h, labels...); m != nil {
+			ch <- m
+		}
+	}
+	collectBacking(st.Backing, gauge, counter, func(d *prometheus.Desc, h *ipc.Histogram) { hist(d, h) }) // backing.go
+	collectRegions(st.RegionTotals, gauge, counter, hist)                                                 // region.go
 
 	for _, p := range st.Pools {
 		uid := strconv.FormatUint(uint64(p.UID), 10)
@@ -176,6 +182,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range c.src.CalibratedRates() {
 		gauge(calibration, r.BytesPerS, r.Backend, r.Direction, strconv.Itoa(r.Pages))
 	}
+}
+
+// histogram is h as Prometheus takes it (cumulative buckets); nil when
+// there is none or it is malformed.
+func histogram(d *prometheus.Desc, h *ipc.Histogram, labels ...string) prometheus.Metric {
+	if h == nil || len(h.Counts) != len(h.Bounds)+1 {
+		return nil
+	}
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var n uint64
+	for i, b := range h.Bounds {
+		n += h.Counts[i]
+		buckets[b] = n
+	}
+	n += h.Counts[len(h.Bounds)]
+	m, err := prometheus.NewConstHistogram(d, n, h.Sum, buckets, labels...)
+	if err != nil {
+		return nil
+	}
+	return m
 }
 
 func b2f(b bool) float64 {

@@ -18,9 +18,14 @@ func exported() map[string]bool {
 			names[m[1]] = true
 		}
 	}
-	// A histogram's series.
-	for _, s := range []string{"_bucket", "_count", "_sum"} {
-		names["s4d_request_duration_seconds"+s] = true
+	// The histograms' series.
+	for _, h := range []string{"s4d_request_duration_seconds", "s4d_backing_read_duration_seconds", "s4d_region_fault_duration_seconds"} {
+		if !names[h] {
+			panic(h + " is not exported")
+		}
+		for _, s := range []string{"_bucket", "_count", "_sum"} {
+			names[h+s] = true
+		}
 	}
 	return names
 }

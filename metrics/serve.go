@@ -105,18 +105,28 @@ func Handler(src Source, version, commit string, log *slog.Logger) http.Handler 
 	return mux
 }
 
-// Serve serves h on ln until ctx ends, then closes it.
+// Serve serves h on ln until ctx ends, then closes it. It returns once
+// the server and its shutdown have finished: nothing it started outlives it.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 2 * scrapeTimeout,
 		IdleTimeout: time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served, shut := make(chan struct{}), make(chan struct{})
 	go func() {
-		<-ctx.Done()
+		defer close(shut)
+		select {
+		case <-ctx.Done():
+		case <-served:
+			return
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
 	log.Info("serving metrics", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := srv.Serve(ln)
+	close(served)
+	<-shut
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("metrics endpoint stopped", "err", err)
 	}
 	if ln.Addr().Network() == "unix" {

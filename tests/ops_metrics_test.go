@@ -179,3 +179,97 @@ func TestMetricsSocketPassed(t *testing.T) {
 		}
 	}
 }
+
+// scrapeMetrics reads /metrics once into sample name (with its labels, as
+// printed) to value.
+func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if i := strings.LastIndexByte(l, ' '); i > 0 && !strings.HasPrefix(l, "#") {
+			if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
+				out[l[:i]] = v
+			}
+		}
+	}
+	return out
+}
+
+// A region's faults, time to serve them and bytes moved reach /metrics,
+// and stay there once the region is gone; the backing file's read time is
+// a histogram whose count is its read I/Os.
+func TestMetricsRegionsAndBackingReads(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := start(t, "--metrics-listen", addr, "--mem-limit", "4M", "--backing-file", backingFile(t, 64<<20))
+
+	// Pages to the file and back: read I/Os.
+	pages := corpus.Pages(corpus.Mixed, 1024, 4096, 11)
+	c := d.client()
+	allOKPut(t, c, "m", keys(0, 1024), pages)
+	d.mustCtl("writeback", "all")
+	checkPages(t, d, "m", pages)
+
+	// A region: 256 pages, 16 resident; written, evicted, read back.
+	ps := os.Getpagesize()
+	m, err := c.Map(ctx(t), 256*ps, 16*ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := m.Bytes()
+	for i := 0; i < 256; i++ {
+		mem[i*ps] = byte(i + 1)
+	}
+	waitFor(t, 30*time.Second, "eviction to the budget", func() bool {
+		st := statsOf(t, d)
+		return len(st.Regions) == 1 && st.Regions[0].Resident <= 16*uint64(ps)
+	})
+	for i := 255; i >= 0; i-- {
+		if mem[i*ps] != byte(i+1) {
+			t.Fatalf("region page %d", i)
+		}
+	}
+	live := scrapeMetrics(t, addr)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var after map[string]float64
+	waitFor(t, 10*time.Second, "the region gone", func() bool {
+		after = scrapeMetrics(t, addr)
+		return after["s4d_regions"] == 0
+	})
+
+	st := statsOf(t, d)
+	if st.Backing == nil || st.Backing.Reads == 0 {
+		t.Fatalf("no reads from the backing file: %+v", st.Backing)
+	}
+	read := "s4d_backing_read_duration_seconds"
+	if got := after[read+"_count"]; got < float64(st.Backing.Reads) || got != after[read+`_bucket{le="+Inf"}`] || after[read+"_sum"] <= 0 {
+		t.Errorf("backing reads: %v in the histogram (+Inf %v, sum %v), %d in STATS", got,
+			after[read+`_bucket{le="+Inf"}`], after[read+"_sum"], st.Backing.Reads)
+	}
+	if _, ok := after["s4d_backing_read_latency_mean_seconds"]; ok {
+		t.Error("the read time is still a mean gauge")
+	}
+	if live["s4d_regions"] != 1 {
+		t.Errorf("s4d_regions %v with a region mapped", live["s4d_regions"])
+	}
+	for _, name := range []string{"s4d_region_faults_total", "s4d_region_evicted_bytes_total", "s4d_region_restored_bytes_total",
+		"s4d_region_fault_duration_seconds_count", "s4d_region_fault_duration_seconds_sum"} {
+		if live[name] <= 0 || after[name] < live[name] {
+			t.Errorf("%s: %v with the region, %v after it went (counters must not go down)", name, live[name], after[name])
+		}
+	}
+	// Every evicted page read back by a fault or its read-ahead: 240 at least.
+	if after["s4d_region_restored_bytes_total"] < 240*float64(ps) || after["s4d_region_evicted_bytes_total"] < 240*float64(ps) {
+		t.Errorf("region bytes: %v evicted, %v restored", after["s4d_region_evicted_bytes_total"], after["s4d_region_restored_bytes_total"])
+	}
+}
