@@ -83,3 +83,35 @@ guest_workload() {
 	fi
 	guest_measure "$tag" workload -m "$mib" -j "$jobs" -p "${S4D_WL_PASSES:-1}" -l "$@"
 }
+
+# guest_swapoff_all: every swap device off (a scenario that failed midway
+# must not leave its swap under the next one).
+guest_swapoff_all() {
+	local d
+	for d in $(awk 'NR > 1 { print $1 }' /proc/swaps); do swapoff "$d" || true; done
+}
+
+# guest_scenario NAME LIMIT FILE: run the script FILE in its own session,
+# killed with all its processes after LIMIT seconds, then turn every swap
+# off; prints "S4D-RESULT tag=NAME kind=scenario rc=.. wall_s=.." and
+# records a failure in GUEST_FAILED (the boot goes on to the next one, so
+# the others' results still come).
+guest_scenario() {
+	local name=$1 limit=$2 file=$3 t0 t1 pid wd rc=0
+	echo "S4D-SCENARIO-START name=$name limit_s=$limit"
+	t0=$(guest_uptime)
+	# setsid: the script leads its own process group, so the watchdog's
+	# kill reaches what it started in the background too.
+	setsid sh -ec ". /lib/s4d-guest.sh; . $file" &
+	pid=$!
+	setsid sh -c "sleep $limit; echo 'guest_scenario: $name killed after ${limit}s' >&2; kill -KILL -$pid" &
+	wd=$!
+	wait $pid || rc=$?
+	kill -KILL -$wd 2>/dev/null || true
+	wait $wd 2>/dev/null || true
+	t1=$(guest_uptime)
+	guest_swapoff_all
+	echo "S4D-RESULT tag=$name kind=scenario rc=$rc wall_s=$(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.2f", b - a }')"
+	[ $rc -eq 0 ] || GUEST_FAILED="$GUEST_FAILED $name"
+	return 0
+}

@@ -114,12 +114,13 @@ out=$work/console
 echo "S4D-HOST qemu-start initrd_kib=$(( $(stat -c %s "$work/initrd") / 1024 ))"
 set +e
 # No KVM: guests fail under it on these machines. -nodefaults: no VGA, no
-# NIC; the serial line is the only device the guest needs.
+# NIC; the serial line is the only device the guest needs. sed -u, not tr:
+# lines must reach a reader as they come (the test times the boot by them).
 timeout -k 5 "$timeout" "$qemu" -accel tcg -cpu max -m "$mem" -smp "$smp" \
 	-nodefaults -no-user-config -display none -serial stdio -no-reboot \
 	-kernel "$kdir/vmlinuz" -initrd "$work/initrd" \
 	-append "console=ttyS0 panic=-1 loglevel=4 rdinit=/init $append" \
-	</dev/null 2>&1 | tr -d '\r' | tee "$out"
+	</dev/null 2>&1 | sed -u 's/\r$//' | tee "$out"
 qrc=${PIPESTATUS[0]}
 set -e
 [ -z "$log" ] || cp "$out" "$log"
