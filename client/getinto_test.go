@@ -205,3 +205,37 @@ func TestGetIntoBadSize(t *testing.T) {
 		t.Fatal("pages of 8192 bytes accepted from a daemon of 4096")
 	}
 }
+
+// A reply small enough to be read in place, with pages missing, goes to
+// dst with nothing allocated for its pages: `s4d ctl get` over a range of
+// absent keys loops on such replies (issue 26).
+func TestGetIntoSmallReplyWithHolesAllocatesLittle(t *testing.T) {
+	keys := make([]uint64, 12) // a third missing: 8 pages, read in place
+	for i := range keys {
+		keys[i] = uint64(i)
+	}
+	reply := answer(ipc.Header{Op: ipc.OpGet, ID: 1}, ipc.AppendKeys(nil, ipc.OpGet, &ipc.KeysRequest{Pool: "holes", Keys: keys}))
+	c := &Client{Socket: replayServer(t, reply)}
+	defer c.Close()
+	ctx := context.Background()
+	dst := make([]byte, len(keys)*testPage)
+	if _, err := c.GetInto(ctx, "holes", keys, dst); err != nil { // dials
+		t.Fatal(err)
+	}
+	const rounds = 50
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for range rounds {
+		codes, err := c.GetInto(ctx, "holes", keys, dst)
+		if err == nil {
+			err = checkInto("holes", keys, dst, codes)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&m1)
+	if got, space := m1.TotalAlloc-m0.TotalAlloc, uint64(rounds*len(dst)); got > space/16 {
+		t.Fatalf("%d rounds of %d bytes allocated %d", rounds, len(dst), got)
+	}
+}

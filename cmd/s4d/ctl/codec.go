@@ -17,7 +17,7 @@ var codecCommand = &cli.Command{
 		"daemon's --codec. Pages already stored keep their form (s4d ctl recompress changes idle ones).\n" +
 		"The pool is created if there is none; `s4d ctl pools --output +codec` shows each pool's choice.",
 	UsageText: "s4d ctl codec --pool P lz4|zstd|default",
-	Flags:     withSocket(&cli.StringFlag{Name: "pool", Required: true, Usage: "the pool"}),
+	Flags:     withSocket(poolFlag),
 	Action: func(cx *cli.Context) error {
 		name := cx.Args().First()
 		if cx.NArg() != 1 || (name != "lz4" && name != "zstd" && name != "default") {

@@ -33,12 +33,17 @@ func TestTalksOnlyThroughTheClient(t *testing.T) {
 }
 
 func TestParseKeys(t *testing.T) {
-	k, err := parseKeys("5-9")
+	r, err := parseKeys("5-9")
+	k := r.keys(nil, 0, r.n)
 	if err != nil || len(k) != 5 || k[0] != 5 || k[4] != 9 {
 		t.Fatalf("%v %v", k, err)
 	}
-	if k, err := parseKeys("18446744073709551615"); err != nil || len(k) != 1 {
-		t.Fatalf("max key: %v %v", k, err)
+	if r, err := parseKeys("18446744073709551615"); err != nil || r.n != 1 || r.keys(nil, 0, 1)[0] != 1<<64-1 {
+		t.Fatalf("max key: %v %v", r, err)
+	}
+	// The largest range is a count, not a slice of 16M keys.
+	if r, err := parseKeys("0-16777215"); err != nil || r.n != 1<<24 {
+		t.Fatalf("largest range: %v %v", r, err)
 	}
 	for _, bad := range []string{"", "x", "9-5", "1-", "0-99999999"} {
 		if _, err := parseKeys(bad); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -12,44 +13,76 @@ import (
 	"github.com/s4d-project/s4d/ipc"
 )
 
+var ageFlag = &cli.DurationFlag{Name: "age", Usage: "idle: pages untouched for at least this long"}
+
+// writebackCommand takes its mode as a subcommand, so that the mode's own
+// flag may follow it ("writeback idle --age 10m"): urfave/cli stops
+// reading a command's flags at its first argument. --age is also taken
+// before the mode, as it was.
 var writebackCommand = &cli.Command{
 	Name:      "writeback",
 	Usage:     "move pages to the backing file now (root only)",
-	UsageText: "s4d ctl writeback [all|idle [--age AGE]|huge|compact]",
+	UsageText: "s4d ctl writeback [all | huge | idle [--age AGE] | compact]",
 	Description: "all: every page with stored bytes; idle: pages untouched for --age, or without it\n" +
 		"those marked idle (s4d ctl idle --mark) or idle for 63 epochs;\n" +
 		"huge: pages stored raw (incompressible); compact: pack the backing file's sparse blocks\n" +
 		"together, so that their space is reused whole. The default is all.",
-	Flags: withSocket(&cli.DurationFlag{Name: "age", Usage: "idle: pages untouched for at least this long"}),
+	Flags: withSocket(ageFlag),
 	Action: func(cx *cli.Context) error {
-		mode := ipc.WritebackAll
-		if cx.NArg() > 1 {
-			return exitcode.UsageErr(fmt.Errorf("writeback takes one mode, got %q", cx.Args().Slice()))
+		if cx.NArg() > 0 {
+			return exitcode.UsageErr(fmt.Errorf("writeback mode %q: want all, idle, huge or compact", cx.Args().First()))
 		}
-		if cx.NArg() == 1 {
-			mode = cx.Args().First()
-		}
-		if cx.IsSet("age") && (mode != ipc.WritebackIdle || cx.Duration("age") < 0) {
-			return exitcode.UsageErr(fmt.Errorf("--age goes with idle, and cannot be negative"))
-		}
-		switch mode {
-		case ipc.WritebackAll, ipc.WritebackIdle, ipc.WritebackHuge, ipc.WritebackCompact:
-		default:
-			return exitcode.UsageErr(fmt.Errorf("writeback mode %q: want all, idle, huge or compact", mode))
-		}
-		return withClient(func(ctx context.Context, c *client.Client) error {
-			r, err := c.Writeback(ctx, ipc.WritebackRequest{Mode: mode, MinAge: cx.Duration("age")})
-			if err != nil {
-				return err
-			}
-			if mode == ipc.WritebackCompact {
-				fmt.Printf("moved %d pages within the backing file\n", r.Pages)
-			} else {
-				fmt.Printf("wrote back %d pages (%s)\n", r.Pages, human(r.Bytes))
-			}
-			return nil
-		})(cx)
+		return writeback(cx, ipc.WritebackAll)
 	},
+	Subcommands: []*cli.Command{
+		writebackMode(ipc.WritebackAll, "every page with stored bytes (the default)"),
+		writebackMode(ipc.WritebackHuge, "pages stored raw (incompressible)"),
+		writebackMode(ipc.WritebackIdle, "pages untouched for --age, or without it those marked idle or idle for 63 epochs", ageFlag),
+		writebackMode(ipc.WritebackCompact, "pack the backing file's sparse blocks together"),
+	},
+}
+
+func writebackMode(mode, usage string, flags ...cli.Flag) *cli.Command {
+	return &cli.Command{
+		Name:            mode,
+		Usage:           usage,
+		HideHelpCommand: true,
+		UsageText:       "s4d ctl writeback " + mode + map[bool]string{true: " [--age AGE]"}[len(flags) > 0],
+		Flags:           withSocket(flags...),
+		Action: func(cx *cli.Context) error {
+			if cx.NArg() > 0 {
+				return exitcode.UsageErr(fmt.Errorf("writeback takes one mode, got %q too", cx.Args().Slice()))
+			}
+			return writeback(cx, mode)
+		},
+	}
+}
+
+// writeback runs one mode; --age is the innermost one given.
+func writeback(cx *cli.Context, mode string) error {
+	var age time.Duration
+	aged := false
+	for _, c := range cx.Lineage() {
+		if c.IsSet("age") {
+			age, aged = c.Duration("age"), true
+			break
+		}
+	}
+	if aged && (mode != ipc.WritebackIdle || age < 0) {
+		return exitcode.UsageErr(fmt.Errorf("--age goes with idle, and cannot be negative"))
+	}
+	return withClient(func(ctx context.Context, c *client.Client) error {
+		r, err := c.Writeback(ctx, ipc.WritebackRequest{Mode: mode, MinAge: age})
+		if err != nil {
+			return err
+		}
+		if mode == ipc.WritebackCompact {
+			fmt.Printf("moved %d pages within the backing file\n", r.Pages)
+		} else {
+			fmt.Printf("wrote back %d pages (%s)\n", r.Pages, human(r.Bytes))
+		}
+		return nil
+	})(cx)
 }
 
 // backingTable is the backing file, one row, as zram's bd_stat and more.
