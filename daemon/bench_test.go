@@ -100,11 +100,12 @@ func BenchmarkGet(b *testing.B) {
 // serveInProcess runs a daemon in the test's process on a socket of its
 // own, preferring backend, until the test ends.
 func serveInProcess(tb testing.TB, backend string) *client.Client {
+	floor := lastGoroutine()
 	cfg := settings.Defaults()
 	cfg.Socket = filepath.Join(tb.TempDir(), "s.sock")
 	cfg.Backend = backend
 	cfg.Log = slog.New(slog.DiscardHandler)
-	d, err := New(cfg)
+	d, err := New(context.Background(), cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func serveInProcess(tb testing.TB, backend string) *client.Client {
 	done := make(chan error)
 	go func() { done <- d.Serve(ctx) }()
 	c := &client.Client{Socket: cfg.Socket}
-	tb.Cleanup(func() { c.Close(); cancel(); <-done })
+	tb.Cleanup(func() { c.Close(); cancel(); <-done; checkNoLeaks(tb, floor) })
 	return c
 }
 

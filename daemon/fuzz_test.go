@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -17,7 +18,7 @@ func FuzzHandle(f *testing.F) {
 	cfg.Backend = "cpu"
 	cfg.MemLimit = 64 << 20
 	cfg.Log = slog.New(slog.DiscardHandler)
-	d, err := New(cfg)
+	d, err := New(context.Background(), cfg)
 	if err != nil {
 		f.Fatal(err)
 	}

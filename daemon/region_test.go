@@ -327,7 +327,7 @@ func TestRegionHelper(t *testing.T) {
 		cfg.Socket = os.Getenv("S4D_SOCKET")
 		cfg.Backend = "cpu"
 		cfg.Log = slog.New(slog.DiscardHandler)
-		d, err := New(cfg)
+		d, err := New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,6 +412,7 @@ func TestRegionReleasedOnShutdown(t *testing.T) {
 // startDaemon runs a cpu daemon in this process with the settings edit
 // makes; stop stops it (the test's end does too).
 func startDaemon(t *testing.T, edit func(*Config)) (c *client.Client, stop func()) {
+	floor := lastGoroutine()
 	cfg := settings.Defaults()
 	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
 	cfg.Backend = "cpu"
@@ -419,7 +420,7 @@ func startDaemon(t *testing.T, edit func(*Config)) (c *client.Client, stop func(
 	if edit != nil {
 		edit(&cfg)
 	}
-	d, err := New(cfg)
+	d, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +431,7 @@ func startDaemon(t *testing.T, edit func(*Config)) (c *client.Client, stop func(
 	done := make(chan error)
 	go func() { done <- d.Serve(ctx) }()
 	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
+	stop = func() { once.Do(func() { cancel(); <-done; checkNoLeaks(t, floor) }) }
 	t.Cleanup(stop)
 	return &client.Client{Socket: cfg.Socket}, stop
 }

@@ -71,8 +71,11 @@ type Daemon struct {
 	lat      latency.Recorder // request latency by operation (metrics.go)
 }
 
-// New opens the backends and the store. It does not listen yet.
-func New(cfg Config) (*Daemon, error) {
+// New opens the backends and the store, and times the engines when there
+// is a choice between them; ctx ends that early (a stop asked for while
+// starting). It does not listen yet. On error, whatever it had opened is
+// closed again, in reverse order, in one place.
+func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -87,13 +90,21 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("backend %q: not built in (have auto, %v)", cfg.Backend, backends.Names())
 	}
 	set := backends.Open(backends.FromEnv(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, WebGPUNoSubgroups: cfg.WebGPUNoSG, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit}))
 	for _, st := range set.Statuses() {
+	undo = append(undo, func() { set.Close() })
 		cfg.Log.Info("backend", "name", st.Name, "state", st.State, "reason", st.Reason, "describe", st.Describe)
 	}
 	if cfg.Backend != "auto" {
 		if _, ok := set.Get(cfg.Backend); !ok {
-			set.Close()
 			st := statusOf(set, cfg.Backend)
 			return nil, fmt.Errorf("backend %s is %s: %s", cfg.Backend, st.State, st.Reason)
 		}
@@ -104,24 +115,28 @@ func New(cfg Config) (*Daemon, error) {
 		bufs: reqmem.NewPool(total / 2), mem: reqmem.NewBudget(total, perUser), quit: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.maps = clientmem.NewShare(d.pinners, d.log)
+	undo = append(undo, d.cancel)
 	if d.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		set.Close()
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
+	undo = append(undo, func() { unix.Close(d.wake) })
 	// A GPU engine writes compressed pages straight into the store's slabs.
 	if p := d.pinners(); len(p) > 0 {
 		d.store.SetPinner(p[0])
 	}
 	d.disp = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
 	if d.cold, err = cold.Open(&d.cfg, d.store, d.disp, d.disp.Busy, d.log); err != nil {
-		unix.Close(d.wake)
-		set.Close()
+	undo = append(undo, d.disp.Close)
 		return nil, err
 	}
 	if usable := set.Usable(); len(usable) > 1 {
+	undo = append(undo, func() { d.cold.Stop(); d.cold.Close() })
 		// Only a choice needs measuring: with one backend there is none.
-		cal, err := routing.Calibrate(context.Background(), usable, cfg.PageSize, codec, routing.CalibrationSizes)
+		cal, err := routing.Calibrate(ctx, usable, cfg.PageSize, codec, routing.CalibrationSizes)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("stopped while timing the engines: %w", ctx.Err())
+		}
 		if err != nil {
 			cfg.Log.Warn("calibration failed; using backends in preference order", "err", err)
 		} else {
@@ -202,14 +217,16 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.log.Info("serving", "socket", d.ln.Addr().String(), "backend", d.disp.InUse(),
 		"codec", d.cfg.Codec, "page_size", d.cfg.PageSize, "mem_limit", d.cfg.MemLimit)
 	stop := context.AfterFunc(ctx, func() {
+	// Every goroutine started here is joined before Serve returns.
+	stopping := make(chan struct{})
 		d.closing.Store(true)
+		defer close(stopping)
 		close(d.quit)
 		d.ln.Close()
 	})
 	defer stop()
-	sweeperDone := make(chan struct{})
-	defer close(sweeperDone)
-	go d.sweepEvery(2*time.Second, sweeperDone)
+	var sweeper sync.WaitGroup
+	sweeper.Go(func() { d.sweepEvery(2*time.Second, d.quit) })
 	d.cold.Start()
 	var err error
 	var wait backoff
@@ -240,6 +257,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	d.shutdown()
 	return err
+	<-stopping // the loop ends only once the AfterFunc has run
+	sweeper.Wait()
 }
 
 // accept admits a connection, or tells it why not and closes it at once.
@@ -344,14 +363,27 @@ func (d *Daemon) shutdown() {
 	grace := d.cfg.FrameTimeout + 5*time.Second
 	select {
 	case <-done:
-		unix.Close(d.wake)
+	joined := true
 	case <-time.After(grace):
 		d.log.Warn("requests still running; cancelling them", "after", grace)
 	}
 	d.cancel()
 	d.cold.Close() // with persist, every page goes to the backing file
+		d.cancel()
+		// Cancelled batches end at once and a reply's write within the
+		// frame timeout: wait once more, then go on without them.
+		select {
+		case <-done:
+		case <-time.After(grace):
+			joined = false
+			d.log.Error("connections still running after their requests were cancelled; stopping without them")
+		}
 	d.set.Close()
 	d.log.Info("stopped")
+	if joined {
+		unix.Close(d.wake) // a connection still running may wait on it
+	}
+	d.disp.Close() // merged batches finish before the backends close
 }
 
 // conn is one client connection. Its requests are read and answered in

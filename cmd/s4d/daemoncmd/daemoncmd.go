@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -61,15 +63,22 @@ func run(cx *cli.Context) error {
 	if mln != nil {
 		defer mln.Close()
 	}
-	d, err := daemon.New(cfg)
+	// A stop asked for while the engines are being timed (most of a
+	// minute for WGSL on a software Vulkan) ends the start cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	d, err := daemon.New(ctx, cfg)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while starting", "err", err)
+			return nil
+		}
 		return err
 	}
 	if mln != nil {
-		mctx, stopMetrics := context.WithCancel(context.Background())
-		defer stopMetrics()
 		info := buildinfo.Get()
-		go metrics.Serve(mctx, mln, metrics.Handler(d, info.Version, info.Commit, log), log)
+		stopMetrics := serveMetrics(mln, metrics.Handler(d, info.Version, info.Commit, log), log)
+		defer stopMetrics()
 	}
 	if f := cx.String("cpuprofile"); f != "" {
 		out, err := os.Create(f)
@@ -102,9 +111,24 @@ func run(cx *cli.Context) error {
 		}
 		defer trace.Stop()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	return serve(ctx, d, log, load)
+}
+
+// serveMetrics serves /metrics on ln until the stop it returns is called.
+// stop returns once the server has shut down, its listener with it: it
+// leaves no goroutine behind, and the listener is never closed under a
+// running server (which logged a stray error at every clean stop).
+func serveMetrics(ln net.Listener, h http.Handler, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		metrics.Serve(ctx, ln, h, log)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // settingFlags are the flags of every setting (package settings).

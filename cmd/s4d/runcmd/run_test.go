@@ -45,7 +45,7 @@ func serve(sock string) {
 	cfg := settings.Defaults()
 	cfg.Socket, cfg.Backend = sock, "cpu"
 	cfg.Log = slog.New(slog.DiscardHandler)
-	d, err := daemon.New(cfg)
+	d, err := daemon.New(context.Background(), cfg)
 	if err != nil {
 		panic(err)
 	}
