@@ -49,7 +49,17 @@ func transitions(root *node) []string {
 func bash(root *node) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bash completion for s4d: %s.\n", header)
-	b.WriteString(`_s4d() {
+	b.WriteString(`# A comma-separated list of column names ($1), after an optional +: the
+# name after the last comma is completed, in either case.
+_s4d_list() {
+    local pre= last=$cur
+    case $cur in
+        *,*) pre=${cur%,*},; last=${cur##*,} ;;
+        +*) pre=+; last=${cur#+} ;;
+    esac
+    COMPREPLY=($(compgen -P "$pre" -W "$1" -- "${last^^}"))
+}
+_s4d() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     local cmdpath=s4d i
     for ((i = 1; i < COMP_CWORD; i++)); do
@@ -57,17 +67,28 @@ func bash(root *node) string {
             ` + strings.Join(transitions(root), "|") + `) cmdpath=$cmdpath/${COMP_WORDS[i]} ;;
         esac
     done
-    # After a flag that takes a value: nothing offered, so bash falls back
-    # to file names (-o default).
+    # After a flag that takes a value: its values, or nothing offered, so
+    # bash falls back to file names (-o default).
     case "$cmdpath $prev" in
 `)
 	for _, n := range root.all() {
-		if v := flagWords(n, true); len(v) > 0 {
-			var pats []string
-			for _, f := range v {
-				pats = append(pats, fmt.Sprintf("%q", n.key()+" "+f))
+		for _, f := range n.flags {
+			if !f.value {
+				continue
 			}
-			fmt.Fprintf(&b, "        %s) COMPREPLY=(); return ;;\n", strings.Join(pats, "|"))
+			var pats []string
+			for _, w := range flagWords(&node{flags: []flagDoc{f}}, true) {
+				pats = append(pats, fmt.Sprintf("%q", n.key()+" "+w))
+			}
+			v := values(n, f)
+			switch {
+			case v.list:
+				fmt.Fprintf(&b, "        %s) _s4d_list %q; return ;;\n", strings.Join(pats, "|"), strings.Join(v.words, " "))
+			case len(v.words) > 0:
+				fmt.Fprintf(&b, "        %s) COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", strings.Join(pats, "|"), strings.Join(v.words, " "))
+			default:
+				fmt.Fprintf(&b, "        %s) COMPREPLY=(); return ;;\n", strings.Join(pats, "|"))
+			}
 		}
 	}
 	b.WriteString("    esac\n    local words=\n    case $cmdpath in\n")
@@ -76,6 +97,7 @@ func bash(root *node) string {
 		for _, s := range n.subs {
 			w = append(w, s.path[len(s.path)-1])
 		}
+		w = append(w, arguments(n)...)
 		w = append(w, flagWords(n, false)...)
 		fmt.Fprintf(&b, "        %s) words=%q ;;\n", n.key(), strings.Join(w, " "))
 	}
@@ -104,12 +126,27 @@ func zsh(root *node) string {
     case "$cmdpath ${words[CURRENT-1]}" in
 `)
 	for _, n := range root.all() {
-		if v := flagWords(n, true); len(v) > 0 {
-			var pats []string
-			for _, f := range v {
-				pats = append(pats, fmt.Sprintf("%q", n.key()+" "+f))
+		for _, f := range n.flags {
+			if !f.value {
+				continue
 			}
-			fmt.Fprintf(&b, "        (%s) _files; return ;;\n", strings.Join(pats, "|"))
+			var pats []string
+			for _, w := range flagWords(&node{flags: []flagDoc{f}}, true) {
+				pats = append(pats, fmt.Sprintf("%q", n.key()+" "+w))
+			}
+			v := values(n, f)
+			words := make([]string, len(v.words))
+			for i, w := range v.words {
+				words[i] = zq(w)
+			}
+			switch {
+			case v.list: // _sequence: comma-separated, each completed
+				fmt.Fprintf(&b, "        (%s) _sequence compadd - %s; return ;;\n", strings.Join(pats, "|"), strings.Join(words, " "))
+			case len(v.words) > 0:
+				fmt.Fprintf(&b, "        (%s) compadd - %s; return ;;\n", strings.Join(pats, "|"), strings.Join(words, " "))
+			default:
+				fmt.Fprintf(&b, "        (%s) _files; return ;;\n", strings.Join(pats, "|"))
+			}
 		}
 	}
 	b.WriteString("    esac\n    local -a items\n    case $cmdpath in\n")
@@ -117,6 +154,9 @@ func zsh(root *node) string {
 		var items []string
 		for _, s := range n.subs {
 			items = append(items, zq(s.path[len(s.path)-1]+":"+s.usage))
+		}
+		for _, a := range arguments(n) {
+			items = append(items, zq(a))
 		}
 		for _, f := range n.flags {
 			for _, name := range f.names {
@@ -155,13 +195,24 @@ func fish(root *node) string {
     end
     echo $p
 end
-# No file names unless a flag takes a value.
+# The values of a comma-separated list (--output), after what is typed
+# before the last comma.
+function __s4d_list
+    set -l pre (string replace -r '[^,+]*$' '' -- (commandline -ct))
+    for w in $argv
+        echo $pre$w
+    end
+end
+# No file names unless a flag takes a value that is not a name.
 complete -c s4d -f
 `)
 	for _, n := range root.all() {
 		cond := fq("test (__s4d_path) = " + n.key())
 		for _, s := range n.subs {
 			fmt.Fprintf(&b, "complete -c s4d -n %s -a %s -d %s\n", cond, fq(s.path[len(s.path)-1]), fq(s.usage))
+		}
+		if a := arguments(n); len(a) > 0 {
+			fmt.Fprintf(&b, "complete -c s4d -n %s -a %s\n", cond, fq(strings.Join(a, " ")))
 		}
 		for _, f := range n.flags {
 			line := "complete -c s4d -n " + cond
@@ -172,7 +223,12 @@ complete -c s4d -f
 					line += " -l " + name
 				}
 			}
-			if f.value {
+			switch v := values(n, f); {
+			case v.list:
+				line += " -r -f -a " + fq("(__s4d_list "+strings.Join(v.words, " ")+")")
+			case len(v.words) > 0:
+				line += " -r -f -a " + fq(strings.Join(v.words, " "))
+			case f.value:
 				line += " -r -F"
 			}
 			fmt.Fprintf(&b, "%s -d %s\n", line, fq(f.usage))

@@ -29,7 +29,7 @@ const exitStatus = `**0**
 
 // files and environment the daemon and ctl pages name.
 const files = `*/etc/s4d/s4d.toml*
-:   the daemon's configuration (an example is in *share/doc/s4d* under the installation prefix)
+:   the daemon's configuration, described in **s4d.toml**(5) (an example is in *share/doc/s4d* under the installation prefix)
 
 */run/s4d/s4d.sock*
 :   the socket clients connect to, made by *s4d.socket* under systemd
@@ -107,6 +107,9 @@ func manPage(root, n *node) []byte {
 	}
 	for _, s := range n.subs {
 		see = append(see, "**"+s.page()+"**(1)")
+	}
+	if len(n.path) == 1 || n.path[1] == "daemon" {
+		see = append(see, "**s4d.toml**(5)")
 	}
 	see = append(see, "**zramctl**(8)", "**systemctl**(1)")
 	b.WriteString(strings.Join(see, ", ") + "\n\nThe README and PROTOCOL.md in *share/doc/s4d* under the installation prefix (*/usr* or */usr/local*).\n")

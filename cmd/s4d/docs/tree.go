@@ -88,11 +88,12 @@ func (n *node) all() []*node {
 	return out
 }
 
-// Write puts the man pages in dir/man1 and the completion scripts in
-// dir/bash, dir/zsh and dir/fish.
+// Write puts the commands' man pages in dir/man1, the configuration
+// file's in dir/man5 and the completion scripts in dir/bash, dir/zsh and
+// dir/fish.
 func Write(app *cli.App, dir string) error {
 	root := tree(app)
-	for _, sub := range []string{"man1", "bash", "zsh", "fish"} {
+	for _, sub := range []string{"man1", "man5", "bash", "zsh", "fish"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return err
 		}
@@ -101,6 +102,9 @@ func Write(app *cli.App, dir string) error {
 		if err := os.WriteFile(filepath.Join(dir, "man1", n.page()+".1"), manPage(root, n), 0o644); err != nil {
 			return err
 		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "man5", "s4d.toml.5"), configPage(), 0o644); err != nil {
+		return err
 	}
 	for file, body := range map[string]string{"bash/s4d": bash(root), "zsh/_s4d": zsh(root), "fish/s4d.fish": fish(root)} {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
