@@ -215,8 +215,9 @@ func (r guestRun) tail(n int) string {
 // The zram baseline: swap on zram under the standard workload (twice the
 // guest's RAM), then swapoff, which must bring every page back.
 var zramScenario = guestScenario{
-	Name:  "zram",
-	Limit: 120 * time.Second,
+	Name: "zram",
+	// About 50 s on an idle 2-core machine; room for a loaded one.
+	Limit: 180 * time.Second,
 	Script: `guest_zram_swap 1G
 guest_workload zram
 guest_zram_stats "$GUEST_ZRAM" zram
