@@ -77,7 +77,10 @@ func (bf *File) Checkpoint(idx *Index) (err error) {
 		return fmt.Errorf("checkpoint: sync: %w", err)
 	}
 	old := bf.index
-	bf.hdr, bf.next, bf.index = h, 1-bf.next, [2]uint64{start, n}
+	// Only the fields a checkpoint changes: Size and Unit read the others
+	// from other goroutines (STATS) without a lock.
+	bf.hdr.Seq, bf.hdr.IndexOff, bf.hdr.IndexLen, bf.hdr.IndexSum = h.Seq, h.IndexOff, h.IndexLen, h.IndexSum
+	bf.next, bf.index = 1-bf.next, [2]uint64{start, n}
 	bf.mu.Lock()
 	if old[1] > 0 {
 		bf.a.unhold(old[0], old[1])
