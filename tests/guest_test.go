@@ -118,8 +118,10 @@ func guestWorkload(t *testing.T) string {
 }
 
 // guestS4D builds s4d for the guest: without the race detector (its
-// shadow memory has no place in a 256 MiB guest); run.sh copies the
-// libraries ldd lists. Built once per test binary.
+// shadow memory has no place in a 256 MiB guest) and without the symbol
+// table (-s -w; panics still name functions): the initramfs stays in the
+// guest's RAM. run.sh copies the libraries ldd lists. Built once per test
+// binary.
 func guestS4D(t *testing.T) string {
 	t.Helper()
 	guestS4DOnce.Do(func() {
@@ -129,7 +131,7 @@ func guestS4D(t *testing.T) string {
 			return
 		}
 		guestS4DPath = filepath.Join(dir, "s4d")
-		out, err := exec.Command("go", "build", "-o", guestS4DPath, "../cmd/s4d").CombinedOutput()
+		out, err := exec.Command("go", "build", "-ldflags=-s -w", "-o", guestS4DPath, "../cmd/s4d").CombinedOutput()
 		if err != nil {
 			guestS4DErr = fmt.Errorf("go build s4d for the guest: %v\n%s", err, out)
 		}
