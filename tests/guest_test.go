@@ -163,6 +163,8 @@ func runGuest(t *testing.T, limit time.Duration, args []string, script string) g
 	full := append([]string{"guest/run.sh", "--timeout", strconv.Itoa(int(limit.Seconds()))}, args...)
 	full = append(full, "--", script)
 	cmd := exec.CommandContext(ctx, "bash", full...)
+	// A qemu orphaned by a kill of run.sh must not hold Wait on the pipe.
+	cmd.WaitDelay = 10 * time.Second
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
