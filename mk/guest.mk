@@ -86,3 +86,9 @@ deps-guest-kernel: deps-guest-pkgs
 	printf '%s\n%s\n' "$$kver" "$$want" > $(GUEST_CACHE)/ok.tmp; \
 	rm -rf $$tmp; mv $(GUEST_CACHE)/ok.tmp $(GUEST_CACHE)/ok; \
 	echo "guest kernel $$kver in $(GUEST_CACHE): $$(cd $(GUEST_CACHE)/modules && ls *.ko | sed 's/[.]ko$$//' | tr '\n' ' ')"
+
+# The guest tests alone, with their measurements (boot, swap throughput,
+# swap-in latency, ratios to zram) in the log.
+.PHONY: test-guest
+test-guest: deps-guest
+	$(GO) test -count=1 -timeout 15m -run 'TestGuest' -v ./tests
