@@ -58,6 +58,8 @@ func (c *conn) handle(op ipc.Op, body []byte) ([]byte, error) {
 		return c.recompress(body)
 	case ipc.OpPoolCodec: // poolcodec.go
 		return c.poolCodec(body)
+	case ipc.OpSwap:
+		return c.swap(body) // swap.go
 	case ipc.OpWriteback:
 		return c.writeback(body) // writeback.go
 	}

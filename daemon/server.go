@@ -68,6 +68,7 @@ type Daemon struct {
 	corrupt  atomic.Uint64
 	cold     *cold.Tier // idle clock, recompression, the backing file
 	regs     region.Registry
+	swaps    swapSet          // ublk swap devices (swap.go)
 	lat      latency.Recorder // request latency by operation (metrics.go)
 }
 
@@ -89,7 +90,6 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if cfg.Backend != "auto" && !contains(backends.Names(), cfg.Backend) {
 		return nil, fmt.Errorf("backend %q: not built in (have auto, %v)", cfg.Backend, backends.Names())
 	}
-	set := backends.Open(backends.FromEnv(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -98,9 +98,10 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 			}
 		}
 	}()
+	set := backends.Open(backends.FromEnv(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
 		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, WebGPUNoSubgroups: cfg.WebGPUNoSG, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit}))
-	for _, st := range set.Statuses() {
 	undo = append(undo, func() { set.Close() })
+	for _, st := range set.Statuses() {
 		cfg.Log.Info("backend", "name", st.Name, "state", st.State, "reason", st.Reason, "describe", st.Describe)
 	}
 	if cfg.Backend != "auto" {
@@ -114,24 +115,24 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, perUser: map[uint32]int{},
 		bufs: reqmem.NewPool(total / 2), mem: reqmem.NewBudget(total, perUser), quit: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	d.maps = clientmem.NewShare(d.pinners, d.log)
 	undo = append(undo, d.cancel)
+	d.maps = clientmem.NewShare(d.pinners, d.log)
 	if d.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
 	undo = append(undo, func() { unix.Close(d.wake) })
+	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
 	// A GPU engine writes compressed pages straight into the store's slabs.
 	if p := d.pinners(); len(p) > 0 {
 		d.store.SetPinner(p[0])
 	}
 	d.disp = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
-	if d.cold, err = cold.Open(&d.cfg, d.store, d.disp, d.disp.Busy, d.log); err != nil {
 	undo = append(undo, d.disp.Close)
+	if d.cold, err = cold.Open(&d.cfg, d.store, d.disp, d.disp.Busy, d.log); err != nil {
 		return nil, err
 	}
-	if usable := set.Usable(); len(usable) > 1 {
 	undo = append(undo, func() { d.cold.Stop(); d.cold.Close() })
+	if usable := set.Usable(); len(usable) > 1 {
 		// Only a choice needs measuring: with one backend there is none.
 		cal, err := routing.Calibrate(ctx, usable, cfg.PageSize, codec, routing.CalibrationSizes)
 		if ctx.Err() != nil {
@@ -216,11 +217,11 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	d.log.Info("serving", "socket", d.ln.Addr().String(), "backend", d.disp.InUse(),
 		"codec", d.cfg.Codec, "page_size", d.cfg.PageSize, "mem_limit", d.cfg.MemLimit)
-	stop := context.AfterFunc(ctx, func() {
 	// Every goroutine started here is joined before Serve returns.
 	stopping := make(chan struct{})
-		d.closing.Store(true)
+	stop := context.AfterFunc(ctx, func() {
 		defer close(stopping)
+		d.closing.Store(true)
 		close(d.quit)
 		d.ln.Close()
 	})
@@ -228,6 +229,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	var sweeper sync.WaitGroup
 	sweeper.Go(func() { d.sweepEvery(2*time.Second, d.quit) })
 	d.cold.Start()
+	d.startSwaps() // the configuration's [[swap]] devices (swap.go)
 	var err error
 	var wait backoff
 	for {
@@ -255,10 +257,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		wait.reset()
 		d.accept(nc.(*net.UnixConn))
 	}
-	d.shutdown()
-	return err
 	<-stopping // the loop ends only once the AfterFunc has run
 	sweeper.Wait()
+	d.shutdown()
+	return err
 }
 
 // accept admits a connection, or tells it why not and closes it at once.
@@ -351,6 +353,7 @@ func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
 // already read to be answered. A reply being written is finished: its
 // client has the write deadline (the frame timeout) to read it.
 func (d *Daemon) shutdown() {
+	d.stopSwaps() // while the store still serves their swapoff (swap.go)
 	d.regs.ReleaseAll(d.log)
 	d.cold.Stop() // a recompression stops before the backends close
 	d.mu.Lock()
@@ -361,14 +364,11 @@ func (d *Daemon) shutdown() {
 	done := make(chan struct{})
 	go func() { d.conns.Wait(); close(done) }()
 	grace := d.cfg.FrameTimeout + 5*time.Second
+	joined := true
 	select {
 	case <-done:
-	joined := true
 	case <-time.After(grace):
 		d.log.Warn("requests still running; cancelling them", "after", grace)
-	}
-	d.cancel()
-	d.cold.Close() // with persist, every page goes to the backing file
 		d.cancel()
 		// Cancelled batches end at once and a reply's write within the
 		// frame timeout: wait once more, then go on without them.
@@ -378,12 +378,15 @@ func (d *Daemon) shutdown() {
 			joined = false
 			d.log.Error("connections still running after their requests were cancelled; stopping without them")
 		}
-	d.set.Close()
-	d.log.Info("stopped")
+	}
+	d.cancel()
 	if joined {
 		unix.Close(d.wake) // a connection still running may wait on it
 	}
 	d.disp.Close() // merged batches finish before the backends close
+	d.cold.Close() // with persist, every page goes to the backing file
+	d.set.Close()
+	d.log.Info("stopped")
 }
 
 // conn is one client connection. Its requests are read and answered in

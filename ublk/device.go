@@ -114,10 +114,18 @@ func (d *Device) Size() uint64 { return d.opts.Size }
 // Queues is how many queues (threads) serve it.
 func (d *Device) Queues() int { return d.opts.Queues }
 
+// Depth is how many requests each queue has in flight at most.
+func (d *Device) Depth() int { return d.opts.Depth }
+
+// BufferBytes is the memory its queues hold for I/O: a buffer per tag and
+// as much again to gather a batch.
+func (d *Device) BufferBytes() uint64 { return 2 * uint64(d.opts.Queues*d.opts.Depth*d.opts.MaxIO) }
+
 func (d *Device) start(st Store, info DevInfo) error {
 	o := d.opts
 	if int(info.MaxIOBufBytes) < o.MaxIO {
-		o.MaxIO = int(info.MaxIOBufBytes) // the kernel may lower it
+		o.MaxIO = int(info.MaxIOBufBytes) &^ (o.BlockSize - 1) // the kernel may lower it
+		d.opts.MaxIO = o.MaxIO
 	}
 	p := &params{Types: paramBasic | paramDiscard}
 	p.Basic = paramBasicT{LogicalBSShift: 12, PhysicalBSShift: 12, IOOptShift: 12, IOMinShift: 12,

@@ -16,6 +16,7 @@ import (
 	"github.com/s4d-project/s4d/cmd/s4d/docs"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/cmd/s4d/runcmd"
+	"github.com/s4d-project/s4d/cmd/s4d/swapcmd"
 	"github.com/s4d-project/s4d/settings"
 )
 
@@ -25,7 +26,7 @@ func newApp() *cli.App {
 		Name:     "s4d",
 		Usage:    "keep memory pages compressed in RAM, on the GPU or the CPU",
 		Version:  info.Version,
-		Commands: []*cli.Command{daemoncmd.Command, ctl.Command, bench.Command, runcmd.Command},
+		Commands: []*cli.Command{daemoncmd.Command, ctl.Command, bench.Command, runcmd.Command, swapcmd.Register(ctl.Command, daemoncmd.Command)},
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}

@@ -1,0 +1,225 @@
+// Package swapcmd is `s4d swap` (add and delete the daemon's swap devices)
+// and `s4d ctl swap` (list them with zramctl's columns). It talks to the
+// daemon through its socket only; the daemon owns the devices.
+package swapcmd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/s4d-project/s4d/client"
+	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
+	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/settings/bytesize"
+	"github.com/s4d-project/s4d/ublk"
+)
+
+var flags = []cli.Flag{
+	&cli.StringFlag{Name: "socket", EnvVars: []string{"S4D_SOCKET"}, Usage: "daemon socket (default " + ipc.DefaultSocketPath + ")"},
+	&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"},
+}
+
+// Command is `s4d swap`.
+var Command = &cli.Command{
+	Name:  "swap",
+	Usage: "add or delete swap devices served by the daemon (ublk; root only)",
+	Description: "A swap device is a block device the daemon serves through the kernel's ublk driver\n" +
+		"(Linux 6.0+, CONFIG_BLK_DEV_UBLK, module ublk_drv); its 4 KiB blocks are pages of a pool,\n" +
+		"compressed by the daemon's engines. Make it swap with `mkswap DEV && swapon --discard DEV`\n" +
+		"(discard lets freed swap slots free their pages). List them with `s4d ctl swap`.",
+	Subcommands: []*cli.Command{addCommand, delCommand},
+}
+
+var addCommand = &cli.Command{
+	Name:      "add",
+	Usage:     "create a swap device and print its name",
+	UsageText: "s4d swap add --size SIZE [--queues N] [--depth N]",
+	Flags: append([]cli.Flag{
+		&cli.StringFlag{Name: "size", Required: true, Usage: "the device's size, bytes with K/M/G/T suffix (at least 1M)"},
+		&cli.IntFlag{Name: "queues", Usage: "hardware queues, each served by its own thread; 0 = one per CPU"},
+		&cli.IntFlag{Name: "depth", Usage: "requests in flight per queue; 0 = 64"},
+	}, flags...),
+	Action: func(cx *cli.Context) error {
+		if cx.NArg() > 0 {
+			return exitcode.UsageErr(fmt.Errorf("swap add takes no arguments, got %q", cx.Args().Slice()))
+		}
+		size, err := bytesize.Parse(cx.String("size"))
+		if err != nil {
+			return exitcode.UsageErr(fmt.Errorf("--size: %w", err))
+		}
+		if size < 1<<20 {
+			return exitcode.UsageErr(fmt.Errorf("--size %s: want at least 1M", cx.String("size")))
+		}
+		q, depth := cx.Int("queues"), cx.Int("depth")
+		if q < 0 || q > 64 || depth < 0 || depth > 1024 {
+			return exitcode.UsageErr(fmt.Errorf("--queues wants 0-64 and --depth 0-1024"))
+		}
+		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapAdd, Size: size, Queues: q, Depth: depth})
+		if err != nil {
+			return err
+		}
+		for _, d := range devs {
+			fmt.Println(d.Name)
+		}
+		return nil
+	},
+}
+
+var delCommand = &cli.Command{
+	Name:      "del",
+	Usage:     "delete a swap device (all of them without a name); swapoff it first",
+	UsageText: "s4d swap del [DEVICE]",
+	Flags:     flags,
+	Action: func(cx *cli.Context) error {
+		if cx.NArg() > 1 {
+			return exitcode.UsageErr(fmt.Errorf("swap del takes one device, got %q", cx.Args().Slice()))
+		}
+		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapDel, Device: cx.Args().First()})
+		for _, d := range devs {
+			fmt.Printf("deleted %s (%s)\n", d.Name, bytesize.Format(d.DiskSize))
+		}
+		return err
+	},
+}
+
+// CtlCommand is `s4d ctl swap`.
+var CtlCommand = &cli.Command{
+	Name:      "swap",
+	Usage:     "list swap devices, as zramctl does",
+	UsageText: "s4d ctl swap [--json] [--batches]",
+	Flags: append([]cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print the daemon's description of each device as JSON"},
+		&cli.BoolFlag{Name: "batches", Usage: "also print how many pages each store call gathered"},
+	}, flags...),
+	Action: func(cx *cli.Context) error {
+		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapList})
+		if err != nil {
+			return err
+		}
+		if cx.Bool("json") {
+			return printJSON(os.Stdout, devs)
+		}
+		printTable(os.Stdout, devs, activeSwaps())
+		if cx.Bool("batches") {
+			printBatches(os.Stdout, devs)
+		}
+		return nil
+	},
+}
+
+// socketOf is the innermost --socket set, on this command or a parent.
+func socketOf(cx *cli.Context) string {
+	for _, c := range cx.Lineage() {
+		if c.IsSet("socket") {
+			return c.String("socket")
+		}
+	}
+	return ""
+}
+
+func timeoutOf(cx *cli.Context) time.Duration {
+	for _, c := range cx.Lineage() {
+		if c.IsSet("timeout") {
+			return c.Duration("timeout")
+		}
+	}
+	return 60 * time.Second
+}
+
+func call(cx *cli.Context, req ipc.SwapRequest) ([]ipc.SwapDevice, error) {
+	ctx, cancel := context.WithTimeout(cx.Context, timeoutOf(cx))
+	defer cancel()
+	c := &client.Client{Socket: socketOf(cx)}
+	defer c.Close()
+	return c.Swap(ctx, req)
+}
+
+// printTable prints zramctl's default columns: NAME DISKSIZE DATA COMPR
+// TOTAL STREAMS MOUNTPOINT ([SWAP] when in /proc/swaps).
+func printTable(w io.Writer, devs []ipc.SwapDevice, active map[string]bool) {
+	if len(devs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "NAME\tDISKSIZE\tDATA\tCOMPR\tTOTAL\tSTREAMS\tMOUNTPOINT\t")
+	for _, d := range devs {
+		mp := ""
+		if active[d.Name] {
+			mp = "[SWAP]"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", d.Name, bytesize.Format(d.DiskSize), bytesize.Format(d.Data),
+			bytesize.Format(d.Compr), bytesize.Format(d.Total), d.Streams, mp)
+	}
+	tw.Flush()
+}
+
+// printBatches shows the gathering: pages per store call, by powers of two.
+func printBatches(w io.Writer, devs []ipc.SwapDevice) {
+	for _, d := range devs {
+		var parts []string
+		for i, n := range d.BatchPages {
+			if n > 0 {
+				parts = append(parts, fmt.Sprintf("%d-%d:%d", 1<<i, 1<<(i+1)-1, n))
+			}
+		}
+		fmt.Fprintf(w, "%s: %d requests in %d waits; writes %d calls/%d pages, reads %d calls/%d pages; pages per call %s\n",
+			d.Name, d.Requests, d.Waits, d.WriteIOs, d.WritePgs, d.ReadIOs, d.ReadPgs, strings.Join(parts, " "))
+	}
+}
+
+// activeSwaps is the set of devices in /proc/swaps (what zramctl's
+// MOUNTPOINT shows as [SWAP]).
+func activeSwaps() map[string]bool {
+	out := map[string]bool{}
+	f, err := os.Open("/proc/swaps")
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fs := strings.Fields(sc.Text()); len(fs) > 0 && strings.HasPrefix(fs[0], "/") {
+			out[fs[0]] = true
+		}
+	}
+	return out
+}
+
+func printJSON(w io.Writer, devs []ipc.SwapDevice) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(devs)
+}
+
+// Register adds `s4d ctl swap` to ctl (once), makes the daemon command
+// an I/O flusher where it can serve swap (ublk.ExecAsFlusher, before its
+// Action starts anything), and returns `s4d swap`: the one line main needs.
+func Register(ctl, daemon *cli.Command) *cli.Command {
+	for _, c := range ctl.Subcommands {
+		if c == CtlCommand {
+			return Command
+		}
+	}
+	ctl.Subcommands = append(ctl.Subcommands, CtlCommand)
+	before := daemon.Before
+	daemon.Before = func(cx *cli.Context) error {
+		if err := ublk.ExecAsFlusher(); err != nil {
+			// Served anyway: the queue threads mark themselves.
+			fmt.Fprintln(os.Stderr, "s4d: not an I/O flusher as a whole:", err)
+		}
+		if before != nil {
+			return before(cx)
+		}
+		return nil
+	}
+	return Command
+}

@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagecache"
+)
+
+// swapStore is a swap device's ublk.Store: its blocks are pages of a root
+// pool, put through the router like any client's pages, so every engine,
+// limit, checksum and the cold tier serve swap too.
+type swapStore struct {
+	d     *Daemon
+	pool  string
+	codec backends.Codec // the pool's; 0 the daemon's
+}
+
+// swapPool names device n's pool. The space keeps clients from naming
+// it (ValidPool refuses spaces).
+func swapPool(n int) string { return fmt.Sprintf("(swap %d)", n) }
+
+var errSwapStore = errors.New("swap pages not stored")
+
+func (s *swapStore) Put(keys []uint64, pages []byte) error {
+	d := s.d
+	res := make([]pagecache.Result, len(keys))
+	batch := &backends.Batch{PageSize: d.cfg.PageSize, Pages: pages, Codec: s.codec}
+	out := d.bufs.GetOut()
+	defer d.bufs.PutOut(out)
+	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *backends.Compressed) error {
+		b := batch.Part(lo, len(part.Class))
+		return d.store.Put(0, s.pool, keys[lo:lo+len(part.Class)], &b, part, d.store.BackendID(backend), res[lo:lo+len(part.Class)])
+	})
+	bad := 0
+	for i, r := range res {
+		if err != nil || r != pagecache.OK {
+			// An older version of the block must not stay behind a failed
+			// write: it would read back as valid, wrong data.
+			d.store.Del(0, s.pool, keys[i:i+1], res[i:i+1])
+			bad++
+		}
+	}
+	if bad > 0 {
+		d.noSpace.Add(uint64(bad))
+		if err == nil {
+			err = fmt.Errorf("%w: %d of %d pages refused (memory limit)", errSwapStore, bad, len(keys))
+		}
+	}
+	return err
+}
+
+func (s *swapStore) Get(keys []uint64, dst []byte, missing []bool) error {
+	d := s.d
+	res := make([]pagecache.Result, len(keys))
+	_, err := d.store.View(0, s.pool, keys, nil, res, func(stored []backends.Stored) error {
+		for i, r := range res {
+			switch r {
+			case pagecache.OK:
+			case pagecache.NotFound:
+				// Never written or discarded: decodes as zeros in place.
+				missing[i] = true
+				stored[i] = backends.Stored{Class: backends.ClassZero}
+			default:
+				if r == pagecache.Corrupt {
+					d.corrupt.Add(1)
+				}
+				return fmt.Errorf("swap block %d: %v", keys[i], r)
+			}
+		}
+		dd := backends.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
+		if err := d.disp.Decompress(d.ctx, &dd); err != nil {
+			return err
+		}
+		for i, f := range dd.Failed {
+			if f {
+				return fmt.Errorf("swap block %d did not decode", keys[i])
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, pagecache.ErrNoPool) {
+		// Nothing written yet: every block reads as zeros.
+		for i := range missing {
+			missing[i] = true
+		}
+		return nil
+	}
+	if err != nil {
+		d.failedRd.Add(uint64(len(keys)))
+	}
+	return err
+}
+
+func (s *swapStore) Delete(keys []uint64) error {
+	err := s.d.store.Del(0, s.pool, keys, make([]pagecache.Result, len(keys)))
+	if errors.Is(err, pagecache.ErrNoPool) {
+		return nil
+	}
+	return err
+}
