@@ -122,6 +122,8 @@ func TestDebianPackage(t *testing.T) {
 		t.Logf("/metrics through s4d-metrics.socket, excerpt:\n%s", grepLines(out, "s4d_stored_pages ", "s4d_pool_stored_pages", "s4d_engine_pages_total"))
 	}
 	step("test", "-f", "/usr/share/man/man1/s4d-ctl-stats.1.gz")
+	step("test", "-f", "/usr/share/man/man5/s4d.toml.5.gz")
+	step("test", "-d", "/var/lib/s4d") // the unit's StateDirectory, made when the service started
 	step("test", "-f", "/usr/share/bash-completion/completions/s4d")
 
 	// The admin changes the config; the upgrade keeps it, and the daemon
@@ -158,7 +160,7 @@ func TestDebianPackage(t *testing.T) {
 		}
 	}
 	if out, _ := g.run("sh", "-c", "find /etc/s4d /etc/systemd /var/lib/systemd/deb-systemd-helper-enabled "+
-		"/var/lib/systemd/deb-systemd-helper-masked /run/s4d -name '*s4d*' 2>/dev/null; pgrep -x s4d"); strings.TrimSpace(out) != "" {
+		"/var/lib/systemd/deb-systemd-helper-masked /run/s4d /var/lib/s4d -name '*s4d*' 2>/dev/null; pgrep -x s4d"); strings.TrimSpace(out) != "" {
 		left = append(left, strings.Fields(out)...)
 	}
 	if len(left) > 0 {

@@ -183,6 +183,17 @@ func TestUnderSystemd(t *testing.T) {
 	if out := g.must("journalctl", "-u", "s4d", "--no-pager"); !strings.Contains(out, "using the socket passed by systemd") {
 		t.Fatalf("not socket-activated:\n%s", out)
 	}
+	// The place the README gives a backing file: made by systemd, the
+	// daemon's, closed to others (it would hold every user's pages).
+	if sd := g.show("StateDirectory")["StateDirectory"]; sd != "s4d" {
+		t.Fatalf("StateDirectory=%q, want s4d", sd)
+	}
+	if out := strings.TrimSpace(g.must("stat", "-c", "%U %G %a", "/var/lib/s4d")); out != "s4d s4d 700" {
+		t.Fatalf("/var/lib/s4d: %q, want s4d s4d 700", out)
+	}
+	if _, err := g.run("test", "-e", "/usr/local/share/man/man5/s4d.toml.5"); err != nil {
+		t.Fatal("make install put no s4d.toml(5) man page")
+	}
 
 	// Pages through the service, as root and as a member of nobody's world.
 	g.must("sh", "-c", "head -c 4194304 /usr/local/bin/s4d > /tmp/pages && chmod 644 /tmp/pages")
