@@ -30,6 +30,7 @@ func TestOf(t *testing.T) {
 		{dial(syscall.ECONNREFUSED), Unreachable},
 		{fmt.Errorf("get: %w", client.ErrConnLost), Unreachable},
 		{&ipc.Error{Code: ipc.CodeNoSpace}, Failure},
+		{fmt.Errorf("put: %w", &ipc.Error{Code: ipc.CodeBadPool}), Usage},
 	} {
 		if got := Of(c.err); got != c.want {
 			t.Errorf("Of(%v) = %d, want %d", c.err, got, c.want)
