@@ -136,6 +136,9 @@ func settingFlags() []cli.Flag {
 	var out []cli.Flag
 	for _, st := range settings.Table {
 		f := &cli.StringFlag{Name: st.Name, Value: st.Default(), Usage: st.Usage, Hidden: st.Hidden}
+		if st.Bool { // main lets the flag stand alone
+			f.Usage += "; true or false, the flag alone means true"
+		}
 		if st.Env != "" {
 			f.EnvVars = []string{st.Env}
 		}
