@@ -69,6 +69,35 @@ func TestPrometheusScrapes(t *testing.T) {
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d := start(t, "--metrics-listen", metricsAddr)
 
+	waitQuery := startPrometheus(t, prom, metricsAddr)
+	waitQuery("the first scrape", `up{job="s4d"}`, func(m map[string]string) bool { return m["map[]"] == "1" })
+	waitQuery("an empty store", "s4d_stored_pages", func(m map[string]string) bool { return m["map[]"] == "0" })
+
+	c := d.client()
+	if _, err := c.Put(ctx(t), "prom", keys(0, 256), corpus.Pages(corpus.Text, 256, 4096, 7)); err != nil {
+		t.Fatal(err)
+	}
+	waitQuery("the stored pages", "s4d_stored_pages", func(m map[string]string) bool { return m["map[]"] == "256" })
+	got := waitQuery("the pool's pages", `s4d_pool_stored_pages{pool="prom"}`, func(m map[string]string) bool { return len(m) == 1 })
+	if got["map[pool:prom uid:"+fmt.Sprint(os.Getuid())+"]"] != "256" {
+		t.Fatalf("pool series %v", got)
+	}
+	waitQuery("the engine's pages", `sum(s4d_engine_pages_total{engine="cpu",direction="compress"})`,
+		func(m map[string]string) bool { return m["map[]"] == "256" })
+	waitQuery("a compression ratio over 1", "s4d_stored_data_bytes / s4d_compressed_bytes",
+		func(m map[string]string) bool {
+			r, err := strconv.ParseFloat(m["map[]"], 64)
+			return err == nil && r > 1
+		})
+	waitQuery("the cpu engine ok", `s4d_engine_state{engine="cpu",state="ok"}`,
+		func(m map[string]string) bool { return m["map[engine:cpu state:ok]"] == "1" })
+	waitQuery("the PUT's latency", `s4d_request_duration_seconds_count{op="put"}`,
+		func(m map[string]string) bool { return m["map[op:put]"] == "1" })
+}
+
+// startPrometheus runs a Prometheus scraping metricsAddr every 500 ms and
+// returns a query that waits (40 s in all) for its answer to satisfy ok.
+func startPrometheus(t *testing.T, prom, metricsAddr string) func(what, q string, ok func(map[string]string) bool) map[string]string {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n"+
@@ -103,29 +132,7 @@ func TestPrometheusScrapes(t *testing.T) {
 		t.Fatalf("%s: %s gave %v (%v)", what, q, last, err)
 		return nil
 	}
-	waitQuery("the first scrape", `up{job="s4d"}`, func(m map[string]string) bool { return m["map[]"] == "1" })
-	waitQuery("an empty store", "s4d_stored_pages", func(m map[string]string) bool { return m["map[]"] == "0" })
-
-	c := d.client()
-	if _, err := c.Put(ctx(t), "prom", keys(0, 256), corpus.Pages(corpus.Text, 256, 4096, 7)); err != nil {
-		t.Fatal(err)
-	}
-	waitQuery("the stored pages", "s4d_stored_pages", func(m map[string]string) bool { return m["map[]"] == "256" })
-	got := waitQuery("the pool's pages", `s4d_pool_stored_pages{pool="prom"}`, func(m map[string]string) bool { return len(m) == 1 })
-	if got["map[pool:prom uid:"+fmt.Sprint(os.Getuid())+"]"] != "256" {
-		t.Fatalf("pool series %v", got)
-	}
-	waitQuery("the engine's pages", `sum(s4d_engine_pages_total{engine="cpu",direction="compress"})`,
-		func(m map[string]string) bool { return m["map[]"] == "256" })
-	waitQuery("a compression ratio over 1", "s4d_stored_data_bytes / s4d_compressed_bytes",
-		func(m map[string]string) bool {
-			r, err := strconv.ParseFloat(m["map[]"], 64)
-			return err == nil && r > 1
-		})
-	waitQuery("the cpu engine ok", `s4d_engine_state{engine="cpu",state="ok"}`,
-		func(m map[string]string) bool { return m["map[engine:cpu state:ok]"] == "1" })
-	waitQuery("the PUT's latency", `s4d_request_duration_seconds_count{op="put"}`,
-		func(m map[string]string) bool { return m["map[op:put]"] == "1" })
+	return waitQuery
 }
 
 // An address that is not loopback is refused before the daemon starts.
@@ -271,5 +278,22 @@ func TestMetricsRegionsAndBackingReads(t *testing.T) {
 	// Every evicted page read back by a fault or its read-ahead: 240 at least.
 	if after["s4d_region_restored_bytes_total"] < 240*float64(ps) || after["s4d_region_evicted_bytes_total"] < 240*float64(ps) {
 		t.Errorf("region bytes: %v evicted, %v restored", after["s4d_region_evicted_bytes_total"], after["s4d_region_restored_bytes_total"])
+	}
+
+	// A real Prometheus aggregates the histograms as it would across hosts
+	// (sum by le) and takes quantiles of them.
+	prom, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("prometheus is not installed (make deps installs it); the rest was checked")
+	}
+	waitQuery := startPrometheus(t, prom, addr)
+	reads := fmt.Sprint(after[read+"_count"])
+	waitQuery("the read histogram summed by bucket", `sum by (le) (s4d_backing_read_duration_seconds_bucket)`,
+		func(m map[string]string) bool { return m["map[le:+Inf]"] == reads && len(m) == 21 })
+	for _, h := range []string{"s4d_backing_read_duration_seconds", "s4d_region_fault_duration_seconds"} {
+		waitQuery("a quantile of "+h, `histogram_quantile(0.99, sum by (le) (`+h+`_bucket))`, func(m map[string]string) bool {
+			q, err := strconv.ParseFloat(m["map[]"], 64)
+			return err == nil && q > 0 && q < 5
+		})
 	}
 }
