@@ -64,3 +64,19 @@ func TestPermissionHintNamesTheGroup(t *testing.T) {
 		t.Errorf("unknown group: %s", h)
 	}
 }
+
+// The group the advice names is the one the packaged units give the
+// socket and create.
+func TestSocketGroupIsTheUnits(t *testing.T) {
+	unit, err := os.ReadFile("../systemd/s4d.socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := os.ReadFile("../systemd/s4d.sysusers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(unit), "\nSocketGroup="+SocketGroup+"\n") || !strings.Contains(string(users), "\ng "+SocketGroup+" ") {
+		t.Errorf("SocketGroup %q is not s4d.socket's SocketGroup= or a group of s4d.sysusers", SocketGroup)
+	}
+}
