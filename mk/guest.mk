@@ -17,10 +17,12 @@ deps-guest: deps-guest-pkgs deps-guest-kernel
 
 # The backports suite reuses the URI of the machine's own Debian source (a
 # mirror or snapshot); the list is the one mk/webgpu.mk writes, same content.
+# busybox must be the static one: the guest has no libc of its own.
 deps-guest-pkgs:
 	@set -e; \
 	qv=$$(qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\).*/\1/p'); \
-	if [ -n "$$qv" ] && [ "$$qv" -ge $(QEMU_MIN) ] && [ -x /bin/busybox ] && command -v cpio >/dev/null; then exit 0; fi; \
+	if [ -n "$$qv" ] && [ "$$qv" -ge $(QEMU_MIN) ] && [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 && \
+	   command -v cpio >/dev/null; then exit 0; fi; \
 	codename=$$(. /etc/os-release && echo $$VERSION_CODENAME); \
 	distro=$$(. /etc/os-release && echo $$ID); \
 	if [ "$$distro" != debian ]; then \
