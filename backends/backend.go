@@ -1,181 +1,14 @@
 // Package backends defines the batch compression interface every engine
-// implements, the page classes and stored formats they share, and the
-// registry that reports which engines are usable on this machine.
+// implements and the registry that reports which engines are usable on
+// this machine. The pages, batches and stored formats they share are in
+// package pagefmt.
 package backends
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
+
+	"github.com/s4d-project/s4d/pagefmt"
 )
-
-// Class is how a page is stored. The formats are a contract: any backend
-// must be able to decode what any other backend stored.
-type Class uint8
-
-const (
-	ClassZero Class = 1 // all bytes zero; nothing stored
-	ClassSame Class = 2 // every 8-byte word equal; the word is stored
-	ClassLZ4  Class = 3 // a raw standard LZ4 block
-	ClassZstd Class = 4 // a standard zstd frame
-	ClassRaw  Class = 5 // compressed size over the threshold; stored as is
-)
-
-func (c Class) String() string {
-	switch c {
-	case ClassZero:
-		return "zero"
-	case ClassSame:
-		return "same"
-	case ClassLZ4:
-		return "lz4"
-	case ClassZstd:
-		return "zstd"
-	case ClassRaw:
-		return "raw"
-	}
-	return fmt.Sprintf("class(%d)", uint8(c))
-}
-
-// Codec is the compressor asked for; pages that do not compress well
-// enough are stored raw whatever the codec.
-type Codec uint8
-
-const (
-	CodecLZ4  Codec = 1
-	CodecZstd Codec = 2
-)
-
-func (c Codec) String() string {
-	switch c {
-	case CodecLZ4:
-		return "lz4"
-	case CodecZstd:
-		return "zstd"
-	}
-	return fmt.Sprintf("codec(%d)", uint8(c))
-}
-
-// ParseCodec maps a codec name to its value.
-func ParseCodec(s string) (Codec, error) {
-	switch s {
-	case "lz4":
-		return CodecLZ4, nil
-	case "zstd":
-		return CodecZstd, nil
-	}
-	return 0, fmt.Errorf("unknown codec %q (want lz4 or zstd)", s)
-}
-
-// Class returns the class a compressed page of this codec is stored as.
-func (c Codec) Class() Class {
-	if c == CodecZstd {
-		return ClassZstd
-	}
-	return ClassLZ4
-}
-
-// Batch is a run of whole pages to compress.
-type Batch struct {
-	PageSize  int
-	Pages     []byte // len = n * PageSize
-	Codec     Codec  // to the router, 0 asks for the daemon's codec
-	Threshold int    // a compressed page larger than this is stored raw
-	// Sums asks for Compressed.Sum: the store needs the checksums, and a
-	// backend that computes them while the bytes are in cache saves it a
-	// pass. One that cannot leaves Sum empty; one may fill it unasked
-	// when they cost it nothing.
-	Sums bool
-	// Strong asks for a higher compression level than the foreground's,
-	// at several times the cost (background recompression). A backend
-	// with only one level ignores it.
-	Strong bool
-	// Placed says the parts delivered by CompressParts may come with Place
-	// set instead of Data (see Placer): the caller writes them with it.
-	Placed bool
-}
-
-// Len is the number of pages in the batch.
-func (b *Batch) Len() int { return len(b.Pages) / b.PageSize }
-
-// Page returns page i of the batch.
-func (b *Batch) Page(i int) []byte { return b.Pages[i*b.PageSize : (i+1)*b.PageSize] }
-
-// Compressed is the result of compressing a batch: per page its class and,
-// for lz4/zstd pages, where its bytes sit in Data. Raw pages are not copied
-// into Data: the caller still holds them. Slices are reused across calls.
-type Compressed struct {
-	Class []Class
-	Fill  []uint64 // the repeated word of same-filled pages
-	Off   []uint32 // offset in Data (lz4/zstd)
-	Size  []uint32 // stored size: 0 zero, 8 same, n lz4/zstd, PageSize raw
-	Data  []byte
-	// Sum is the CRC-32C (Castagnoli) of each page's stored bytes (see
-	// Bytes; 0 for zero pages), for backends that compute it on the way;
-	// empty otherwise, and the store computes it.
-	Sum []uint32
-	// Place, in a part delivered for a Batch with Placed set, writes the
-	// part's objects where the caller wants them; Data is then empty.
-	Place Placer
-}
-
-// Reset sizes the per-page slices for n pages, keeping their capacity.
-func (c *Compressed) Reset(n int) {
-	c.Class = resize(c.Class, n)
-	c.Fill = resize(c.Fill, n)
-	c.Off = resize(c.Off, n)
-	c.Size = resize(c.Size, n)
-	c.Data = c.Data[:0]
-	c.Sum = c.Sum[:0]
-	c.Place = nil
-}
-
-// Bytes returns the stored bytes of page i (nil for zero, the 8-byte word
-// for same, the page itself for raw).
-func (c *Compressed) Bytes(i int, b *Batch) []byte {
-	switch c.Class[i] {
-	case ClassZero:
-		return nil
-	case ClassSame:
-		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], c.Fill[i])
-		return w[:]
-	case ClassRaw:
-		return b.Page(i)
-	}
-	return c.Data[c.Off[i] : c.Off[i]+c.Size[i]]
-}
-
-func resize[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
-
-// Stored is one page as kept by the store, to be decompressed.
-type Stored struct {
-	Class Class
-	Fill  uint64
-	Data  []byte
-	// Check says Data (the stored bytes: the word of a same-filled page)
-	// is not checked yet against Sum, its CRC-32C: the store left that to
-	// whoever decodes it, who reads the bytes anyway (see SumChecker).
-	Check bool
-	Sum   uint32
-}
-
-// Decompression is a batch of stored pages to expand into Dst.
-type Decompression struct {
-	PageSize int
-	Src      []Stored
-	Dst      []byte // len = len(Src) * PageSize
-	Failed   []bool // set by the backend: page i did not decode
-	// Corrupt marks the pages that failed their Check (Failed too). It is
-	// the caller's, len(Src) long and clear when any page asks a check; a
-	// backend only ever sets entries of it.
-	Corrupt []bool
-}
 
 // SumChecker is implemented by backends that check pages' Sums on their
 // way through them (in cache, or on their device). The caller checks
@@ -194,10 +27,10 @@ type Backend interface {
 	// Compress classifies and compresses every page of b into out. An
 	// error means the backend failed as a whole: nothing in out is valid
 	// and the caller redoes the batch elsewhere.
-	Compress(ctx context.Context, b *Batch, out *Compressed) error
+	Compress(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed) error
 	// Decompress expands every page of d. Pages whose data does not decode
 	// are flagged in d.Failed; an error means the backend failed as a whole.
-	Decompress(ctx context.Context, d *Decompression) error
+	Decompress(ctx context.Context, d *pagefmt.Decompression) error
 	Close() error
 }
 
@@ -211,14 +44,7 @@ type Backend interface {
 // An error from deliver ends the batch and is returned as it is; any other
 // error means the backend failed, and parts already delivered are void.
 type PartCompressor interface {
-	CompressParts(ctx context.Context, b *Batch, deliver func(lo int, part *Compressed) error) error
-}
-
-// Part returns the batch of pages [lo, lo+n) of b, for a delivered part.
-func (b *Batch) Part(lo, n int) Batch {
-	p := *b
-	p.Pages = b.Pages[lo*b.PageSize : (lo+n)*b.PageSize]
-	return p
+	CompressParts(ctx context.Context, b *pagefmt.Batch, deliver func(lo int, part *pagefmt.Compressed) error) error
 }
 
 // Pinner is implemented by backends that can transfer straight from host
@@ -236,32 +62,11 @@ type Pinner interface {
 // the others to the next backend, so an engine keeps no fallback of its
 // own; a backend that is not Limited takes every batch.
 type Limited interface {
-	Takes(codec Codec, pageSize int) bool
+	Takes(codec pagefmt.Codec, pageSize int) bool
 }
 
 // Takes reports whether be takes batches of codec at pageSize.
-func Takes(be Backend, codec Codec, pageSize int) bool {
+func Takes(be Backend, codec pagefmt.Codec, pageSize int) bool {
 	l, ok := be.(Limited)
 	return !ok || l.Takes(codec, pageSize)
-}
-
-// Codecs lists the codecs d's pages were stored with, LZ4 first.
-func (d *Decompression) Codecs() []Codec {
-	var lz, zs bool
-	for i := range d.Src {
-		switch d.Src[i].Class {
-		case ClassLZ4:
-			lz = true
-		case ClassZstd:
-			zs = true
-		}
-	}
-	var out []Codec
-	if lz {
-		out = append(out, CodecLZ4)
-	}
-	if zs {
-		out = append(out, CodecZstd)
-	}
-	return out
 }

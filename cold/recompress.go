@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/routing"
 )
 
@@ -87,9 +87,9 @@ func (r *Recompressor) run(ctx context.Context, job Job) (res ipc.RecompressResu
 			return false
 		}
 		switch p.Class {
-		case backends.ClassRaw:
+		case pagefmt.ClassRaw:
 			return job.Huge || job.Idle && p.Age >= job.MinAge
-		case backends.ClassLZ4, backends.ClassZstd:
+		case pagefmt.ClassLZ4, pagefmt.ClassZstd:
 			return job.Idle && p.Age >= job.MinAge
 		}
 		return false // zero and same-filled pages hold nothing to shrink
@@ -128,14 +128,14 @@ func (r *Recompressor) batchSize() int {
 // a choice: the start-up calibration timed the foreground's codec only.
 func (r *Recompressor) calibrate(ctx context.Context) {
 	r.calib.Do(func() {
-		if r.Router.CodecCalibration(backends.CodecZstd) != nil {
+		if r.Router.CodecCalibration(pagefmt.CodecZstd) != nil {
 			return
 		}
 		if usable := r.Router.Usable(); len(usable) > 1 {
-			cal, err := routing.CalibrateAs(ctx, usable, r.Store.PageSize(), backends.CodecZstd, true, []int{r.batchSize()})
+			cal, err := routing.CalibrateAs(ctx, usable, r.Store.PageSize(), pagefmt.CodecZstd, true, []int{r.batchSize()})
 			switch {
 			case err == nil:
-				r.Router.SetCodecCalibration(backends.CodecZstd, cal)
+				r.Router.SetCodecCalibration(pagefmt.CodecZstd, cal)
 				r.log().Info("calibrated for recompression (strong zstd)", "rates", cal.String())
 			case ctx.Err() == nil:
 				r.log().Warn("calibration for recompression failed; using backends in preference order", "err", err)
@@ -165,12 +165,12 @@ func (r *Recompressor) waitQuiet(ctx context.Context) {
 type scratch struct {
 	ok     []bool
 	keep   []bool
-	stored []backends.Stored
-	src    []backends.Stored
+	stored []pagefmt.Stored
+	src    []pagefmt.Stored
 	raw    []byte
 	pages  []byte
-	out    backends.Compressed
-	dd     backends.Decompression
+	out    pagefmt.Compressed
+	dd     pagefmt.Decompression
 }
 
 // batch recompresses refs and keeps what shrank enough.
@@ -196,11 +196,11 @@ func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res 
 	}
 	n = len(live)
 	s.pages = resize(s.pages, n*ps)
-	s.dd = backends.Decompression{PageSize: ps, Src: s.src, Dst: s.pages, Failed: s.dd.Failed}
+	s.dd = pagefmt.Decompression{PageSize: ps, Src: s.src, Dst: s.pages, Failed: s.dd.Failed}
 	if err := r.Router.Decompress(ctx, &s.dd); err != nil {
 		return err
 	}
-	b := &backends.Batch{PageSize: ps, Pages: s.pages, Codec: backends.CodecZstd, Strong: true}
+	b := &pagefmt.Batch{PageSize: ps, Pages: s.pages, Codec: pagefmt.CodecZstd, Strong: true}
 	name, err := r.Router.Compress(ctx, b, &s.out, nil)
 	if err != nil {
 		return err
@@ -209,7 +209,7 @@ func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res 
 	res.Backend = name
 	s.keep = resize(s.keep, n)
 	for i := range live {
-		s.keep[i] = !s.dd.Failed[i] && s.out.Class[i] == backends.ClassZstd &&
+		s.keep[i] = !s.dd.Failed[i] && s.out.Class[i] == pagefmt.ClassZstd &&
 			float64(s.out.Size[i]) <= float64(live[i].Size)*(1-r.MinSaving)
 	}
 	got := r.Store.Replace(live, b, &s.out, r.Store.BackendID(name), s.keep)

@@ -10,6 +10,7 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 	_ "github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/routing"
 )
 
@@ -18,10 +19,10 @@ import (
 func storeWith(t *testing.T, n int) (*pagecache.Store, *routing.Router) {
 	set := backends.Open(backends.Options{PageSize: 4096}, "cpu")
 	t.Cleanup(func() { set.Close() })
-	rt := routing.New(set, routing.Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
+	rt := routing.New(set, routing.Options{Prefer: "auto", Codec: pagefmt.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	s := pagecache.New(4096, 0)
-	b := &backends.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Text, n, 4096, 1)}
-	var c backends.Compressed
+	b := &pagefmt.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Text, n, 4096, 1)}
+	var c pagefmt.Compressed
 	if _, err := rt.Compress(context.Background(), b, &c, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/routing"
 )
 
@@ -19,13 +20,13 @@ func BenchmarkZZSnap(b *testing.B) {
 	pages = pages[:64<<20]
 	n := len(pages) / 4096
 	set := backends.Open(backends.Options{PageSize: 4096}, "cpu")
-	rt := routing.New(set, routing.Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
+	rt := routing.New(set, routing.Options{Prefer: "auto", Codec: pagefmt.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	for b.Loop() {
 		b.StopTimer()
 		s := pagecache.New(4096, 0)
 		for lo := 0; lo < n; lo += 1024 {
-			bt := &backends.Batch{PageSize: 4096, Pages: pages[lo*4096 : (lo+1024)*4096]}
-			var c backends.Compressed
+			bt := &pagefmt.Batch{PageSize: 4096, Pages: pages[lo*4096 : (lo+1024)*4096]}
+			var c pagefmt.Compressed
 			rt.Compress(context.Background(), bt, &c, nil)
 			keys := make([]uint64, 1024)
 			for i := range keys {

@@ -10,6 +10,7 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/client"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/settings"
 )
 
@@ -67,14 +68,14 @@ func BenchmarkGet(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		in := backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecLZ4, Threshold: 3072}
-		var out backends.Compressed
+		in := pagefmt.Batch{PageSize: 4096, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: 3072}
+		var out pagefmt.Compressed
 		if err := e.Compress(context.Background(), &in, &out); err != nil {
 			b.Fatal(err)
 		}
-		d := backends.Decompression{PageSize: 4096, Src: make([]backends.Stored, n), Dst: make([]byte, len(pages))}
+		d := pagefmt.Decompression{PageSize: 4096, Src: make([]pagefmt.Stored, n), Dst: make([]byte, len(pages))}
 		for i := range d.Src {
-			d.Src[i] = backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, &in)}
+			d.Src[i] = pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, &in)}
 		}
 		b.SetBytes(int64(len(pages)))
 		for b.Loop() {

@@ -7,9 +7,9 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/routing"
 	"golang.org/x/sys/unix"
 )
@@ -151,13 +151,13 @@ type viewing struct {
 	inPlace bool
 	got     int
 	err     error
-	src     []backends.Stored
+	src     []pagefmt.Stored
 	pos     []int // where each page of a scattered run belongs
 }
 
 // decodeViewed decodes a chunk of stored pages while the store holds them
 // (see pagecache.Store.View).
-func (c *conn) decodeViewed(stored []backends.Stored) error {
+func (c *conn) decodeViewed(stored []pagefmt.Stored) error {
 	v, ps := &c.s.view, c.d.cfg.PageSize
 	src := v.src[:0]
 	for i := range stored {
@@ -205,7 +205,7 @@ func (c *conn) decodeViewed(stored []backends.Stored) error {
 // Corrupt) in res; the others close up behind it unless keepSlots, when
 // each stays at its slot (in place, or for the caller to move by res). It
 // adds the decoded pages to v.got.
-func (c *conn) decodeRun(src []backends.Stored, res []pagecache.Result, dst []byte, keepSlots bool) error {
+func (c *conn) decodeRun(src []pagefmt.Stored, res []pagecache.Result, dst []byte, keepSlots bool) error {
 	v, ps := &c.s.view, c.d.cfg.PageSize
 	dd := &c.s.dec
 	dd.PageSize, dd.Src, dd.Dst = ps, src, dst[:len(src)*ps]

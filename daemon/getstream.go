@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // A GET reply over streamAbove is streamed: the daemon holds a snapshot of
@@ -23,9 +23,9 @@ const (
 
 // snapshot is a streamed GET's copy of the stored pages it returns.
 type snapshot struct {
-	data  []byte            // compressed bytes, from d.bufs
-	used  int               // bytes of data taken
-	pages []backends.Stored // the found pages in key order, Data in data
+	data  []byte           // compressed bytes, from d.bufs
+	used  int              // bytes of data taken
+	pages []pagefmt.Stored // the found pages in key order, Data in data
 	res   []pagecache.Result
 }
 
@@ -108,7 +108,7 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 // sendPieces decodes pages per at a time and sends them, one piece
 // decoding while the last is written: two buffers go round between this
 // goroutine and a writer.
-func (c *conn) sendPieces(pages []backends.Stored, per int) bool {
+func (c *conn) sendPieces(pages []pagefmt.Stored, per int) bool {
 	ps := c.d.cfg.PageSize
 	free, full := make(chan []byte, 2), make(chan []byte, 2)
 	for range 2 {
@@ -155,7 +155,7 @@ func (c *conn) sendPieces(pages []backends.Stored, per int) bool {
 
 // snapshotViewed copies the found pages of a chunk out of the store while
 // it holds them (see pagecache.Store.View).
-func (c *conn) snapshotViewed(stored []backends.Stored) error {
+func (c *conn) snapshotViewed(stored []pagefmt.Stored) error {
 	sn := &c.s.snap
 	for i := range stored {
 		if sn.res[i] != pagecache.OK {

@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/routing"
 )
 
@@ -21,17 +21,17 @@ type scratch struct {
 	fdReq   ipc.PutFDRequest
 	keyReq  ipc.KeysRequest
 	res     []pagecache.Result
-	batch   backends.Batch
-	stored  []backends.Stored
+	batch   pagefmt.Batch
+	stored  []pagefmt.Stored
 	view    viewing
-	viewFn  func([]backends.Stored) error
+	viewFn  func([]pagefmt.Stored) error
 	snap    snapshot
-	snapFn  func([]backends.Stored) error
+	snapFn  func([]pagefmt.Stored) error
 	putting putting
 	putFn   routing.Deliver
-	dec     backends.Decompression
+	dec     pagefmt.Decompression
 	sorted  []uint64
-	codec   backends.Codec // the pool's, for the PUT being served
+	codec   pagefmt.Codec // the pool's, for the PUT being served
 }
 
 // handle runs one request and returns the response (from startResponse),
@@ -220,7 +220,7 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, error) {
 	out := c.d.bufs.GetOut()
 	defer c.d.bufs.PutOut(out)
 	batch := &c.s.batch
-	*batch = backends.Batch{PageSize: c.d.cfg.PageSize, Pages: pages, Codec: c.s.codec}
+	*batch = pagefmt.Batch{PageSize: c.d.cfg.PageSize, Pages: pages, Codec: c.s.codec}
 	res := c.results(len(keys))
 	c.s.putting = putting{pool: pool, keys: keys, res: res}
 	defer func() { batch.Pages, c.s.putting = nil, putting{} }()
@@ -256,12 +256,12 @@ type putting struct {
 }
 
 // storePart keeps pages [lo, lo+n) of the PUT in progress.
-func (c *conn) storePart(backend string, lo int, part *backends.Compressed) error {
+func (c *conn) storePart(backend string, lo int, part *pagefmt.Compressed) error {
 	p := &c.s.putting
 	n := len(part.Class)
 	b := c.s.batch.Part(lo, n)
 	err := c.d.store.Put(c.uid, p.pool, p.keys[lo:lo+n], &b, part, c.d.store.BackendID(backend), p.res[lo:lo+n])
-	if !backends.IsPlaceError(err) { // the engine's failure: the router redoes the batch
+	if !pagefmt.IsPlaceError(err) { // the engine's failure: the router redoes the batch
 		p.err = err
 	}
 	return err

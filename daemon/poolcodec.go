@@ -1,8 +1,8 @@
 package daemon
 
 import (
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // poolCodec sets the codec a pool's later writes are compressed with.
@@ -14,9 +14,9 @@ func (c *conn) poolCodec(body []byte) ([]byte, error) {
 	if !ipc.ValidPool(pool) {
 		return nil, badPool(pool)
 	}
-	var codec backends.Codec
+	var codec pagefmt.Codec
 	if name != "" {
-		codec, _ = backends.ParseCodec(name) // checked by DecodePoolCodec
+		codec, _ = pagefmt.ParseCodec(name) // checked by DecodePoolCodec
 	}
 	if err := c.d.store.SetPoolCodec(c.uid, pool, codec); err != nil {
 		return nil, storeErr(err, pool)
@@ -26,7 +26,7 @@ func (c *conn) poolCodec(body []byte) ([]byte, error) {
 }
 
 // codecName is a pool's codec as STATS shows it: "" for the daemon's.
-func codecName(c backends.Codec) string {
+func codecName(c pagefmt.Codec) string {
 	if c == 0 {
 		return ""
 	}

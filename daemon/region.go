@@ -7,9 +7,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/region"
 )
 
@@ -145,10 +145,10 @@ func (s *regionStore) Save(keys []uint64, pages []byte, size []int32) error {
 		size[i] = -1
 	}
 	res := make([]pagecache.Result, len(keys))
-	batch := &backends.Batch{PageSize: d.cfg.PageSize, Pages: pages}
+	batch := &pagefmt.Batch{PageSize: d.cfg.PageSize, Pages: pages}
 	out := d.bufs.GetOut()
 	defer d.bufs.PutOut(out)
-	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *backends.Compressed) error {
+	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *pagefmt.Compressed) error {
 		n := len(part.Class)
 		b := batch.Part(lo, n)
 		if err := d.store.Put(s.uid, s.pool, full[lo:lo+n], &b, part, d.store.BackendID(backend), res[lo:lo+n]); err != nil {
@@ -184,7 +184,7 @@ func (s *regionStore) Load(keys []uint64, dst []byte) error {
 	}
 	res := make([]pagecache.Result, len(keys))
 	var derr error
-	_, err := d.store.View(s.uid, s.pool, full, nil, res, func(stored []backends.Stored) error {
+	_, err := d.store.View(s.uid, s.pool, full, nil, res, func(stored []pagefmt.Stored) error {
 		for _, r := range res {
 			if r != pagecache.OK {
 				if r == pagecache.Corrupt {
@@ -193,7 +193,7 @@ func (s *regionStore) Load(keys []uint64, dst []byte) error {
 				return fmt.Errorf("%w: %v", errRegionPage, r)
 			}
 		}
-		dd := backends.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
+		dd := pagefmt.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
 		if derr = d.disp.Decompress(d.ctx, &dd); derr != nil {
 			return derr
 		}

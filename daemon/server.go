@@ -22,6 +22,7 @@ import (
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/latency"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/region"
 	"github.com/s4d-project/s4d/reqmem"
 	"github.com/s4d-project/s4d/routing"
@@ -41,7 +42,7 @@ type Daemon struct {
 	store *pagecache.Store
 	set   *backends.Set
 	disp  *routing.Router
-	codec backends.Codec
+	codec pagefmt.Codec
 	start time.Time
 	bufs  *reqmem.Pool
 	mem   *reqmem.Budget   // memory for requests and replies in flight
@@ -80,7 +81,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	codec, err := backends.ParseCodec(cfg.Codec)
+	codec, err := pagefmt.ParseCodec(cfg.Codec)
 	if err != nil {
 		return nil, err
 	}

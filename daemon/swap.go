@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/settings"
 	"github.com/s4d-project/s4d/ublk"
 )
@@ -59,7 +59,7 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string) (ipc.SwapDevice, err
 	s.next++
 	st := &swapStore{d: d, pool: swapPool(s.next)}
 	if codec != "" {
-		c, err := backends.ParseCodec(codec)
+		c, err := pagefmt.ParseCodec(codec)
 		if err != nil {
 			return ipc.SwapDevice{}, errorf(ipc.CodeMalformed, "%v", err)
 		}

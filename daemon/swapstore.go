@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // swapStore is a swap device's ublk.Store: its blocks are pages of a root
@@ -14,7 +14,7 @@ import (
 type swapStore struct {
 	d     *Daemon
 	pool  string
-	codec backends.Codec // the pool's; 0 the daemon's
+	codec pagefmt.Codec // the pool's; 0 the daemon's
 }
 
 // swapPool names device n's pool. The space keeps clients from naming
@@ -26,10 +26,10 @@ var errSwapStore = errors.New("swap pages not stored")
 func (s *swapStore) Put(keys []uint64, pages []byte) error {
 	d := s.d
 	res := make([]pagecache.Result, len(keys))
-	batch := &backends.Batch{PageSize: d.cfg.PageSize, Pages: pages, Codec: s.codec}
+	batch := &pagefmt.Batch{PageSize: d.cfg.PageSize, Pages: pages, Codec: s.codec}
 	out := d.bufs.GetOut()
 	defer d.bufs.PutOut(out)
-	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *backends.Compressed) error {
+	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *pagefmt.Compressed) error {
 		b := batch.Part(lo, len(part.Class))
 		return d.store.Put(0, s.pool, keys[lo:lo+len(part.Class)], &b, part, d.store.BackendID(backend), res[lo:lo+len(part.Class)])
 	})
@@ -54,14 +54,14 @@ func (s *swapStore) Put(keys []uint64, pages []byte) error {
 func (s *swapStore) Get(keys []uint64, dst []byte, missing []bool) error {
 	d := s.d
 	res := make([]pagecache.Result, len(keys))
-	_, err := d.store.View(0, s.pool, keys, nil, res, func(stored []backends.Stored) error {
+	_, err := d.store.View(0, s.pool, keys, nil, res, func(stored []pagefmt.Stored) error {
 		for i, r := range res {
 			switch r {
 			case pagecache.OK:
 			case pagecache.NotFound:
 				// Never written or discarded: decodes as zeros in place.
 				missing[i] = true
-				stored[i] = backends.Stored{Class: backends.ClassZero}
+				stored[i] = pagefmt.Stored{Class: pagefmt.ClassZero}
 			default:
 				if r == pagecache.Corrupt {
 					d.corrupt.Add(1)
@@ -69,7 +69,7 @@ func (s *swapStore) Get(keys []uint64, dst []byte, missing []bool) error {
 				return fmt.Errorf("swap block %d: %v", keys[i], r)
 			}
 		}
-		dd := backends.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
+		dd := pagefmt.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
 		if err := d.disp.Decompress(d.ctx, &dd); err != nil {
 			return err
 		}

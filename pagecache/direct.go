@@ -2,12 +2,13 @@ package pagecache
 
 import (
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 	"github.com/s4d-project/s4d/slab"
 )
 
 // Compressed pages written by the engine itself: a GPU engine offers each
-// part of a batch with a Placer (see backends.Placer), Put reserves the
+// part of a batch with a Placer (see pagefmt.Placer), Put reserves the
 // slots once the sizes are known, and the engine writes every object,
 // checksum first, straight into its slot. For that the slab memory is
 // registered with the engine's device (SetPinner); the store copies
@@ -29,7 +30,7 @@ func (s *Store) SetPinner(p backends.Pinner) {
 
 // place has the engine write the objects of a Put's part into the slots
 // reserved for them. If it fails, the slots go back, the pages are
-// reported Failed, and the error (a backends.PlaceError) tells the caller
+// reported Failed, and the error (a pagefmt.PlaceError) tells the caller
 // to redo the batch on another engine.
 func (s *Store) place(p *pool, sc *putScratch, keys []uint64, backend uint8) error {
 	c := sc.c
@@ -45,8 +46,8 @@ func (s *Store) place(p *pool, sc *putScratch, keys []uint64, backend uint8) err
 		}
 	}
 	s.mu.Unlock()
-	if !backends.IsPlaceError(err) {
-		err = &backends.PlaceError{Err: err}
+	if !pagefmt.IsPlaceError(err) {
+		err = &pagefmt.PlaceError{Err: err}
 	}
 	return err
 }

@@ -6,16 +6,16 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/slab"
 )
 
 // hostPlacer places a compressed batch's objects as an engine would,
 // from a Compressed held aside, and can be told to fail.
 type hostPlacer struct {
-	b    *backends.Batch
-	c    *backends.Compressed
+	b    *pagefmt.Batch
+	c    *pagefmt.Compressed
 	fail bool
 	seen int
 }
@@ -29,11 +29,11 @@ func (p *hostPlacer) Place(dst [][]byte) error {
 			continue
 		}
 		p.seen++
-		if len(d) != backends.ObjectHeader+int(p.c.Size[i]) {
+		if len(d) != pagefmt.ObjectHeader+int(p.c.Size[i]) {
 			return errors.New("slot of the wrong size")
 		}
 		binary.LittleEndian.PutUint32(d, p.c.Checksum(i, p.b))
-		copy(d[backends.ObjectHeader:], p.c.Bytes(i, p.b))
+		copy(d[pagefmt.ObjectHeader:], p.c.Bytes(i, p.b))
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ func TestPutPlaced(t *testing.T) {
 	p := &hostPlacer{b: b, c: c, fail: true}
 	c.Place = p
 	err := s.Put(1, "p", keys, b, c, 0, res)
-	if !backends.IsPlaceError(err) {
+	if !pagefmt.IsPlaceError(err) {
 		t.Fatalf("failing placer: %v, want a PlaceError", err)
 	}
 	if st := s.Stats(); st.Pages != 0 || st.ComprDataSize != 0 {
@@ -90,7 +90,7 @@ func TestPutPlaced(t *testing.T) {
 	// Emptied registered slabs are kept, not given back one by one, while
 	// their mapping holds a page in use...
 	held := 0 // a page that keeps arena memory
-	for c.Class[held] == backends.ClassZero {
+	for c.Class[held] == pagefmt.ClassZero {
 		held++
 	}
 	others := append(append([]uint64{}, keys[:held]...), keys[held+1:]...)

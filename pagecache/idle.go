@@ -1,7 +1,7 @@
 package pagecache
 
 import (
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 )
 
@@ -106,7 +106,7 @@ type PageRef struct {
 	UID   uint32 // the pool's owner
 	Key   uint64
 	Age   int // epochs since last read or written; MaxAge: at least that, or marked idle
-	Class backends.Class
+	Class pagefmt.Class
 	Size  int // stored bytes
 	p     *pool
 	e     pageindex.Entry // as found

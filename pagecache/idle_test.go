@@ -9,6 +9,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // ages returns the age of every key of pool, read without refreshing.
@@ -50,7 +51,7 @@ func TestIdleAges(t *testing.T) {
 	// Reads (Get, View) and writes make a page young; Inspect does not.
 	getAll(t, s, 1, "p", keysFrom(0, 10))
 	res := make([]Result, 10)
-	if _, err := s.View(1, "p", keysFrom(10, 10), nil, res, func([]backends.Stored) error { return nil }); err != nil {
+	if _, err := s.View(1, "p", keysFrom(10, 10), nil, res, func([]pagefmt.Stored) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	putPages(t, s, 1, "p", keysFrom(20, 10), pages[:10*ps])
@@ -160,14 +161,14 @@ func recompress(t *testing.T, s *Store, refs []PageRef, between func(), mayChang
 			t.Fatalf("ref %d (key %d) does not read back", i, refs[i].Key)
 		}
 	}
-	b := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecZstd, Threshold: ps * 3 / 4}
-	var c backends.Compressed
+	b := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: pagefmt.CodecZstd, Threshold: ps * 3 / 4}
+	var c pagefmt.Compressed
 	if err := cb.Compress(context.Background(), b, &c); err != nil {
 		t.Fatal(err)
 	}
 	keep := make([]bool, len(refs))
 	for i := range refs {
-		keep[i] = ok[i] && c.Class[i] == backends.ClassZstd && int(c.Size[i]) < refs[i].Size
+		keep[i] = ok[i] && c.Class[i] == pagefmt.ClassZstd && int(c.Size[i]) < refs[i].Size
 	}
 	if between != nil {
 		between()
@@ -215,10 +216,10 @@ func TestReplaceLosesToNewerWrites(t *testing.T) {
 	info, _ := s.Inspect(1, "p", keysFrom(0, n), false)
 	var sum uint64
 	for i, in := range info {
-		if i >= 16 && in.Class != backends.ClassZstd {
+		if i >= 16 && in.Class != pagefmt.ClassZstd {
 			t.Fatalf("key %d: class %v after recompression", i, in.Class)
 		}
-		if i < 8 && in.Class != backends.ClassLZ4 {
+		if i < 8 && in.Class != pagefmt.ClassLZ4 {
 			t.Fatalf("key %d: the newer write was replaced (%v)", i, in.Class)
 		}
 		sum += uint64(in.Size)

@@ -12,18 +12,19 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 	"github.com/s4d-project/s4d/slab"
 )
 
 // fill compresses pages with the cpu backend, as the daemon does.
-func fill(t testing.TB, pages []byte, ps int) (*backends.Batch, *backends.Compressed) {
+func fill(t testing.TB, pages []byte, ps int) (*pagefmt.Batch, *pagefmt.Compressed) {
 	cb, err := cpu.New(backends.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
-	var c backends.Compressed
+	b := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: ps * 3 / 4}
+	var c pagefmt.Compressed
 	if err := cb.Compress(context.Background(), b, &c); err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +82,11 @@ func TestPutGetReplaceDel(t *testing.T) {
 	var zero, same, huge uint64
 	for i := range c.Class {
 		switch c.Class[i] {
-		case backends.ClassZero:
+		case pagefmt.ClassZero:
 			zero++
-		case backends.ClassSame:
+		case pagefmt.ClassSame:
 			same++
-		case backends.ClassRaw:
+		case pagefmt.ClassRaw:
 			huge++
 		}
 	}
@@ -344,7 +345,7 @@ func TestBackendChecksums(t *testing.T) {
 	checksums(b, c, c.Sum, 0, 8)
 	bad := -1
 	for i := range c.Class {
-		if c.Class[i] != backends.ClassZero && bad < 0 {
+		if c.Class[i] != pagefmt.ClassZero && bad < 0 {
 			bad = i
 			c.Sum[i] ^= 1 // a backend's wrong checksum shows on the first read
 		}
@@ -375,8 +376,8 @@ func TestConcurrentPutCompactGet(t *testing.T) {
 	for _, stride := range []uint64{1, 700} { // one shard; keys over all shards
 		s := New(ps, 0)
 		versions := make([][]byte, 4)
-		batches := make([]*backends.Batch, 4)
-		comps := make([]*backends.Compressed, 4)
+		batches := make([]*pagefmt.Batch, 4)
+		comps := make([]*pagefmt.Compressed, 4)
 		for v := range versions {
 			versions[v] = corpus.Pages(corpus.Mixed, n, ps, uint64(v+10))
 			batches[v], comps[v] = fill(t, versions[v], ps)

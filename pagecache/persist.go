@@ -6,8 +6,8 @@ import (
 	"math/bits"
 	"sort"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backing"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 )
 
@@ -37,10 +37,10 @@ func (s *Store) AttachBacking(f *backing.File, idx *backing.Index, persist bool)
 		if s.pools[bp.Name] != nil {
 			return n, fmt.Errorf("backing file %s: index names pool %q twice", f.Path(), bp.Name)
 		}
-		if bp.Codec > uint8(backends.CodecZstd) {
+		if bp.Codec > uint8(pagefmt.CodecZstd) {
 			return n, fmt.Errorf("backing file %s: damaged index: pool %q has codec %d", f.Path(), bp.Name, bp.Codec)
 		}
-		p := &pool{name: bp.Name, uid: bp.UID, codec: backends.Codec(bp.Codec)}
+		p := &pool{name: bp.Name, uid: bp.UID, codec: pagefmt.Codec(bp.Codec)}
 		s.pools[p.name] = p
 		s.user(p.uid).pools++
 		w := p.ix.Walk(true)
@@ -72,12 +72,12 @@ func (s *Store) restored(e pageindex.Entry, ids []uint8) (pageindex.Entry, error
 	e = e.WithBackend(ids[e.Backend()])
 	cl, size := e.Class(), e.Size()
 	if !e.OnFile() {
-		if cl != backends.ClassZero || e.Handle() != 0 || size != 0 {
+		if cl != pagefmt.ClassZero || e.Handle() != 0 || size != 0 {
 			return 0, errors.New("a page in RAM recorded (only zero pages may be)")
 		}
 		return e, nil
 	}
-	if cl < backends.ClassSame || cl > backends.ClassRaw || size == 0 || size > s.pageSize || cl == backends.ClassSame && size != 8 {
+	if cl < pagefmt.ClassSame || cl > pagefmt.ClassRaw || size == 0 || size > s.pageSize || cl == pagefmt.ClassSame && size != 8 {
 		return 0, fmt.Errorf("class %d of %d bytes", cl, size)
 	}
 	if !s.cold.f.Restore(s.cold.off(e), e.ObjSize()) {
@@ -111,7 +111,7 @@ func (s *Store) checkpointLocked() error {
 	for _, p := range s.pools {
 		bp := backing.Pool{Name: p.name, UID: p.uid, Codec: uint8(p.codec)}
 		p.ix.EachLoaded(func(key uint64, e pageindex.Entry) bool {
-			if e.OnFile() || e.Class() == backends.ClassZero {
+			if e.OnFile() || e.Class() == pagefmt.ClassZero {
 				bp.Keys = append(bp.Keys, key)
 				bp.Words = append(bp.Words, uint64(e&^pageindex.IdleBits))
 			}
@@ -182,7 +182,7 @@ func (s *Store) compactFile() uint64 {
 		var sizes []int
 		var objs [][]byte
 		for i, v := range vs {
-			var st backends.Stored
+			var st pagefmt.Stored
 			if checkObject(rs[i].Data, rs[i].Err, &st) == OK { // a bad one stays, to be reported when read
 				ok = append(ok, v)
 				sizes = append(sizes, len(rs[i].Data))

@@ -3,7 +3,7 @@ package pagecache
 import (
 	"testing"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 func TestPoolCodec(t *testing.T) {
@@ -12,13 +12,13 @@ func TestPoolCodec(t *testing.T) {
 	if c, err := s.PoolCodec(1, "z"); c != 0 || err != nil {
 		t.Fatalf("a pool not made yet: %v %v", c, err)
 	}
-	if err := s.SetPoolCodec(1, "z", backends.CodecZstd); err != nil {
+	if err := s.SetPoolCodec(1, "z", pagefmt.CodecZstd); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := s.PoolCodec(1, "z"); c != backends.CodecZstd || err != nil {
+	if c, err := s.PoolCodec(1, "z"); c != pagefmt.CodecZstd || err != nil {
 		t.Fatalf("after setting zstd: %v %v", c, err)
 	}
-	if in, _ := s.PoolInfo(1, "z"); in.Codec != backends.CodecZstd || in.Pages != 0 {
+	if in, _ := s.PoolInfo(1, "z"); in.Codec != pagefmt.CodecZstd || in.Pages != 0 {
 		t.Fatalf("pool info %+v", in)
 	}
 	if _, err := s.PoolCodec(2, "z"); err != ErrPermission {
@@ -27,7 +27,7 @@ func TestPoolCodec(t *testing.T) {
 	if err := s.SetPoolCodec(2, "z", 0); err != ErrPermission {
 		t.Fatalf("another user setting: %v", err)
 	}
-	if err := s.SetPoolCodec(1, "second", backends.CodecLZ4); err != ErrPoolLimit {
+	if err := s.SetPoolCodec(1, "second", pagefmt.CodecLZ4); err != ErrPoolLimit {
 		t.Fatalf("over the pool limit: %v", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 )
 
@@ -17,7 +17,7 @@ import (
 // their checksums checked, on all cores for a large batch (one core copying
 // took as long as decompressing the batch on two); decompression runs
 // without the lock.
-func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out []backends.Stored, res []Result) ([]backends.Stored, []byte, error) {
+func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out []pagefmt.Stored, res []Result) ([]pagefmt.Stored, []byte, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, err := s.lookup(uid, name)
@@ -39,7 +39,7 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 			onFile++
 		}
 		// Park the entry in Fill until the bytes are copied.
-		out = append(out, backends.Stored{Class: e.Class(), Fill: uint64(e)})
+		out = append(out, pagefmt.Stored{Class: e.Class(), Fill: uint64(e)})
 	}
 	w.Done()
 	if cap(scratch) < need {
@@ -62,7 +62,7 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 
 // copyChecked copies the objects of out[lo:hi] into the places Get gave
 // them and checks their checksums. The caller holds the read lock.
-func (s *Store) copyChecked(out []backends.Stored, res []Result, lo, hi int) {
+func (s *Store) copyChecked(out []pagefmt.Stored, res []Result, lo, hi int) {
 	for i := lo; i < hi; i++ {
 		if res[i] == pendingRead {
 			continue // on the file: read after
@@ -75,12 +75,12 @@ func (s *Store) copyChecked(out []backends.Stored, res []Result, lo, hi int) {
 		obj := out[i].Data
 		copy(obj, s.arena.Bytes(e.Handle(), e.ObjSize()))
 		data := obj[checksumSize:]
-		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, pagefmt.Castagnoli) {
 			res[i], out[i].Data = Corrupt, nil
 			continue
 		}
 		out[i].Data = data
-		if out[i].Class == backends.ClassSame {
+		if out[i].Class == pagefmt.ClassSame {
 			out[i].Fill = binary.LittleEndian.Uint64(data)
 		}
 	}
@@ -91,20 +91,20 @@ func (s *Store) copyChecked(out []backends.Stored, res []Result, lo, hi int) {
 // they are valid only while fn runs, under the read lock, so fn decodes
 // them and keeps nothing. Nothing is copied, unlike Get; writers wait for
 // fn, so callers hand it batches of bounded size. res says what was found.
-func (s *Store) View(uid uint32, name string, keys []uint64, out []backends.Stored, res []Result, fn func([]backends.Stored) error) ([]backends.Stored, error) {
+func (s *Store) View(uid uint32, name string, keys []uint64, out []pagefmt.Stored, res []Result, fn func([]pagefmt.Stored) error) ([]pagefmt.Stored, error) {
 	return s.view(uid, name, keys, out, res, fn, true)
 }
 
 // ViewUnchecked is View that leaves each page's checksum to fn: a page in
-// RAM comes with Check set and its Sum (see backends.Stored), for an
+// RAM comes with Check set and its Sum (see pagefmt.Stored), for an
 // engine to check as it decodes, while the bytes are in its cache; Corrupt
 // is then never among res for those pages. Pages read back from the
 // backing file come checked.
-func (s *Store) ViewUnchecked(uid uint32, name string, keys []uint64, out []backends.Stored, res []Result, fn func([]backends.Stored) error) ([]backends.Stored, error) {
+func (s *Store) ViewUnchecked(uid uint32, name string, keys []uint64, out []pagefmt.Stored, res []Result, fn func([]pagefmt.Stored) error) ([]pagefmt.Stored, error) {
 	return s.view(uid, name, keys, out, res, fn, false)
 }
 
-func (s *Store) view(uid uint32, name string, keys []uint64, out []backends.Stored, res []Result, fn func([]backends.Stored) error, check bool) ([]backends.Stored, error) {
+func (s *Store) view(uid uint32, name string, keys []uint64, out []pagefmt.Stored, res []Result, fn func([]pagefmt.Stored) error, check bool) ([]pagefmt.Stored, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, err := s.lookup(uid, name)
@@ -112,7 +112,7 @@ func (s *Store) view(uid uint32, name string, keys []uint64, out []backends.Stor
 		return out, err
 	}
 	if cap(out) < len(keys) {
-		out = make([]backends.Stored, len(keys))
+		out = make([]pagefmt.Stored, len(keys))
 	}
 	out = out[:len(keys)]
 	find := func() {
@@ -147,12 +147,12 @@ func (s *Store) view(uid uint32, name string, keys []uint64, out []backends.Stor
 // findInPlace looks up keys[lo:hi] and points out[lo:hi] at their objects,
 // checksums checked, or, unless check, left to check. The caller holds the
 // read lock.
-func (s *Store) findInPlace(p *pool, keys []uint64, out []backends.Stored, res []Result, lo, hi int, check bool) {
+func (s *Store) findInPlace(p *pool, keys []uint64, out []pagefmt.Stored, res []Result, lo, hi int, check bool) {
 	w := p.ix.Walk(false)
 	defer w.Done()
 	for i := lo; i < hi; i++ {
 		e, ok := w.At(keys[i]).GetTouch(keys[i])
-		out[i] = backends.Stored{Class: e.Class()}
+		out[i] = pagefmt.Stored{Class: e.Class()}
 		res[i] = OK
 		if !ok {
 			res[i] = NotFound
@@ -170,12 +170,12 @@ func (s *Store) findInPlace(p *pool, keys []uint64, out []backends.Stored, res [
 		sum := binary.LittleEndian.Uint32(obj)
 		if !check {
 			out[i].Check, out[i].Sum = true, sum
-		} else if sum != crc32.Checksum(data, backends.Castagnoli) {
+		} else if sum != crc32.Checksum(data, pagefmt.Castagnoli) {
 			res[i] = Corrupt
 			continue
 		}
 		out[i].Data = data
-		if out[i].Class == backends.ClassSame {
+		if out[i].Class == pagefmt.ClassSame {
 			out[i].Fill = binary.LittleEndian.Uint64(data)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 	"github.com/s4d-project/s4d/slab"
 )
@@ -23,7 +23,7 @@ import (
 // scratch (grown as needed and returned), without refreshing their ages:
 // a background job is not a use. out[i] is valid where ok[i]; a page that
 // changed or went since it was found, or fails its checksum, is not.
-func (s *Store) ReadRefs(refs []PageRef, scratch []byte, out []backends.Stored, ok []bool) ([]backends.Stored, []byte) {
+func (s *Store) ReadRefs(refs []PageRef, scratch []byte, out []pagefmt.Stored, ok []bool) ([]pagefmt.Stored, []byte) {
 	out = out[:0]
 	need := 0
 	for _, r := range refs {
@@ -36,7 +36,7 @@ func (s *Store) ReadRefs(refs []PageRef, scratch []byte, out []backends.Stored, 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for i, r := range refs {
-		out = append(out, backends.Stored{Class: r.Class})
+		out = append(out, pagefmt.Stored{Class: r.Class})
 		ok[i] = false
 		e, found := r.p.ix.Get(r.Key)
 		// The shard's lock may go: the store's read lock keeps the
@@ -52,11 +52,11 @@ func (s *Store) ReadRefs(refs []PageRef, scratch []byte, out []backends.Stored, 
 		scratch = append(scratch, s.arena.Bytes(e.Handle(), e.ObjSize())...)
 		obj := scratch[off:]
 		data := obj[checksumSize:]
-		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, pagefmt.Castagnoli) {
 			continue
 		}
 		out[i].Data = data
-		if r.Class == backends.ClassSame {
+		if r.Class == pagefmt.ClassSame {
 			out[i].Fill = binary.LittleEndian.Uint64(data)
 		}
 		ok[i] = true
@@ -75,7 +75,7 @@ func sameBytes(a, b pageindex.Entry) bool { return a&^pageindex.AgeMask == b&^pa
 // bytes are dropped. A replaced page keeps its age. Kept pages that the
 // memory limit leaves no room for are dropped too, and left untried for
 // a later round.
-func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compressed, backend uint8, keep []bool) Replaced {
+func (s *Store) Replace(refs []PageRef, b *pagefmt.Batch, c *pagefmt.Compressed, backend uint8, keep []bool) Replaced {
 	var out Replaced
 	n := len(refs)
 	h := make([]slab.Handle, n)
@@ -98,7 +98,7 @@ func (s *Store) Replace(refs []PageRef, b *backends.Batch, c *backends.Compresse
 	for i := range refs {
 		if keep[i] {
 			data := c.Bytes(i, b)
-			binary.LittleEndian.PutUint32(buf[i], crc32.Checksum(data, backends.Castagnoli))
+			binary.LittleEndian.PutUint32(buf[i], crc32.Checksum(data, pagefmt.Castagnoli))
 			copy(buf[i][checksumSize:], data)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 	"github.com/s4d-project/s4d/slab"
 )
@@ -38,7 +38,7 @@ func (s *Store) object(e pageindex.Entry) ([]byte, bool) {
 	}
 	obj := s.arena.Bytes(e.Handle(), e.ObjSize())
 	data := obj[checksumSize:]
-	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, backends.Castagnoli)
+	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, pagefmt.Castagnoli)
 }
 
 // Errors for whole requests.
@@ -83,8 +83,8 @@ type pool struct {
 	name  string
 	uid   uint32
 	ix    pageindex.Shards
-	st    PoolStats      // guarded by Store.mu
-	codec backends.Codec // poolcodec.go
+	st    PoolStats     // guarded by Store.mu
+	codec pagefmt.Codec // poolcodec.go
 }
 
 // PoolStats counts one pool's pages.
@@ -221,7 +221,7 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // The lock is held only to reserve arena slots and, after the bytes are
 // copied into them without it, to publish the new entries: concurrent
 // batches copy in parallel, and readers never see a slot being filled.
-func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
+func (s *Store) Put(uid uint32, name string, keys []uint64, b *pagefmt.Batch, c *pagefmt.Compressed, backend uint8, res []Result) error {
 	n := len(keys)
 	if n > coldPart && s.cold != nil && s.arena.Limit() > 0 && c.Place == nil {
 		return s.putInParts(uid, name, keys, b, c, backend, res) // writeback.go
@@ -295,7 +295,7 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *backends.Batch, c
 // reserve checks each page of a Put against the quota and reserves its
 // arena slot, counting it; with retry, only pages refused for space
 // before. It returns the bytes refused for space. Under the store's lock.
-func (s *Store) reserve(p *pool, keys []uint64, c *backends.Compressed, backend uint8, sc *putScratch, res []Result, retry bool) (short uint64) {
+func (s *Store) reserve(p *pool, keys []uint64, c *pagefmt.Compressed, backend uint8, sc *putScratch, res []Result, retry bool) (short uint64) {
 	var err error
 	owner := s.user(p.uid)
 	w := p.ix.Walk(false)
@@ -311,7 +311,7 @@ func (s *Store) reserve(p *pool, keys []uint64, c *backends.Compressed, backend 
 				continue
 			}
 		}
-		if c.Class[i] != backends.ClassZero {
+		if c.Class[i] != pagefmt.ClassZero {
 			if sc.h[i], sc.buf[i], err = s.arena.Alloc(checksumSize + size); err != nil {
 				res[i] = NoSpace
 				short += uint64(checksumSize + size)
@@ -329,8 +329,8 @@ func (s *Store) reserve(p *pool, keys []uint64, c *backends.Compressed, backend 
 // putScratch holds a Put's batch, checksums and reserved slots between
 // its steps.
 type putScratch struct {
-	b    backends.Batch
-	c    *backends.Compressed
+	b    pagefmt.Batch
+	c    *pagefmt.Compressed
 	res  []Result
 	sums []uint32
 	own  []uint32 // sums' memory when Put computes them
@@ -353,7 +353,7 @@ func (sc *putScratch) size(n int) {
 // done returns the scratch, holding no arena memory nor the batch.
 func (sc *putScratch) done() {
 	clear(sc.buf)
-	sc.b, sc.c, sc.res, sc.sums = backends.Batch{}, nil, nil, nil
+	sc.b, sc.c, sc.res, sc.sums = pagefmt.Batch{}, nil, nil, nil
 	putScratchPool.Put(sc)
 }
 
@@ -371,9 +371,9 @@ func (sc *putScratch) fill(lo, hi int) {
 		}
 		binary.LittleEndian.PutUint32(buf, sc.sums[i])
 		switch c.Class[i] {
-		case backends.ClassSame:
+		case pagefmt.ClassSame:
 			binary.LittleEndian.PutUint64(buf[checksumSize:], c.Fill[i])
-		case backends.ClassRaw:
+		case pagefmt.ClassRaw:
 			copy(buf[checksumSize:], sc.b.Page(i))
 		default:
 			copy(buf[checksumSize:], c.Data[c.Off[i]:c.Off[i]+c.Size[i]])
@@ -382,7 +382,7 @@ func (sc *putScratch) fill(lo, hi int) {
 }
 
 // checksums fills sums[lo:hi] with the checksums of those pages' stored bytes.
-func checksums(b *backends.Batch, c *backends.Compressed, sums []uint32, lo, hi int) {
+func checksums(b *pagefmt.Batch, c *pagefmt.Compressed, sums []uint32, lo, hi int) {
 	for i := lo; i < hi; i++ {
 		sums[i] = c.Checksum(i, b)
 	}
@@ -404,11 +404,11 @@ func (s *Store) account(p *pool, e pageindex.Entry, sign int) {
 	p.st.StoredBytes += uint64(e.Size()) * d
 	s.compr += uint64(e.Size()) * d
 	switch e.Class() {
-	case backends.ClassZero:
+	case pagefmt.ClassZero:
 		p.st.Zero += d
-	case backends.ClassSame:
+	case pagefmt.ClassSame:
 		p.st.Same += d
-	case backends.ClassRaw:
+	case pagefmt.ClassRaw:
 		p.st.Huge += d
 	}
 }
@@ -437,7 +437,7 @@ func (s *Store) Del(uid uint32, name string, keys []uint64, res []Result) error 
 // PageInfo describes how one key is stored.
 type PageInfo struct {
 	Result  Result
-	Class   backends.Class
+	Class   pagefmt.Class
 	Size    int
 	Fill    uint64
 	Backend string
@@ -468,7 +468,7 @@ func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) (
 				out[i].Result = Corrupt
 				continue
 			}
-			if pi.Class == backends.ClassSame {
+			if pi.Class == pagefmt.ClassSame {
 				pi.Fill = binary.LittleEndian.Uint64(obj)
 			}
 			if withData {
@@ -510,7 +510,7 @@ type PoolInfo struct {
 	Name string
 	UID  uint32
 	PoolStats
-	Codec backends.Codec // the pool's own (poolcodec.go); 0: the daemon's
+	Codec pagefmt.Codec // the pool's own (poolcodec.go); 0: the daemon's
 }
 
 // Pools lists the pools uid may see (all for root), by name.

@@ -7,6 +7,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // BenchmarkView splits the CPU cost of a large GET on the store's side.
@@ -31,21 +32,21 @@ func BenchmarkView(b *testing.B) {
 	s := New(ps, 0)
 	keys := keysFrom(0, n)
 	res := make([]Result, n)
-	var direct []backends.Decompression
+	var direct []pagefmt.Decompression
 	for lo := 0; lo < n; lo += chunk {
 		batch, comp := fill(b, pages[lo*ps:(lo+chunk)*ps], ps)
 		if err := s.Put(1, "p", keys[lo:lo+chunk], batch, comp, 0, res[lo:lo+chunk]); err != nil {
 			b.Fatal(err)
 		}
-		d := backends.Decompression{PageSize: ps, Src: make([]backends.Stored, chunk)}
+		d := pagefmt.Decompression{PageSize: ps, Src: make([]pagefmt.Stored, chunk)}
 		for i := range chunk {
-			d.Src[i] = backends.Stored{Class: comp.Class[i], Fill: comp.Fill[i], Data: comp.Bytes(i, batch)}
+			d.Src[i] = pagefmt.Stored{Class: comp.Class[i], Fill: comp.Fill[i], Data: comp.Bytes(i, batch)}
 		}
 		direct = append(direct, d)
 	}
 	dst := make([]byte, chunk*ps)
-	decode := func(st []backends.Stored) error {
-		d := backends.Decompression{PageSize: ps, Src: st, Dst: dst}
+	decode := func(st []pagefmt.Stored) error {
+		d := pagefmt.Decompression{PageSize: ps, Src: st, Dst: dst}
 		if err := be.Decompress(context.Background(), &d); err != nil {
 			return err
 		}
@@ -56,7 +57,7 @@ func BenchmarkView(b *testing.B) {
 		}
 		return nil
 	}
-	var out []backends.Stored
+	var out []pagefmt.Stored
 	cases := []struct {
 		name string
 		run  func(lo int) error
@@ -71,7 +72,7 @@ func BenchmarkView(b *testing.B) {
 			return err
 		}},
 		{"view-only", func(lo int) (err error) {
-			out, err = s.View(1, "p", keys[lo:lo+chunk], out, res[lo:lo+chunk], func([]backends.Stored) error { return nil })
+			out, err = s.View(1, "p", keys[lo:lo+chunk], out, res[lo:lo+chunk], func([]pagefmt.Stored) error { return nil })
 			return err
 		}},
 		{"unchecked", func(lo int) error {
@@ -81,10 +82,10 @@ func BenchmarkView(b *testing.B) {
 			w := s.pools["p"].ix.Walk(false)
 			for _, key := range keys[lo : lo+chunk] {
 				e, _ := w.At(key).Get(key)
-				st := backends.Stored{Class: e.Class()}
+				st := pagefmt.Stored{Class: e.Class()}
 				if e.HasObject() {
 					st.Data = s.arena.Bytes(e.Handle(), e.ObjSize())[checksumSize:]
-					if st.Class == backends.ClassSame {
+					if st.Class == pagefmt.ClassSame {
 						st.Fill = uint64(st.Data[0]) // the value does not matter here
 					}
 				}

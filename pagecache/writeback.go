@@ -8,8 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backing"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 )
 
@@ -98,7 +98,7 @@ func ParseMode(s string) (Mode, error) {
 func (m Mode) takes(e pageindex.Entry, minAge int) bool {
 	switch m {
 	case Huge:
-		return e.Class() == backends.ClassRaw
+		return e.Class() == pagefmt.ClassRaw
 	case Idle:
 		return e.Age() >= minAge
 	}
@@ -126,7 +126,7 @@ func (s *Store) eachEntry(fn func(p *pool, key uint64, e pageindex.Entry) bool) 
 // roomFor is Put's way past the memory limit: pages refused for space
 // (short bytes of them) are retried after writing back enough cold pages
 // to make room. Called and returning with the store's lock held.
-func (s *Store) roomFor(p *pool, keys []uint64, c *backends.Compressed, backend uint8, sc *putScratch, res []Result, short uint64) {
+func (s *Store) roomFor(p *pool, keys []uint64, c *pagefmt.Compressed, backend uint8, sc *putScratch, res []Result, short uint64) {
 	for try := 0; short > 0 && try < 3; try++ {
 		s.mu.Unlock()
 		err := s.makeRoom(short)
@@ -145,11 +145,11 @@ func (s *Store) roomFor(p *pool, keys []uint64, c *backends.Compressed, backend 
 // itself (direct.go) goes whole: its placing is one call.)
 const coldPart = 256
 
-func (s *Store) putInParts(uid uint32, name string, keys []uint64, b *backends.Batch, c *backends.Compressed, backend uint8, res []Result) error {
+func (s *Store) putInParts(uid uint32, name string, keys []uint64, b *pagefmt.Batch, c *pagefmt.Compressed, backend uint8, res []Result) error {
 	for lo := 0; lo < len(keys); lo += coldPart {
 		hi := min(lo+coldPart, len(keys))
 		pb := b.Part(lo, hi-lo)
-		pc := backends.Compressed{Class: c.Class[lo:hi], Fill: c.Fill[lo:hi], Off: c.Off[lo:hi], Size: c.Size[lo:hi], Data: c.Data}
+		pc := pagefmt.Compressed{Class: c.Class[lo:hi], Fill: c.Fill[lo:hi], Off: c.Off[lo:hi], Size: c.Size[lo:hi], Data: c.Data}
 		if len(c.Sum) == len(keys) {
 			pc.Sum = c.Sum[lo:hi]
 		}
@@ -362,7 +362,7 @@ func (s *Store) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err
 // relook finds the keys anew (pages in RAM may have moved); a page whose
 // entry is the one read takes the bytes, and one that changed stays
 // pending, for readBack under the lock.
-func (s *Store) readOutside(out []backends.Stored, res []Result, relook func() error) error {
+func (s *Store) readOutside(out []pagefmt.Stored, res []Result, relook func() error) error {
 	c := s.cold
 	var idx []int
 	var ent []pageindex.Entry
@@ -400,7 +400,7 @@ func (s *Store) readOutside(out []backends.Stored, res []Result, relook func() e
 // readBack reads the pages found on the file (res pendingRead, their
 // entry in out[i].Fill), all in one batch, and checks their checksums.
 // The caller holds the store's read lock.
-func (s *Store) readBack(out []backends.Stored, res []Result) {
+func (s *Store) readBack(out []pagefmt.Stored, res []Result) {
 	c := s.cold
 	var idx []int
 	var rs []backing.Read
@@ -425,16 +425,16 @@ func (s *Store) readBack(out []backends.Stored, res []Result) {
 }
 
 // checkObject checks an object read from the file and points st at it.
-func checkObject(obj []byte, err error, st *backends.Stored) Result {
+func checkObject(obj []byte, err error, st *pagefmt.Stored) Result {
 	if err != nil {
 		return Failed
 	}
 	data := obj[checksumSize:len(obj):len(obj)]
-	if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, backends.Castagnoli) {
+	if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, pagefmt.Castagnoli) {
 		return Corrupt
 	}
 	st.Data = data
-	if st.Class == backends.ClassSame {
+	if st.Class == pagefmt.ClassSame {
 		st.Fill = binary.LittleEndian.Uint64(data)
 	}
 	return OK
@@ -444,7 +444,7 @@ func checkObject(obj []byte, err error, st *backends.Stored) Result {
 func (s *Store) fileObject(e pageindex.Entry) ([]byte, bool) {
 	rs := []backing.Read{{Off: s.cold.off(e), Len: e.ObjSize()}}
 	s.cold.f.ReadBatch(rs)
-	var st backends.Stored
+	var st pagefmt.Stored
 	if checkObject(rs[0].Data, rs[0].Err, &st) != OK {
 		return nil, false
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/backing"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 	"github.com/s4d-project/s4d/slab"
 )
@@ -69,7 +70,7 @@ func viewAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64) ([]
 	cb, _ := cpu.New(backends.Options{})
 	out := make([]byte, len(keys)*ps)
 	res := make([]Result, len(keys))
-	_, err := s.View(uid, pool, keys, nil, res, func(st []backends.Stored) error {
+	_, err := s.View(uid, pool, keys, nil, res, func(st []pagefmt.Stored) error {
 		for i := range st {
 			if res[i] == OK && !cb.DecodePage(st[i], out[i*ps:(i+1)*ps]) {
 				t.Errorf("key %d does not decode", keys[i])
@@ -142,7 +143,7 @@ func TestWritebackUnderPressure(t *testing.T) {
 	// Inspect reads a page on the file too.
 	infos, _ := s.Inspect(3, "p", keysFrom(n/2, n/2), true)
 	for _, in := range infos {
-		if in.Result != OK || in.Class != backends.ClassZero && len(in.Data) != in.Size {
+		if in.Result != OK || in.Class != pagefmt.ClassZero && len(in.Data) != in.Size {
 			t.Fatalf("inspect: %+v", in)
 		}
 	}
@@ -237,7 +238,7 @@ func TestPersistRestore(t *testing.T) {
 	copy(pages[10*ps:11*ps], make([]byte, ps)) // a zero page
 	putOK(t, s, 42, "mine", keysFrom(100, 500), pages)
 	putOK(t, s, 0, "root", keysFrom(0, 20), pages[:20*ps])
-	if err := s.SetPoolCodec(42, "mine", backends.CodecZstd); err != nil {
+	if err := s.SetPoolCodec(42, "mine", pagefmt.CodecZstd); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.PersistAll(); err != nil {
@@ -256,7 +257,7 @@ func TestPersistRestore(t *testing.T) {
 	if _, err := s2.PoolInfo(7, "mine"); err != ErrPermission {
 		t.Fatalf("owner not restored: %v", err)
 	}
-	if c, _ := s2.PoolCodec(42, "mine"); c != backends.CodecZstd {
+	if c, _ := s2.PoolCodec(42, "mine"); c != pagefmt.CodecZstd {
 		t.Fatalf("pool codec not restored: %v", c)
 	}
 	if a, b := s.Stats(), s2.Stats(); a.Pages != b.Pages || a.ComprDataSize != b.ComprDataSize || a.ZeroPages != b.ZeroPages {

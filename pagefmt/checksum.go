@@ -1,4 +1,4 @@
-package backends
+package pagefmt
 
 import "hash/crc32"
 
@@ -40,7 +40,7 @@ func (s *Stored) SumOK() bool {
 // sums.
 func (d *Decompression) CorruptFlags() {
 	if n := len(d.Src); len(d.Corrupt) < n {
-		d.Corrupt = resize(d.Corrupt, n)
+		d.Corrupt = Resize(d.Corrupt, n)
 		clear(d.Corrupt)
 	}
 }

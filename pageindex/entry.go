@@ -5,7 +5,7 @@
 package pageindex
 
 import (
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/slab"
 )
 
@@ -29,13 +29,13 @@ type Entry uint64
 const ChecksumSize = 4
 
 // MakeEntry packs a fresh entry, of age 0.
-func MakeEntry(h slab.Handle, size int, c backends.Class, backend uint8) Entry {
+func MakeEntry(h slab.Handle, size int, c pagefmt.Class, backend uint8) Entry {
 	return Entry(uint64(h) | uint64(size)<<32 | uint64(c&7)<<49 | uint64(backend&15)<<52)
 }
 
 func (e Entry) Handle() slab.Handle            { return slab.Handle(uint32(e)) }
 func (e Entry) Size() int                      { return int(e>>32) & (1<<17 - 1) }
-func (e Entry) Class() backends.Class          { return backends.Class(e>>49) & 7 }
+func (e Entry) Class() pagefmt.Class           { return pagefmt.Class(e>>49) & 7 }
 func (e Entry) Backend() uint8                 { return uint8(e>>52) & 15 }
 func (e Entry) WithHandle(h slab.Handle) Entry { return e&^0xFFFFFFFF | Entry(h) }
 func (e Entry) WithBackend(b uint8) Entry      { return e&^(15<<52) | Entry(b&15)<<52 }
@@ -45,7 +45,7 @@ func (e Entry) ObjSize() int { return ChecksumSize + e.Size() }
 
 // HasObject says whether the page holds arena memory (not a zero page,
 // not on the backing file).
-func (e Entry) HasObject() bool { return e.Class() != backends.ClassZero && e>>63 == 0 }
+func (e Entry) HasObject() bool { return e.Class() != pagefmt.ClassZero && e>>63 == 0 }
 
 // Ages: the epochs since the page was last read or written, saturating at
 // MaxAge (see Slot and Index.GetTouch).

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 func TestIndexAgainstMap(t *testing.T) {
@@ -54,7 +54,7 @@ func TestIndexAgainstMap(t *testing.T) {
 }
 
 func TestEntryPacking(t *testing.T) {
-	for _, c := range []backends.Class{backends.ClassZero, backends.ClassSame, backends.ClassLZ4, backends.ClassZstd, backends.ClassRaw} {
+	for _, c := range []pagefmt.Class{pagefmt.ClassZero, pagefmt.ClassSame, pagefmt.ClassLZ4, pagefmt.ClassZstd, pagefmt.ClassRaw} {
 		e := MakeEntry(0xFFFFFFFF, 65536, c, 15)
 		if e.Handle() != 0xFFFFFFFF || e.Size() != 65536 || e.Class() != c || e.Backend() != 15 || e == 0 {
 			t.Fatalf("%v: %x unpacks to %x %d %v %d", c, uint64(e), e.Handle(), e.Size(), e.Class(), e.Backend())

@@ -9,9 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/s4d-project/s4d/pagefmt"
 	"golang.org/x/sys/unix"
-
-	"github.com/s4d-project/s4d/backends"
 )
 
 // spares keeps a few values of one kind for reuse. Unlike a sync.Pool it
@@ -91,7 +90,7 @@ func bufClass(n int) (int, int) {
 // back to the kernel at once instead of waiting for a collection.
 type Pool struct {
 	bytes   [bufClasses + 1]spares[[]byte]
-	outs    spares[*backends.Compressed]
+	outs    spares[*pagefmt.Compressed]
 	kept    atomic.Int64 // bytes of mapped buffers kept as spares
 	keepMax int64
 }
@@ -151,15 +150,15 @@ func unmap(b []byte) int {
 }
 
 // GetOut returns a compression output kept for reuse.
-func (p *Pool) GetOut() *backends.Compressed {
+func (p *Pool) GetOut() *pagefmt.Compressed {
 	if c, ok := p.outs.get(); ok {
 		return c
 	}
-	return new(backends.Compressed)
+	return new(pagefmt.Compressed)
 }
 
 // PutOut gives back an output from GetOut.
-func (p *Pool) PutOut(c *backends.Compressed) { p.outs.put(c) }
+func (p *Pool) PutOut(c *pagefmt.Compressed) { p.outs.put(c) }
 
 // Sweep drops what was not used since the last sweep and returns about
 // how many bytes of the Go heap that let go, and how many mapped bytes it
@@ -170,5 +169,5 @@ func (p *Pool) Sweep() (heap, unmapped int) {
 		p.kept.Add(-int64(n))
 		unmapped += n
 	}
-	return p.outs.sweep(func(c *backends.Compressed) int { return cap(c.Data) }), unmapped
+	return p.outs.sweep(func(c *pagefmt.Compressed) int { return cap(c.Data) }), unmapped
 }

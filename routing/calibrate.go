@@ -9,6 +9,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // DecodeChunk is how many pages a large GET decodes at a time, under one
@@ -51,23 +52,23 @@ var CalibrationBudget = 1500 * time.Millisecond
 // ranked separately; decompression is timed as the daemon runs it (see
 // decodeRig): several chunks at once, from and into registered memory
 // where the engine registers memory.
-func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, codec backends.Codec, sizes []int) (*Calibration, error) {
-	return calibrate(ctx, usable, backends.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4}, sizes)
+func Calibrate(ctx context.Context, usable []backends.Backend, pageSize int, codec pagefmt.Codec, sizes []int) (*Calibration, error) {
+	return calibrate(ctx, usable, pagefmt.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4}, sizes)
 }
 
 // calibrate times batches made like proto (its pages aside).
-func calibrate(ctx context.Context, usable []backends.Backend, proto backends.Batch, sizes []int) (*Calibration, error) {
+func calibrate(ctx context.Context, usable []backends.Backend, proto pagefmt.Batch, sizes []int) (*Calibration, error) {
 	pageSize := proto.PageSize
 	// The pages are made as the sizes need them: making 64 MiB that a slow
 	// engine never gets to would cost more than its budget.
 	var pages []byte
 	c := &Calibration{Sizes: sizes, Rate: map[string][]float64{}, DecRate: map[string][]float64{}, Measured: map[string]int{}}
-	var out backends.Compressed
+	var out pagefmt.Compressed
 	// A backend that does not take this codec is not timed, nor ranked:
 	// the router passes its batches over anyway.
 	usable = taking(usable, pageSize, proto.Codec)
 	for _, be := range usable {
-		b := &backends.Batch{}
+		b := &pagefmt.Batch{}
 		*b = proto
 		rates := make([]float64, len(sizes))
 		drates := make([]float64, len(sizes))

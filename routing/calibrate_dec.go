@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // DecodeParallel is how many batches of up to DecodeChunk pages are timed
@@ -66,13 +67,13 @@ func (r *decodeRig) free() {
 
 // rate times decoding the n pages of b compressed in out, DecodeParallel
 // batches at once up to DecodeChunk pages, and returns GB/s of pages.
-func (r *decodeRig) rate(ctx context.Context, be backends.Backend, b *backends.Batch, out *backends.Compressed, n, pageSize int, deadline time.Time) (float64, error) {
-	src := make([]backends.Stored, n)
+func (r *decodeRig) rate(ctx context.Context, be backends.Backend, b *pagefmt.Batch, out *pagefmt.Compressed, n, pageSize int, deadline time.Time) (float64, error) {
+	src := make([]pagefmt.Stored, n)
 	off := 0
 	for j := range n {
 		data := out.Bytes(j, b)
 		at := off + 4
-		src[j] = backends.Stored{Class: out.Class[j], Fill: out.Fill[j], Data: r.blocks[at : at+len(data) : at+len(data)]}
+		src[j] = pagefmt.Stored{Class: out.Class[j], Fill: out.Fill[j], Data: r.blocks[at : at+len(data) : at+len(data)]}
 		copy(src[j].Data, data)
 		off = (at + len(data) + 15) &^ 15
 	}
@@ -80,9 +81,9 @@ func (r *decodeRig) rate(ctx context.Context, be backends.Backend, b *backends.B
 	if n <= DecodeChunk {
 		par = DecodeParallel
 	}
-	ds := make([]backends.Decompression, par)
+	ds := make([]pagefmt.Decompression, par)
 	for k := range ds {
-		ds[k] = backends.Decompression{PageSize: pageSize, Src: src, Dst: r.dst[k*n*pageSize : (k+1)*n*pageSize]}
+		ds[k] = pagefmt.Decompression{PageSize: pageSize, Src: src, Dst: r.dst[k*n*pageSize : (k+1)*n*pageSize]}
 	}
 	t, err := fastest(ctx, func() error {
 		if par == 1 {

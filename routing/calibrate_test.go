@@ -7,6 +7,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // slowBackend is the cpu backend throttled to rate bytes/s, as a slow
@@ -18,12 +19,12 @@ type slowBackend struct {
 
 func (s slowBackend) Name() string { return "slow" }
 
-func (s slowBackend) Compress(ctx context.Context, b *backends.Batch, out *backends.Compressed) error {
+func (s slowBackend) Compress(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed) error {
 	time.Sleep(time.Duration(float64(len(b.Pages)) / s.rate * 1e9))
 	return s.Backend.Compress(ctx, b, out)
 }
 
-func (s slowBackend) Decompress(ctx context.Context, d *backends.Decompression) error {
+func (s slowBackend) Decompress(ctx context.Context, d *pagefmt.Decompression) error {
 	time.Sleep(time.Duration(float64(len(d.Dst)) / s.rate * 1e9))
 	return s.Backend.Decompress(ctx, d)
 }
@@ -38,7 +39,7 @@ func TestCalibrationBudget(t *testing.T) {
 	defer c.Close()
 	slow := slowBackend{c, 20e6} // 20 MB/s: 64 MiB would take 3 s a run
 	start := time.Now()
-	cal, err := Calibrate(context.Background(), []backends.Backend{slow}, 4096, backends.CodecLZ4, CalibrationSizes)
+	cal, err := Calibrate(context.Background(), []backends.Backend{slow}, 4096, pagefmt.CodecLZ4, CalibrationSizes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 var closeOnce sync.Once // registers bulky2 once however often the test runs
@@ -25,7 +26,7 @@ func TestCloseJoinsCoalescer(t *testing.T) {
 	})
 	set := backends.Open(backends.Options{PageSize: 4096}, "bulky2", "cpu")
 	defer set.Close()
-	d := New(set, Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
+	d := New(set, Options{Prefer: "auto", Codec: pagefmt.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	cal := &Calibration{Sizes: []int{1, 16, 256}, Order: [][]string{{"cpu", "bulky2"}, {"cpu", "bulky2"}, {"bulky2", "cpu"}}}
 	d.SetCalibration(cal, 50*time.Millisecond)
 	d.small.mu.Lock()
@@ -39,8 +40,8 @@ func TestCloseJoinsCoalescer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var out backends.Compressed
-			_, errs[g] = d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages[g*4*4096 : (g+1)*4*4096]}, &out, nil)
+			var out pagefmt.Compressed
+			_, errs[g] = d.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages[g*4*4096 : (g+1)*4*4096]}, &out, nil)
 		}()
 	}
 	time.Sleep(10 * time.Millisecond) // some batches are waiting for company
@@ -58,8 +59,8 @@ func TestCloseJoinsCoalescer(t *testing.T) {
 		}
 	}
 	// After Close: no coalescer to hand to, the batch goes alone.
-	var out backends.Compressed
-	if name, err := d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages[:4*4096]}, &out, nil); err != nil || name != "cpu" {
+	var out pagefmt.Compressed
+	if name, err := d.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages[:4*4096]}, &out, nil); err != nil || name != "cpu" {
 		t.Fatalf("after Close: %s %v", name, err)
 	}
 	d.SetCalibration(cal, 50*time.Millisecond) // starts no coalescer again
@@ -75,7 +76,7 @@ func TestCalibrateStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	t0 := time.Now()
-	_, err := Calibrate(ctx, set.Usable(), 4096, backends.CodecLZ4, CalibrationSizes)
+	_, err := Calibrate(ctx, set.Usable(), 4096, pagefmt.CodecLZ4, CalibrationSizes)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("calibration under an ended context: %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // meter estimates a rate of pages per second over 100 ms windows.
@@ -32,7 +32,7 @@ func (m *meter) add(n int) float64 {
 // A waiter is one small batch waiting to travel with others.
 type waiter struct {
 	pages []byte
-	out   *backends.Compressed
+	out   *pagefmt.Compressed
 	done  chan merged
 }
 
@@ -43,7 +43,7 @@ type merged struct {
 
 // merge hands a small batch to the coalescer and waits for its share of
 // the merged result.
-func (d *Router) merge(ctx context.Context, pages []byte, out *backends.Compressed) (string, error) {
+func (d *Router) merge(ctx context.Context, pages []byte, out *pagefmt.Compressed) (string, error) {
 	w := &waiter{pages: pages, out: out, done: make(chan merged, 1)}
 	queued := false
 	d.qmu.RLock()
@@ -57,7 +57,7 @@ func (d *Router) merge(ctx context.Context, pages []byte, out *backends.Compress
 	d.qmu.RUnlock()
 	if !queued {
 		// The coalescer is saturated or closed: go alone rather than wait.
-		return d.compressBatch(ctx, &backends.Batch{PageSize: d.pageSize, Pages: pages}, out, nil)
+		return d.compressBatch(ctx, &pagefmt.Batch{PageSize: d.pageSize, Pages: pages}, out, nil)
 	}
 	r := <-w.done
 	return r.backend, r.err
@@ -114,8 +114,8 @@ func (d *Router) runGroup(group []*waiter, n int) {
 	for _, w := range group {
 		pages = append(pages, w.pages...)
 	}
-	var all backends.Compressed
-	name, err := d.compressBatch(context.Background(), &backends.Batch{PageSize: d.pageSize, Pages: pages}, &all, nil)
+	var all pagefmt.Compressed
+	name, err := d.compressBatch(context.Background(), &pagefmt.Batch{PageSize: d.pageSize, Pages: pages}, &all, nil)
 	at := 0
 	for _, w := range group {
 		k := len(w.pages) / d.pageSize
@@ -131,7 +131,7 @@ func (d *Router) runGroup(group []*waiter, n int) {
 			}
 			o.Data = o.Data[:0]
 			for j := range k {
-				if c := o.Class[j]; c == backends.ClassLZ4 || c == backends.ClassZstd {
+				if c := o.Class[j]; c == pagefmt.ClassLZ4 || c == pagefmt.ClassZstd {
 					off := all.Off[at+j]
 					o.Off[j] = uint32(len(o.Data))
 					o.Data = append(o.Data, all.Data[off:off+o.Size[j]]...)

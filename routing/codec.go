@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // Background work may compress with a codec of its own (recompression:
@@ -15,23 +16,23 @@ import (
 
 // CalibrateAs times usable backends on batches of codec (Strong as asked)
 // at each size, as Calibrate does for the foreground's codec.
-func CalibrateAs(ctx context.Context, usable []backends.Backend, pageSize int, codec backends.Codec, strong bool, sizes []int) (*Calibration, error) {
-	return calibrate(ctx, usable, backends.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4, Strong: strong}, sizes)
+func CalibrateAs(ctx context.Context, usable []backends.Backend, pageSize int, codec pagefmt.Codec, strong bool, sizes []int) (*Calibration, error) {
+	return calibrate(ctx, usable, pagefmt.Batch{PageSize: pageSize, Codec: codec, Threshold: pageSize * 3 / 4, Strong: strong}, sizes)
 }
 
 // SetCodecCalibration makes Compress rank batches of codec, and strong
 // ones, by c.
-func (d *Router) SetCodecCalibration(codec backends.Codec, c *Calibration) {
+func (d *Router) SetCodecCalibration(codec pagefmt.Codec, c *Calibration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.codecCal == nil {
-		d.codecCal = map[backends.Codec]*Calibration{}
+		d.codecCal = map[pagefmt.Codec]*Calibration{}
 	}
 	d.codecCal[codec] = c
 }
 
 // CodecCalibration is what SetCodecCalibration was given for codec, or nil.
-func (d *Router) CodecCalibration(codec backends.Codec) *Calibration {
+func (d *Router) CodecCalibration(codec pagefmt.Codec) *Calibration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.codecCal[codec]
@@ -40,7 +41,7 @@ func (d *Router) CodecCalibration(codec backends.Codec) *Calibration {
 // chainAs ranks the backends for a batch of codec of n pages: by codec's
 // own calibration where there is one; without, a codec other than the
 // foreground's goes to the backends in their order of preference.
-func (d *Router) chainAs(codec backends.Codec, n int) []backends.Backend {
+func (d *Router) chainAs(codec pagefmt.Codec, n int) []backends.Backend {
 	usable := d.set.Usable()
 	cal := d.CodecCalibration(codec)
 	switch {

@@ -11,6 +11,7 @@ import (
 	"github.com/s4d-project/s4d/backends/backendtest"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 func init() { backendtest.RegisterParted() }
@@ -25,28 +26,28 @@ func TestPartedConformance(t *testing.T) {
 func TestCompressToParts(t *testing.T) {
 	set := backends.Open(backends.Options{PageSize: 4096}, "parted", "cpu")
 	defer set.Close()
-	d := New(set, Options{Prefer: "parted", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
+	d := New(set, Options{Prefer: "parted", Codec: pagefmt.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	const n = 100
 	pages := corpus.Pages(corpus.Mixed, n, 4096, 1)
 	ref, _ := cpu.New(backends.Options{})
-	check := func(name string, got map[int][]byte, classes map[int]backends.Class, fills map[int]uint64) {
+	check := func(name string, got map[int][]byte, classes map[int]pagefmt.Class, fills map[int]uint64) {
 		t.Helper()
 		page := make([]byte, 4096)
 		for i := range n {
-			s := backends.Stored{Class: classes[i], Fill: fills[i], Data: got[i]}
+			s := pagefmt.Stored{Class: classes[i], Fill: fills[i], Data: got[i]}
 			if !ref.DecodePage(s, page) || !bytes.Equal(page, pages[i*4096:(i+1)*4096]) {
 				t.Fatalf("%s: page %d not delivered right", name, i)
 			}
 		}
 	}
-	run := func(fail int64, stop error) (string, error, map[int][]byte, map[int]backends.Class, map[int]uint64, []string) {
+	run := func(fail int64, stop error) (string, error, map[int][]byte, map[int]pagefmt.Class, map[int]uint64, []string) {
 		backendtest.TheParted.FailAfter.Store(fail)
 		defer backendtest.TheParted.FailAfter.Store(0)
-		got, classes, fills := map[int][]byte{}, map[int]backends.Class{}, map[int]uint64{}
+		got, classes, fills := map[int][]byte{}, map[int]pagefmt.Class{}, map[int]uint64{}
 		var from []string
-		b := &backends.Batch{PageSize: 4096, Pages: pages}
-		var out backends.Compressed
-		name, err := d.Compress(context.Background(), b, &out, func(backend string, lo int, part *backends.Compressed) error {
+		b := &pagefmt.Batch{PageSize: 4096, Pages: pages}
+		var out pagefmt.Compressed
+		name, err := d.Compress(context.Background(), b, &out, func(backend string, lo int, part *pagefmt.Compressed) error {
 			from = append(from, backend)
 			if stop != nil && len(from) == 2 {
 				return stop

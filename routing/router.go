@@ -19,13 +19,14 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // Router routes batches: Compress and Decompress are its two entries.
 type Router struct {
 	set       *backends.Set
 	log       *slog.Logger
-	codec     backends.Codec
+	codec     pagefmt.Codec
 	pageSize  int
 	threshold int
 	cal       atomic.Pointer[Calibration]
@@ -43,12 +44,12 @@ type Router struct {
 	mu       sync.Mutex
 	prefer   string // "auto" or a backend name
 	ctr      map[ctrKey]*counters
-	codecCal map[backends.Codec]*Calibration // codec.go
+	codecCal map[pagefmt.Codec]*Calibration // codec.go
 }
 
 type ctrKey struct {
 	backend string
-	codec   backends.Codec
+	codec   pagefmt.Codec
 	dir     string
 }
 
@@ -59,7 +60,7 @@ type counters struct {
 // Options configure a Router.
 type Options struct {
 	Prefer   string // "auto" (the best usable backend) or a backend's name
-	Codec    backends.Codec
+	Codec    pagefmt.Codec
 	PageSize int
 	Log      *slog.Logger
 }
@@ -142,7 +143,7 @@ func (d *Router) chainFor(n int, decompress bool) []backends.Backend {
 
 // taking keeps the backends of chain that take pages of every codec at
 // pageSize (backends.Limited), in order.
-func taking(chain []backends.Backend, pageSize int, codecs ...backends.Codec) []backends.Backend {
+func taking(chain []backends.Backend, pageSize int, codecs ...pagefmt.Codec) []backends.Backend {
 	takes := func(be backends.Backend) bool {
 		for _, c := range codecs {
 			if !backends.Takes(be, c, pageSize) {
@@ -188,7 +189,7 @@ func (d *Router) InUse() string {
 	return ""
 }
 
-func (d *Router) counters(backend string, codec backends.Codec, dir string) *counters {
+func (d *Router) counters(backend string, codec pagefmt.Codec, dir string) *counters {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := ctrKey{backend, codec, dir}
@@ -236,10 +237,10 @@ func (d *Router) Progress(limit time.Duration) error {
 
 // Deliver takes the results of pages [lo, lo+len(part.Class)) of a batch
 // from the backend named, valid only during the call. A part may come with
-// Place set instead of its bytes (backends.Placer): the deliverer writes
+// Place set instead of its bytes (pagefmt.Placer): the deliverer writes
 // them with it (pagecache.Store.Put does), and returns Place's error as it
 // is, for the batch to be redone on the next backend.
-type Deliver func(backend string, lo int, part *backends.Compressed) error
+type Deliver func(backend string, lo int, part *pagefmt.Compressed) error
 
 // Compress compresses b (PageSize and Pages set; Codec the codec asked
 // for, 0 for the foreground's; Strong as wanted; the rest is filled in)
@@ -252,7 +253,7 @@ type Deliver func(backend string, lo int, part *backends.Compressed) error
 // A batch of another codec than the foreground's, or a strong one (a
 // pool's own codec, the cold tier's recompression), is ranked by that
 // codec's calibration and never merged with others.
-func (d *Router) Compress(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
+func (d *Router) Compress(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
 	if b.Codec != 0 && b.Codec != d.codec || b.Strong {
 		codec := cmp.Or(b.Codec, d.codec)
 		return d.compressWith(ctx, codec, d.chainAs(codec, b.Len()), b, out, deliver)
@@ -271,12 +272,12 @@ func (d *Router) Compress(ctx context.Context, b *backends.Batch, out *backends.
 }
 
 // compressBatch runs a batch down the chain of backends.
-func (d *Router) compressBatch(ctx context.Context, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
+func (d *Router) compressBatch(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
 	return d.compressWith(ctx, d.codec, d.chain(b.Len()), b, out, deliver)
 }
 
 // compressWith runs a batch of codec down chain.
-func (d *Router) compressWith(ctx context.Context, codec backends.Codec, chain []backends.Backend, b *backends.Batch, out *backends.Compressed, deliver Deliver) (string, error) {
+func (d *Router) compressWith(ctx context.Context, codec pagefmt.Codec, chain []backends.Backend, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
 	d.begin()
 	defer d.end()
 	b.Codec, b.Threshold, b.Sums, b.Placed = codec, d.threshold, true, deliver != nil
@@ -309,19 +310,19 @@ func (d *Router) compressWith(ctx context.Context, codec backends.Codec, chain [
 
 // run compresses b on be and delivers the results; it returns the bytes
 // stored, deliver's error, and the backend's.
-func (d *Router) run(ctx context.Context, be backends.Backend, b *backends.Batch, out *backends.Compressed, deliver Deliver) (stored uint64, derr, err error) {
-	size := func(c *backends.Compressed) {
+func (d *Router) run(ctx context.Context, be backends.Backend, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (stored uint64, derr, err error) {
+	size := func(c *pagefmt.Compressed) {
 		for _, s := range c.Size {
 			stored += uint64(s)
 		}
 	}
 	if pc, ok := be.(backends.PartCompressor); ok && deliver != nil {
-		err = pc.CompressParts(ctx, b, func(lo int, part *backends.Compressed) error {
+		err = pc.CompressParts(ctx, b, func(lo int, part *pagefmt.Compressed) error {
 			size(part)
 			derr = deliver(be.Name(), lo, part)
 			return derr
 		})
-		if backends.IsPlaceError(derr) {
+		if pagefmt.IsPlaceError(derr) {
 			derr = nil // the backend's failure, met while placing its part
 		}
 		if derr != nil {
@@ -346,7 +347,7 @@ func (d *Router) run(ctx context.Context, be backends.Backend, b *backends.Batch
 }
 
 // Decompress expands a batch of stored pages.
-func (d *Router) Decompress(ctx context.Context, dd *backends.Decompression) error {
+func (d *Router) Decompress(ctx context.Context, dd *pagefmt.Decompression) error {
 	d.begin()
 	defer d.end()
 	check := dd.NeedsCheck()
@@ -412,7 +413,7 @@ func (d *Router) Stats() []ipc.BackendStats {
 		bs := ipc.BackendStats{Name: st.Name, State: string(st.State), Reason: st.Reason,
 			Describe: st.Describe, InUse: st.Name == inUse}
 		for _, dir := range []string{"compress", "decompress"} {
-			for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+			for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
 				c := d.ctr[ctrKey{st.Name, codec, dir}]
 				if c == nil {
 					continue
@@ -436,7 +437,7 @@ func resize[T any](s []T, n int) []T {
 
 // checkSums checks, on the caller's cores, the pages a backend that does
 // not check them is about to decode.
-func checkSums(dd *backends.Decompression) {
+func checkSums(dd *pagefmt.Decompression) {
 	const per = 256
 	n := len(dd.Src)
 	if n <= per {

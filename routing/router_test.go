@@ -13,6 +13,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // faulty fails every batch, as a GPU that lost its device would.
@@ -20,10 +21,10 @@ type faulty struct{}
 
 func (faulty) Name() string     { return "faulty" }
 func (faulty) Describe() string { return "always fails" }
-func (faulty) Compress(context.Context, *backends.Batch, *backends.Compressed) error {
+func (faulty) Compress(context.Context, *pagefmt.Batch, *pagefmt.Compressed) error {
 	return errors.New("device lost")
 }
-func (faulty) Decompress(context.Context, *backends.Decompression) error {
+func (faulty) Decompress(context.Context, *pagefmt.Decompression) error {
 	return errors.New("device lost")
 }
 func (faulty) Close() error { return nil }
@@ -38,21 +39,21 @@ func init() {
 func TestFallbackToCPU(t *testing.T) {
 	set := backends.Open(backends.Options{PageSize: 4096}, "faulty", "absent", "cpu")
 	defer set.Close()
-	d := New(set, Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
+	d := New(set, Options{Prefer: "auto", Codec: pagefmt.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	if d.InUse() != "faulty" {
 		t.Fatalf("in use: %s", d.InUse())
 	}
 	pages := corpus.Pages(corpus.Mixed, 100, 4096, 1)
-	var out backends.Compressed
-	name, err := d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages}, &out, nil)
+	var out pagefmt.Compressed
+	name, err := d.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages}, &out, nil)
 	if err != nil || name != "cpu" {
 		t.Fatalf("compress went to %q: %v", name, err)
 	}
 	ref, _ := cpu.New(backends.Options{})
 	page := make([]byte, 4096)
-	b := &backends.Batch{PageSize: 4096, Pages: pages}
+	b := &pagefmt.Batch{PageSize: 4096, Pages: pages}
 	for i := range 100 {
-		if !ref.DecodePage(backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, b)}, page) ||
+		if !ref.DecodePage(pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, b)}, page) ||
 			!bytes.Equal(page, b.Page(i)) {
 			t.Fatalf("page %d lost in the fallback", i)
 		}
@@ -87,12 +88,12 @@ type bulky struct {
 
 func (b *bulky) Name() string     { return "bulky" }
 func (b *bulky) Describe() string { return "large batches only" }
-func (b *bulky) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+func (b *bulky) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.Compressed) error {
 	b.batches.Add(1)
 	time.Sleep(2 * time.Millisecond)
 	return b.cpu.Compress(ctx, in, out)
 }
-func (b *bulky) Decompress(ctx context.Context, d *backends.Decompression) error {
+func (b *bulky) Decompress(ctx context.Context, d *pagefmt.Decompression) error {
 	return b.cpu.Decompress(ctx, d)
 }
 func (b *bulky) Close() error { return nil }
@@ -103,7 +104,7 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 	backends.Register("bulky", 50, func(backends.Options) (backends.Backend, error) { return bk, nil })
 	set := backends.Open(backends.Options{PageSize: 4096}, "bulky", "cpu")
 	defer set.Close()
-	d := New(set, Options{Prefer: "auto", Codec: backends.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
+	d := New(set, Options{Prefer: "auto", Codec: pagefmt.CodecLZ4, PageSize: 4096, Log: slog.New(slog.DiscardHandler)})
 	// A synthetic calibration: cpu wins small batches, bulky large ones.
 	cal := &Calibration{Sizes: []int{1, 16, 256}, Order: [][]string{{"cpu", "bulky"}, {"cpu", "bulky"}, {"bulky", "cpu"}}}
 	d.SetCalibration(cal, 20*time.Millisecond)
@@ -118,7 +119,7 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 	}
 	// A lone small batch goes straight to the cpu: too little traffic to fill
 	// a bulky batch within the wait.
-	if name, _ := d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Text, 1, 4096, 9)}, &backends.Compressed{}, nil); name != "cpu" || bk.batches.Load() != 0 {
+	if name, _ := d.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Text, 1, 4096, 9)}, &pagefmt.Compressed{}, nil); name != "cpu" || bk.batches.Load() != 0 {
 		t.Fatalf("a lone page went to %s", name)
 	}
 	// Under heavy small-batch traffic, 64 concurrent 4-page batches travel
@@ -128,14 +129,14 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 	d.small.mu.Unlock()
 	pages := corpus.Pages(corpus.Mixed, 256, 4096, 3)
 	var wg sync.WaitGroup
-	outs := make([]backends.Compressed, 64)
+	outs := make([]pagefmt.Compressed, 64)
 	names := make([]string, 64)
 	for g := range 64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var err error
-			names[g], err = d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages[g*4*4096 : (g+1)*4*4096]}, &outs[g], nil)
+			names[g], err = d.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages[g*4*4096 : (g+1)*4*4096]}, &outs[g], nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -150,9 +151,9 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 		if names[g] != "bulky" {
 			t.Fatalf("batch %d went to %s", g, names[g])
 		}
-		b := &backends.Batch{PageSize: 4096, Pages: pages[g*4*4096 : (g+1)*4*4096]}
+		b := &pagefmt.Batch{PageSize: 4096, Pages: pages[g*4*4096 : (g+1)*4*4096]}
 		for i := range 4 {
-			s := backends.Stored{Class: outs[g].Class[i], Fill: outs[g].Fill[i], Data: outs[g].Bytes(i, b)}
+			s := pagefmt.Stored{Class: outs[g].Class[i], Fill: outs[g].Fill[i], Data: outs[g].Bytes(i, b)}
 			if !ref.DecodePage(s, got) || !bytes.Equal(got, b.Page(i)) {
 				t.Fatalf("batch %d page %d wrong after merging", g, i)
 			}
@@ -161,7 +162,7 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 	// Forcing a backend bypasses merging.
 	d.SetPreference("cpu")
 	before := bk.batches.Load()
-	if name, _ := d.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages[:4096]}, &outs[0], nil); name != "cpu" || bk.batches.Load() != before {
+	if name, _ := d.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages[:4096]}, &outs[0], nil); name != "cpu" || bk.batches.Load() != before {
 		t.Fatalf("forced cpu went to %s", name)
 	}
 }
@@ -169,7 +170,7 @@ func TestCalibrationAndCoalescing(t *testing.T) {
 func TestCalibrate(t *testing.T) {
 	set := backends.Open(backends.Options{PageSize: 4096}, "cpu")
 	defer set.Close()
-	cal, err := Calibrate(context.Background(), set.Usable(), 4096, backends.CodecLZ4, []int{1, 64})
+	cal, err := Calibrate(context.Background(), set.Usable(), 4096, pagefmt.CodecLZ4, []int{1, 64})
 	if err != nil {
 		t.Fatal(err)
 	}

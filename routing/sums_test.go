@@ -9,6 +9,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // unchecking decodes with the cpu engine but does not say it checks sums,
@@ -21,10 +22,10 @@ type unchecking struct {
 
 func (u *unchecking) Name() string     { return "unchecking" }
 func (u *unchecking) Describe() string { return "checks no sums" }
-func (u *unchecking) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+func (u *unchecking) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.Compressed) error {
 	return u.cpu.Compress(ctx, in, out)
 }
-func (u *unchecking) Decompress(ctx context.Context, d *backends.Decompression) error {
+func (u *unchecking) Decompress(ctx context.Context, d *pagefmt.Decompression) error {
 	for _, s := range d.Src {
 		u.sawCheck = u.sawCheck || s.Check
 	}
@@ -49,22 +50,22 @@ func TestSumsChecked(t *testing.T) {
 	const n, ps, bad = 40, 4096, 13
 	pages := corpus.Pages(corpus.Mixed, n, ps, 9)
 	ref, _ := cpu.New(backends.Options{})
-	b := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
-	var out backends.Compressed
+	b := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: ps * 3 / 4}
+	var out pagefmt.Compressed
 	if err := ref.Compress(context.Background(), b, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"cpu", "unchecking"} {
 		set := backends.Open(backends.Options{PageSize: ps}, name)
-		d := New(set, Options{Prefer: name, Codec: backends.CodecLZ4, PageSize: ps, Log: slog.New(slog.DiscardHandler)})
-		dd := &backends.Decompression{PageSize: ps, Src: make([]backends.Stored, n), Dst: make([]byte, n*ps),
+		d := New(set, Options{Prefer: name, Codec: pagefmt.CodecLZ4, PageSize: ps, Log: slog.New(slog.DiscardHandler)})
+		dd := &pagefmt.Decompression{PageSize: ps, Src: make([]pagefmt.Stored, n), Dst: make([]byte, n*ps),
 			Corrupt: []bool{true, true}} // stale flags from an earlier batch are cleared
 		for i := range n {
-			dd.Src[i] = backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, b),
+			dd.Src[i] = pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, b),
 				Check: true, Sum: out.Checksum(i, b)}
 		}
 		for i := range n {
-			if out.Class[i] != backends.ClassZero && i >= bad {
+			if out.Class[i] != pagefmt.ClassZero && i >= bad {
 				dd.Src[i].Sum ^= 1 // the first stored page from bad on is damaged
 				break
 			}

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/backendtest"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/client"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // Several clients at once, each with its own pool and corpus, pipelining
@@ -73,10 +73,10 @@ func TestConcurrentClients(t *testing.T) {
 			t.Fatalf("%s: pages differ", pool)
 		}
 		for i := range perClient {
-			switch cl, _ := backends.Classify(want[g][i*ps : (i+1)*ps]); cl {
-			case backends.ClassZero:
+			switch cl, _ := pagefmt.Classify(want[g][i*ps : (i+1)*ps]); cl {
+			case pagefmt.ClassZero:
 				zero++
-			case backends.ClassSame:
+			case pagefmt.ClassSame:
 				same++
 			}
 		}

@@ -18,12 +18,13 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // Config says what the backend under test supports.
 type Config struct {
 	PageSizes []int // default 4096 only
-	Codecs    []backends.Codec
+	Codecs    []pagefmt.Codec
 	BatchSize int // pages per batch; default 256
 	// PartPages is the batch a PartCompressor is checked with, large
 	// enough to come back in several parts; default 4*BatchSize.
@@ -36,7 +37,7 @@ func Run(t *testing.T, b backends.Backend, cfg Config) {
 		cfg.PageSizes = []int{4096}
 	}
 	if len(cfg.Codecs) == 0 {
-		cfg.Codecs = []backends.Codec{backends.CodecLZ4, backends.CodecZstd}
+		cfg.Codecs = []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd}
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = 256
@@ -72,8 +73,8 @@ func Run(t *testing.T, b backends.Backend, cfg Config) {
 		}
 	}
 	t.Run("empty", func(t *testing.T) {
-		var out backends.Compressed
-		in := &backends.Batch{PageSize: 4096, Codec: backends.CodecLZ4, Threshold: 3072}
+		var out pagefmt.Compressed
+		in := &pagefmt.Batch{PageSize: 4096, Codec: pagefmt.CodecLZ4, Threshold: 3072}
 		if err := b.Compress(context.Background(), in, &out); err != nil {
 			t.Fatalf("empty batch: %v", err)
 		}
@@ -98,10 +99,10 @@ func reference(t *testing.T) *cpu.Backend {
 	return ref
 }
 
-func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec backends.Codec, threshold int, kind corpus.Kind) {
+func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec pagefmt.Codec, threshold int, kind corpus.Kind) {
 	t.Helper()
-	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: threshold, Sums: true}
-	var out backends.Compressed
+	in := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: threshold, Sums: true}
+	var out pagefmt.Compressed
 	if err := b.Compress(context.Background(), in, &out); err != nil {
 		t.Fatalf("compress: %v", err)
 	}
@@ -116,34 +117,34 @@ func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec ba
 	var lz4Want, zstdWant []byte
 	for i := range n {
 		page := in.Page(i)
-		wantClass, wantFill := backends.Classify(page)
+		wantClass, wantFill := pagefmt.Classify(page)
 		c := out.Class[i]
 		switch {
 		case wantClass != 0 && (c != wantClass || out.Fill[i] != wantFill):
 			t.Fatalf("page %d: class %v fill %#x, want %v fill %#x", i, c, out.Fill[i], wantClass, wantFill)
-		case wantClass == 0 && c != codec.Class() && c != backends.ClassRaw:
+		case wantClass == 0 && c != codec.Class() && c != pagefmt.ClassRaw:
 			t.Fatalf("page %d: class %v for a %v page with codec %v", i, c, kind, codec)
-		case c == backends.ClassRaw && out.Size[i] != uint32(ps):
+		case c == pagefmt.ClassRaw && out.Size[i] != uint32(ps):
 			t.Fatalf("page %d: raw with size %d", i, out.Size[i])
-		case (c == backends.ClassLZ4 || c == backends.ClassZstd) && (out.Size[i] == 0 || out.Size[i] > uint32(threshold)):
+		case (c == pagefmt.ClassLZ4 || c == pagefmt.ClassZstd) && (out.Size[i] == 0 || out.Size[i] > uint32(threshold)):
 			t.Fatalf("page %d: %v size %d over threshold %d", i, c, out.Size[i], threshold)
 		}
-		if kind == corpus.Random && c != backends.ClassRaw {
+		if kind == corpus.Random && c != pagefmt.ClassRaw {
 			t.Fatalf("page %d: random page stored as %v (%d bytes)", i, c, out.Size[i])
 		}
 		data := out.Bytes(i, in)
-		if len(out.Sum) == n && out.Sum[i] != crc32.Checksum(data, backends.Castagnoli) {
-			t.Fatalf("page %d (%v): checksum %#x, the bytes' is %#x", i, c, out.Sum[i], crc32.Checksum(data, backends.Castagnoli))
+		if len(out.Sum) == n && out.Sum[i] != crc32.Checksum(data, pagefmt.Castagnoli) {
+			t.Fatalf("page %d (%v): checksum %#x, the bytes' is %#x", i, c, out.Sum[i], crc32.Checksum(data, pagefmt.Castagnoli))
 		}
 		got := make([]byte, ps)
-		if !reference(t).DecodePage(backends.Stored{Class: c, Fill: out.Fill[i], Data: data}, got) || !bytes.Equal(got, page) {
+		if !reference(t).DecodePage(pagefmt.Stored{Class: c, Fill: out.Fill[i], Data: data}, got) || !bytes.Equal(got, page) {
 			t.Fatalf("page %d (%v, %d bytes): reference decoder does not give back the page", i, c, len(data))
 		}
 		switch c {
-		case backends.ClassLZ4:
+		case pagefmt.ClassLZ4:
 			lz4s = append(lz4s, data)
 			lz4Want = append(lz4Want, page...)
-		case backends.ClassZstd:
+		case pagefmt.ClassZstd:
 			zstds = append(zstds, data)
 			zstdWant = append(zstdWant, page...)
 		}
@@ -162,9 +163,9 @@ func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec ba
 		}
 	}
 	// Round trip through the backend's own decompressor.
-	d := &backends.Decompression{PageSize: ps, Dst: make([]byte, n*ps)}
+	d := &pagefmt.Decompression{PageSize: ps, Dst: make([]byte, n*ps)}
 	for i := range n {
-		d.Src = append(d.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+		d.Src = append(d.Src, pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
 	}
 	if err := b.Decompress(context.Background(), d); err != nil {
 		t.Fatalf("decompress: %v", err)
@@ -176,7 +177,7 @@ func checkBatch(t *testing.T, b backends.Backend, pages []byte, ps int, codec ba
 	}
 }
 
-func concurrent(t *testing.T, b backends.Backend, ps int, codec backends.Codec) {
+func concurrent(t *testing.T, b backends.Backend, ps int, codec pagefmt.Codec) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {
@@ -184,15 +185,15 @@ func concurrent(t *testing.T, b backends.Backend, ps int, codec backends.Codec) 
 		go func() {
 			defer wg.Done()
 			pages := corpus.Pages(corpus.Mixed, 64, ps, uint64(100+g))
-			in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
-			var out backends.Compressed
+			in := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
+			var out pagefmt.Compressed
 			if err := b.Compress(context.Background(), in, &out); err != nil {
 				errs <- err
 				return
 			}
 			got := make([]byte, ps)
 			for i := range in.Len() {
-				s := backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
+				s := pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
 				if !reference(t).DecodePage(s, got) || !bytes.Equal(got, in.Page(i)) {
 					errs <- fmt.Errorf("goroutine %d page %d: wrong bytes", g, i)
 					return
@@ -209,19 +210,19 @@ func concurrent(t *testing.T, b backends.Backend, ps int, codec backends.Codec) 
 
 // parts checks CompressParts against Compress: the parts cover the batch
 // in order, each page as Compress stores it, and the reference decodes it.
-func parts(t *testing.T, b backends.Backend, pc backends.PartCompressor, ps int, codec backends.Codec, cfg Config) {
+func parts(t *testing.T, b backends.Backend, pc backends.PartCompressor, ps int, codec pagefmt.Codec, cfg Config) {
 	n := cfg.PartPages
 	if n == 0 {
 		n = 4 * cfg.BatchSize
 	}
-	in := &backends.Batch{PageSize: ps, Pages: corpus.Pages(corpus.Mixed, n, ps, 11), Codec: codec, Threshold: ps * 3 / 4, Sums: true}
-	var whole backends.Compressed
+	in := &pagefmt.Batch{PageSize: ps, Pages: corpus.Pages(corpus.Mixed, n, ps, 11), Codec: codec, Threshold: ps * 3 / 4, Sums: true}
+	var whole pagefmt.Compressed
 	if err := b.Compress(context.Background(), in, &whole); err != nil {
 		t.Fatalf("compress: %v", err)
 	}
 	next, count := 0, 0
 	got := make([]byte, ps)
-	err := pc.CompressParts(context.Background(), in, func(lo int, part *backends.Compressed) error {
+	err := pc.CompressParts(context.Background(), in, func(lo int, part *pagefmt.Compressed) error {
 		if lo != next || len(part.Class) == 0 || lo+len(part.Class) > n {
 			return fmt.Errorf("part of %d pages at %d, want one at %d", len(part.Class), lo, next)
 		}
@@ -236,7 +237,7 @@ func parts(t *testing.T, b backends.Backend, pc backends.PartCompressor, ps int,
 			if len(part.Sum) > 0 && len(whole.Sum) > 0 && part.Sum[k] != whole.Sum[i] {
 				return fmt.Errorf("page %d: checksum %#x in the part, %#x whole", i, part.Sum[k], whole.Sum[i])
 			}
-			if !reference(t).DecodePage(backends.Stored{Class: part.Class[k], Fill: part.Fill[k], Data: data}, got) ||
+			if !reference(t).DecodePage(pagefmt.Stored{Class: part.Class[k], Fill: part.Fill[k], Data: data}, got) ||
 				!bytes.Equal(got, in.Page(i)) {
 				return fmt.Errorf("page %d: the reference does not decode the part's bytes", i)
 			}
@@ -253,7 +254,7 @@ func parts(t *testing.T, b backends.Backend, pc backends.PartCompressor, ps int,
 	}
 	// An error from deliver ends the batch and comes back as it is.
 	stop := errors.New("stop")
-	if err := pc.CompressParts(context.Background(), in, func(int, *backends.Compressed) error { return stop }); err != stop {
+	if err := pc.CompressParts(context.Background(), in, func(int, *pagefmt.Compressed) error { return stop }); err != stop {
 		t.Fatalf("deliver's error came back as %v", err)
 	}
 	t.Logf("%d pages in %d parts", n, count)
@@ -261,15 +262,15 @@ func parts(t *testing.T, b backends.Backend, pc backends.PartCompressor, ps int,
 
 // corrupt checks that damaged stored bytes are flagged, never returned as
 // a page and never a crash.
-func corrupt(t *testing.T, b backends.Backend, ps int, codec backends.Codec) {
+func corrupt(t *testing.T, b backends.Backend, ps int, codec pagefmt.Codec) {
 	class := codec.Class()
-	src := []backends.Stored{
+	src := []pagefmt.Stored{
 		{Class: class, Data: nil},
 		{Class: class, Data: []byte{0xff, 0xff, 0xff, 0xff, 0xff}},
 		{Class: class, Data: bytes.Repeat([]byte{0x1f, 0, 0, 0}, 8)},
-		{Class: backends.ClassRaw, Data: make([]byte, ps-1)},
+		{Class: pagefmt.ClassRaw, Data: make([]byte, ps-1)},
 	}
-	d := &backends.Decompression{PageSize: ps, Src: src, Dst: make([]byte, len(src)*ps)}
+	d := &pagefmt.Decompression{PageSize: ps, Src: src, Dst: make([]byte, len(src)*ps)}
 	if err := b.Decompress(context.Background(), d); err != nil {
 		t.Fatalf("decompress of corrupt pages failed the whole batch: %v", err)
 	}

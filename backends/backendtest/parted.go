@@ -8,6 +8,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // Parted is a test backend that finishes batches in parts of 16 pages, as a GPU's slots do: each
@@ -25,15 +26,15 @@ const PartPages = 16
 func (p *Parted) Name() string     { return "parted" }
 func (p *Parted) Describe() string { return "parts of 16 pages" }
 func (p *Parted) Close() error     { return nil } // one for every test: never closed
-func (p *Parted) Compress(ctx context.Context, b *backends.Batch, out *backends.Compressed) error {
+func (p *Parted) Compress(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed) error {
 	return p.cpu.Compress(ctx, b, out)
 }
-func (p *Parted) Decompress(ctx context.Context, d *backends.Decompression) error {
+func (p *Parted) Decompress(ctx context.Context, d *pagefmt.Decompression) error {
 	return p.cpu.Decompress(ctx, d)
 }
 
-func (p *Parted) CompressParts(ctx context.Context, b *backends.Batch, deliver func(int, *backends.Compressed) error) error {
-	var part backends.Compressed
+func (p *Parted) CompressParts(ctx context.Context, b *pagefmt.Batch, deliver func(int, *pagefmt.Compressed) error) error {
+	var part pagefmt.Compressed
 	for lo, k := 0, int64(0); lo < b.Len(); lo, k = lo+PartPages, k+1 {
 		if f := p.FailAfter.Load(); f > 0 && k == f {
 			return errors.New("device lost mid-batch")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // sums checks a backend that checks pages' sums as it decodes them
@@ -16,21 +17,21 @@ import (
 // page of each class whose bytes do not match its sum Corrupt and Failed
 // and decodes every other, into ordinary memory and, where it takes it,
 // memory registered with it.
-func sums(t *testing.T, b backends.Backend, ps int, codec backends.Codec) {
+func sums(t *testing.T, b backends.Backend, ps int, codec pagefmt.Codec) {
 	if _, ok := b.(backends.SumChecker); !ok {
 		t.Skip("the backend checks no sums: the router checks pages before handing them to it")
 	}
 	const n = 256
 	pages := corpus.Pages(corpus.Mixed, n, ps, 11)
-	batch := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
-	var out backends.Compressed
+	batch := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
+	var out pagefmt.Compressed
 	if err := reference(t).Compress(context.Background(), batch, &out); err != nil {
 		t.Fatal(err)
 	}
 	damaged := make([]bool, n)
-	seen := map[backends.Class]bool{}
+	seen := map[pagefmt.Class]bool{}
 	for i := range n {
-		if c := out.Class[i]; c != backends.ClassZero && !seen[c] {
+		if c := out.Class[i]; c != pagefmt.ClassZero && !seen[c] {
 			seen[c], damaged[i] = true, true
 		}
 	}
@@ -51,9 +52,9 @@ func sums(t *testing.T, b backends.Backend, ps int, codec backends.Codec) {
 			}
 			defer unpin()
 		}
-		d := &backends.Decompression{PageSize: ps, Src: make([]backends.Stored, n), Dst: dst}
+		d := &pagefmt.Decompression{PageSize: ps, Src: make([]pagefmt.Stored, n), Dst: dst}
 		for i := range n {
-			d.Src[i] = backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, batch),
+			d.Src[i] = pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, batch),
 				Check: true, Sum: out.Checksum(i, batch)}
 			if damaged[i] {
 				d.Src[i].Sum ^= 0x400

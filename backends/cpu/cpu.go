@@ -14,6 +14,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 func init() {
@@ -129,7 +130,7 @@ func (b *Backend) parallel(n int, fn func(lo, hi int)) {
 // Compress classifies every page and compresses the rest with the batch's
 // codec. Page i's bytes go to Data[i*Threshold:], so pages compress in
 // parallel without a packing pass; the gaps are never read.
-func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+func (b *Backend) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.Compressed) error {
 	n := in.Len()
 	out.Reset(n)
 	t := in.Threshold
@@ -137,7 +138,7 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 		out.Data = make([]byte, n*t)
 	}
 	out.Data = out.Data[:n*t]
-	if in.Strong && in.Codec == backends.CodecZstd {
+	if in.Strong && in.Codec == pagefmt.CodecZstd {
 		if err := b.strong(); err != nil {
 			return err
 		}
@@ -150,7 +151,7 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	}
 	b.parallel(n, func(lo, hi int) {
 		var lc *pageLZ4
-		if in.Codec == backends.CodecLZ4 {
+		if in.Codec == pagefmt.CodecLZ4 {
 			lc = b.lz4.Get().(*pageLZ4)
 			defer b.lz4.Put(lc)
 		}
@@ -166,11 +167,11 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 	return ctx.Err()
 }
 
-func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i int, lc *pageLZ4) {
+func (b *Backend) compressPage(in *pagefmt.Batch, out *pagefmt.Compressed, i int, lc *pageLZ4) {
 	page := in.Page(i)
-	if c, fill := backends.Classify(page); c != 0 {
+	if c, fill := pagefmt.Classify(page); c != 0 {
 		out.Class[i], out.Fill[i], out.Off[i], out.Size[i] = c, fill, 0, 8
-		if c == backends.ClassZero {
+		if c == pagefmt.ClassZero {
 			out.Size[i] = 0
 		}
 		return
@@ -179,11 +180,11 @@ func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i i
 	dst := out.Data[i*t : i*t+t : i*t+t]
 	n := 0
 	switch in.Codec {
-	case backends.CodecLZ4:
+	case pagefmt.CodecLZ4:
 		// A block that does not fit in the threshold comes back as 0: the
 		// page is then stored raw.
 		n = lc.compress(page, dst)
-	case backends.CodecZstd:
+	case pagefmt.CodecZstd:
 		enc := b.zenc
 		if in.Strong {
 			enc = b.zstrong
@@ -197,7 +198,7 @@ func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i i
 	}
 	out.Fill[i], out.Off[i] = 0, uint32(i*t)
 	if n == 0 {
-		out.Class[i], out.Size[i] = backends.ClassRaw, uint32(in.PageSize)
+		out.Class[i], out.Size[i] = pagefmt.ClassRaw, uint32(in.PageSize)
 		return
 	}
 	out.Class[i], out.Size[i] = in.Codec.Class(), uint32(n)
@@ -205,7 +206,7 @@ func (b *Backend) compressPage(in *backends.Batch, out *backends.Compressed, i i
 
 // Decompress expands every page; a page that does not decode to exactly
 // one page is flagged, never returned short.
-func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
+func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) error {
 	n := len(d.Src)
 	d.Failed = resizeBool(d.Failed, n)
 	d.CorruptFlags()
@@ -228,16 +229,16 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 func (b *Backend) ChecksSums() {}
 
 // DecodePage expands one stored page into dst (exactly one page long).
-func (b *Backend) DecodePage(s backends.Stored, dst []byte) bool {
+func (b *Backend) DecodePage(s pagefmt.Stored, dst []byte) bool {
 	switch s.Class {
-	case backends.ClassLZ4:
+	case pagefmt.ClassLZ4:
 		n, err := lz4.UncompressBlock(s.Data, dst)
 		return err == nil && n == len(dst)
-	case backends.ClassZstd:
+	case pagefmt.ClassZstd:
 		r, err := b.zdec.DecodeAll(s.Data, dst[:0])
 		return err == nil && len(r) == len(dst) && &r[0] == &dst[0]
 	}
-	return backends.DecodePlain(s, dst)
+	return pagefmt.DecodePlain(s, dst)
 }
 
 func resizeBool(s []bool, n int) []bool {

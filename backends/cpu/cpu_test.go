@@ -10,6 +10,7 @@ import (
 	"github.com/s4d-project/s4d/backends/backendtest"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 func TestConformance(t *testing.T) {
@@ -44,7 +45,7 @@ func TestZstdLargeWindow(t *testing.T) {
 	}
 	frame[5] = 10 << 3
 	got := make([]byte, 4096)
-	if !b.DecodePage(backends.Stored{Class: backends.ClassZstd, Data: frame}, got) || !bytes.Equal(got, page) {
+	if !b.DecodePage(pagefmt.Stored{Class: pagefmt.ClassZstd, Data: frame}, got) || !bytes.Equal(got, page) {
 		t.Fatal("a 1 MiB-window frame does not decode")
 	}
 }
@@ -52,8 +53,8 @@ func TestZstdLargeWindow(t *testing.T) {
 // Checksums come with the pages when asked for, and only then.
 func TestSumsWhenAsked(t *testing.T) {
 	b, _ := cpu.New(backends.Options{})
-	in := &backends.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Mixed, 64, 4096, 3), Codec: backends.CodecLZ4, Threshold: 3072}
-	var out backends.Compressed
+	in := &pagefmt.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Mixed, 64, 4096, 3), Codec: pagefmt.CodecLZ4, Threshold: 3072}
+	var out pagefmt.Compressed
 	if err := b.Compress(t.Context(), in, &out); err != nil || len(out.Sum) != 0 {
 		t.Fatalf("unasked: %v, %d checksums", err, len(out.Sum))
 	}

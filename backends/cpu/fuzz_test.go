@@ -10,6 +10,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // FuzzDecodePage feeds arbitrary stored bytes to the decoders: they may
@@ -22,9 +23,9 @@ func FuzzDecodePage(f *testing.F) {
 	}
 	const ps = 4096
 	pages := corpus.Pages(corpus.Mixed, 8, ps, 1)
-	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
-		in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
-		var out backends.Compressed
+	for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
+		in := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
+		var out pagefmt.Compressed
 		b.Compress(f.Context(), in, &out)
 		for i := range 8 {
 			f.Add(uint8(out.Class[i]), out.Bytes(i, in))
@@ -35,13 +36,13 @@ func FuzzDecodePage(f *testing.F) {
 		for i := ps; i < len(buf); i++ {
 			buf[i] = 0xA5 // canary
 		}
-		ok := b.DecodePage(backends.Stored{Class: backends.Class(class), Data: data}, buf[:ps:ps])
+		ok := b.DecodePage(pagefmt.Stored{Class: pagefmt.Class(class), Data: data}, buf[:ps:ps])
 		for i := ps; i < len(buf); i++ {
 			if buf[i] != 0xA5 {
 				t.Fatalf("decoder wrote past the page at %d", i)
 			}
 		}
-		if ok && backends.Class(class) == backends.ClassLZ4 {
+		if ok && pagefmt.Class(class) == pagefmt.ClassLZ4 {
 			// Differential: an independent decode of the same block agrees.
 			ref := make([]byte, ps)
 			if n, err := lz4.UncompressBlock(data, ref); err != nil || n != ps || !bytes.Equal(ref, buf[:ps]) {
@@ -65,20 +66,20 @@ func FuzzRoundTrip(f *testing.F) {
 		for i := 0; len(seed) > 0 && i < ps; i += len(seed) {
 			copy(page[i:], seed)
 		}
-		codec := backends.CodecLZ4
+		codec := pagefmt.CodecLZ4
 		if zstd {
-			codec = backends.CodecZstd
+			codec = pagefmt.CodecZstd
 		}
-		in := &backends.Batch{PageSize: ps, Pages: page, Codec: codec, Threshold: ps * 3 / 4}
-		var out backends.Compressed
+		in := &pagefmt.Batch{PageSize: ps, Pages: page, Codec: codec, Threshold: ps * 3 / 4}
+		var out pagefmt.Compressed
 		if err := b.Compress(t.Context(), in, &out); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]byte, ps)
-		if !b.DecodePage(backends.Stored{Class: out.Class[0], Fill: out.Fill[0], Data: out.Bytes(0, in)}, got) || !bytes.Equal(got, page) {
+		if !b.DecodePage(pagefmt.Stored{Class: out.Class[0], Fill: out.Fill[0], Data: out.Bytes(0, in)}, got) || !bytes.Equal(got, page) {
 			t.Fatalf("round trip lost the page (class %v)", out.Class[0])
 		}
-		if out.Class[0] == backends.ClassLZ4 {
+		if out.Class[0] == pagefmt.ClassLZ4 {
 			if err := endRules(out.Bytes(0, in), ps); err != nil {
 				t.Fatal(err)
 			}

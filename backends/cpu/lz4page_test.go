@@ -6,8 +6,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // BenchmarkPageLZ4 times the page compressor alone on one core, without
@@ -21,7 +21,7 @@ func BenchmarkPageLZ4(b *testing.B) {
 		// ones never reach the compressor.
 		var idx []int
 		for i := 0; i+4096 <= len(pages); i += 4096 {
-			if cl, _ := backends.Classify(pages[i : i+4096]); cl == 0 {
+			if cl, _ := pagefmt.Classify(pages[i : i+4096]); cl == 0 {
 				idx = append(idx, i)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // A Strong zstd batch is smaller than the foreground level's, and decodes.
@@ -19,8 +20,8 @@ func TestStrongZstd(t *testing.T) {
 	defer b.Close()
 	pages := corpus.Pages(corpus.Mixed, 256, 4096, 7)
 	total := func(strong bool) uint64 {
-		in := &backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecZstd, Threshold: 3072, Strong: strong}
-		var out backends.Compressed
+		in := &pagefmt.Batch{PageSize: 4096, Pages: pages, Codec: pagefmt.CodecZstd, Threshold: 3072, Strong: strong}
+		var out pagefmt.Compressed
 		if err := b.Compress(context.Background(), in, &out); err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +29,7 @@ func TestStrongZstd(t *testing.T) {
 		page := make([]byte, 4096)
 		for i := range out.Class {
 			sum += uint64(out.Size[i])
-			if !b.DecodePage(backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}, page) || !bytes.Equal(page, in.Page(i)) {
+			if !b.DecodePage(pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}, page) || !bytes.Equal(page, in.Page(i)) {
 				t.Fatalf("page %d (strong %v) does not decode", i, strong)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/backends/cuda"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 const benchBatch = 64 << 20
@@ -86,7 +87,7 @@ func BenchmarkCompress(b *testing.B) {
 	pages, src := benchPages(b)
 	zero := 0
 	for i := 0; i < len(pages); i += 4096 {
-		if c, _ := backends.Classify(pages[i : i+4096]); c == backends.ClassZero {
+		if c, _ := pagefmt.Classify(pages[i : i+4096]); c == pagefmt.ClassZero {
 			zero++
 		}
 	}
@@ -100,12 +101,12 @@ func BenchmarkCompress(b *testing.B) {
 	defer ref.Close()
 	// nvCOMP's LZ4 on the same pages, for comparison with s4d_lz4.
 	nvc := openGPU(b, backends.Options{Tuning: backends.Tuning{CUDANvcompLZ4: true}})
-	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+	for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
 		for _, be := range []struct {
 			name string
 			b    *cuda.Backend
 		}{{"cuda", gpu}, {"cuda-pinned", gpu}, {"cuda-registered", gpu}, {"cuda-nvcomp-pinned", nvc}, {"cpu", nil}} {
-			if be.name == "cuda-nvcomp-pinned" && codec != backends.CodecLZ4 {
+			if be.name == "cuda-nvcomp-pinned" && codec != pagefmt.CodecLZ4 {
 				continue
 			}
 			b.Run(fmt.Sprintf("%s/%s", be.name, codec), func(b *testing.B) {
@@ -147,12 +148,12 @@ func BenchmarkCompress(b *testing.B) {
 	}
 }
 
-func benchCompress(b *testing.B, be backends.Backend, pages []byte, codec backends.Codec) {
+func benchCompress(b *testing.B, be backends.Backend, pages []byte, codec pagefmt.Codec) {
 	batches := len(pages) / benchBatch
-	outs := make([]backends.Compressed, batches)
-	in := make([]backends.Batch, batches)
+	outs := make([]pagefmt.Compressed, batches)
+	in := make([]pagefmt.Batch, batches)
 	for i := range in {
-		in[i] = backends.Batch{PageSize: 4096, Pages: pages[i*benchBatch : (i+1)*benchBatch], Codec: codec, Threshold: 3072}
+		in[i] = pagefmt.Batch{PageSize: 4096, Pages: pages[i*benchBatch : (i+1)*benchBatch], Codec: codec, Threshold: 3072}
 		// Warm up: buffers sized, encoders built.
 		if err := be.Compress(context.Background(), &in[i], &outs[i]); err != nil {
 			b.Fatal(err)
@@ -200,15 +201,15 @@ func BenchmarkDecompress(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ref.Close()
-	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
-		in := &backends.Batch{PageSize: 4096, Pages: pages, Codec: codec, Threshold: 3072}
-		var out backends.Compressed
+	for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
+		in := &pagefmt.Batch{PageSize: 4096, Pages: pages, Codec: codec, Threshold: 3072}
+		var out pagefmt.Compressed
 		if err := ref.Compress(context.Background(), in, &out); err != nil {
 			b.Fatal(err)
 		}
-		var src []backends.Stored
+		var src []pagefmt.Stored
 		for i := range in.Len() {
-			src = append(src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+			src = append(src, pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
 		}
 		pinned, err := gpu.HostBuffer(len(pages))
 		if err != nil {
@@ -224,7 +225,7 @@ func BenchmarkDecompress(b *testing.B) {
 			callers int
 		}{{"cuda", gpu, make([]byte, len(pages)), 1}, {"cuda-pinned", gpu, pinned, 1},
 			{"cuda-pinned-4callers", gpu, pinned, 4}, {"cpu", ref, make([]byte, len(pages)), 1}} {
-			d := &backends.Decompression{PageSize: 4096, Src: src, Dst: c.dst}
+			d := &pagefmt.Decompression{PageSize: 4096, Src: src, Dst: c.dst}
 			run := func() error {
 				if c.callers == 1 {
 					return c.be.Decompress(context.Background(), d)
@@ -245,7 +246,7 @@ func BenchmarkDecompress(b *testing.B) {
 					}
 				}
 				el, cs := time.Since(t0).Seconds(), cpuSeconds()-cpu0
-				if c.be == gpu && codec == backends.CodecLZ4 {
+				if c.be == gpu && codec == pagefmt.CodecLZ4 {
 					st, sub, w, f := gpu.Trace()
 					ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(b.N) }
 					b.Logf("per 64 MiB, ms summed over callers: pack %.2f submit %.2f wait %.2f finish %.2f; wall %.2f",
@@ -284,10 +285,10 @@ func BenchmarkCompressParallel(b *testing.B) {
 	batches := len(pages) / benchBatch
 	for _, callers := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("callers-%d", callers), func(b *testing.B) {
-			outs := make([]backends.Compressed, callers)
+			outs := make([]pagefmt.Compressed, callers)
 			run := func(g, i int) error {
 				k := (g + i) % batches
-				in := backends.Batch{PageSize: 4096, Pages: mem[k*benchBatch : (k+1)*benchBatch], Codec: backends.CodecLZ4, Threshold: 3072}
+				in := pagefmt.Batch{PageSize: 4096, Pages: mem[k*benchBatch : (k+1)*benchBatch], Codec: pagefmt.CodecLZ4, Threshold: 3072}
 				return gpu.Compress(context.Background(), &in, &outs[g])
 			}
 			for g := range callers {
@@ -329,7 +330,7 @@ func BenchmarkCompressParallel(b *testing.B) {
 
 // decodeChunks decodes d in chunks of `chunk` pages on `callers`
 // goroutines, each chunk its own call, and gathers the failures into d.
-func decodeChunks(be backends.Backend, d *backends.Decompression, chunk, callers int) error {
+func decodeChunks(be backends.Backend, d *pagefmt.Decompression, chunk, callers int) error {
 	n, ps := len(d.Src), d.PageSize
 	d.Failed = make([]bool, n)
 	var next atomic.Int64
@@ -345,7 +346,7 @@ func decodeChunks(be backends.Backend, d *backends.Decompression, chunk, callers
 					return
 				}
 				hi := min(lo+chunk, n)
-				part := &backends.Decompression{PageSize: ps, Src: d.Src[lo:hi], Dst: d.Dst[lo*ps : hi*ps]}
+				part := &pagefmt.Decompression{PageSize: ps, Src: d.Src[lo:hi], Dst: d.Dst[lo*ps : hi*ps]}
 				if err := be.Decompress(context.Background(), part); err != nil {
 					errs <- err
 					return
@@ -364,7 +365,7 @@ func decodeChunks(be backends.Backend, d *backends.Decompression, chunk, callers
 func BenchmarkUnpackParts(b *testing.B) {
 	pages, _ := benchPages(b)
 	gpu := openGPU(b, backends.Options{})
-	d := &backends.Decompression{PageSize: 4096, Src: storedByCPU(b, cpuRef(b), pages[:benchBatch], 4096, 3072)}
+	d := &pagefmt.Decompression{PageSize: 4096, Src: storedByCPU(b, cpuRef(b), pages[:benchBatch], 4096, 3072)}
 	for b.Loop() {
 		up, k, down, n, err := gpu.TimeUnpack(d, 20)
 		if err != nil {

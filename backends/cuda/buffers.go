@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/cuda/cu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // layout places the per-page arrays of one slot in a single allocation,
@@ -48,14 +48,14 @@ type slot struct {
 	upDone                   cu.Event  // recorded after this slot's upload of pages
 	din, dout, dpacked, darr cu.DevPtr
 	hin, hpacked, harr       []byte
-	hpackedDev               cu.DevPtr           // hpacked's device address: kernels may pack straight into it
-	packedOnHost             bool                // the piece queued packed its output into hpacked itself
-	placing                  bool                // the piece queued is placed by the store, not packed
-	part                     backends.Compressed // a delivered piece's results, pointing into hpacked
-	runs                     []int               // s4d_unpack: where each run of adjacent pages starts
-	times                    slotTimes           // timing events of the stage breakdown
-	placer                   slotPlacer          // a delivered part's Place
-	bounce                   []int               // pages placed through hpacked
+	hpackedDev               cu.DevPtr          // hpacked's device address: kernels may pack straight into it
+	packedOnHost             bool               // the piece queued packed its output into hpacked itself
+	placing                  bool               // the piece queued is placed by the store, not packed
+	part                     pagefmt.Compressed // a delivered piece's results, pointing into hpacked
+	runs                     []int              // s4d_unpack: where each run of adjacent pages starts
+	times                    slotTimes          // timing events of the stage breakdown
+	placer                   slotPlacer         // a delivered part's Place
+	bounce                   []int              // pages placed through hpacked
 }
 
 func u64s(b []byte, off, n int) []uint64 {
@@ -100,9 +100,9 @@ type config struct {
 // each keep one piece in flight; 12 or 16 measured no faster.
 const numSlots = 8
 
-func tempIndex(codec backends.Codec, compress bool) int {
+func tempIndex(codec pagefmt.Codec, compress bool) int {
 	i := 0
-	if codec == backends.CodecZstd {
+	if codec == pagefmt.CodecZstd {
 		i = 2
 	}
 	if !compress {
@@ -113,7 +113,7 @@ func tempIndex(codec backends.Codec, compress bool) int {
 
 // scratch returns nvCOMP's scratch for codec, growing it within the
 // memory limit.
-func (b *Backend) scratch(c *config, codec backends.Codec, compress bool) (cu.DevPtr, int, error) {
+func (b *Backend) scratch(c *config, codec pagefmt.Codec, compress bool) (cu.DevPtr, int, error) {
 	need := max(c.temps[tempIndex(codec, compress)], 256)
 	if need <= c.temp {
 		return c.dtemp, c.temp, nil

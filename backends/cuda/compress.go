@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/cuda/cu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 const (
@@ -22,7 +22,7 @@ const (
 // worker queues each piece's GPU work, and this goroutine collects the
 // results of the earlier ones meanwhile, so the GPU never waits for a
 // batch's unpacking, and batches of several callers share the GPU.
-func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+func (b *Backend) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.Compressed) error {
 	n := in.Len()
 	out.Reset(n)
 	if n == 0 {
@@ -43,7 +43,7 @@ func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backend
 // CompressParts is Compress handing each slot's piece to deliver straight
 // from the slot's pinned buffer, which stays the slot's until deliver
 // returns: the caller's copy of the bytes is the only one.
-func (b *Backend) CompressParts(ctx context.Context, in *backends.Batch, deliver func(lo int, part *backends.Compressed) error) error {
+func (b *Backend) CompressParts(ctx context.Context, in *pagefmt.Batch, deliver func(lo int, part *pagefmt.Compressed) error) error {
 	if in.Len() == 0 {
 		return nil
 	}
@@ -51,8 +51,8 @@ func (b *Backend) CompressParts(ctx context.Context, in *backends.Batch, deliver
 }
 
 // compressBatch fills out, or with deliver set, hands the pieces over.
-func (b *Backend) compressBatch(ctx context.Context, in *backends.Batch, out *backends.Compressed, deliver func(int, *backends.Compressed) error) error {
-	if in.Codec != backends.CodecLZ4 && in.Codec != backends.CodecZstd {
+func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pagefmt.Compressed, deliver func(int, *pagefmt.Compressed) error) error {
+	if in.Codec != pagefmt.CodecLZ4 && in.Codec != pagefmt.CodecZstd {
 		return fmt.Errorf("cuda: codec %v not supported", in.Codec)
 	}
 	c, release, err := b.use(ctx, in.PageSize)
@@ -95,7 +95,7 @@ type piece struct {
 // earlier one.
 const inFlight = 2
 
-func (b *Backend) compress(ctx context.Context, c *config, in *backends.Batch, out *backends.Compressed, deliver func(int, *backends.Compressed) error) error {
+func (b *Backend) compress(ctx context.Context, c *config, in *pagefmt.Batch, out *pagefmt.Compressed, deliver func(int, *pagefmt.Compressed) error) error {
 	ps, n := in.PageSize, in.Len()
 	t := min(max(in.Threshold, 0), ps)
 	direct := b.inPinned(in.Pages)
@@ -201,7 +201,7 @@ func grid(threads, per int) int { return (threads + per - 1) / per }
 // submitCompress queues one piece's whole pipeline on the slot's stream:
 // upload, classify, compact the pages to compress, nvCOMP, decide raw,
 // pack, and download the per-page results.
-func (b *Backend) submitCompress(c *config, s *slot, src []byte, codec backends.Codec, t int) error {
+func (b *Backend) submitCompress(c *config, s *slot, src []byte, codec pagefmt.Codec, t int) error {
 	d, l, ps := &b.drv, c.lay, c.pageSize
 	cnt := len(src) / ps
 	temp, tempSize, err := b.scratch(c, codec, true)
@@ -211,7 +211,7 @@ func (b *Backend) submitCompress(c *config, s *slot, src []byte, codec backends.
 	a := func(off int) uint64 { return s.darr + uint64(off) }
 	nc, copts, _ := b.codec(codec)
 	class := uint64(codec.Class())
-	if codec == backends.CodecLZ4 && b.ownLZ4 && ps <= maxOwnLZ4Page {
+	if codec == pagefmt.CodecLZ4 && b.ownLZ4 && ps <= maxOwnLZ4Page {
 		return b.submitOwnLZ4(c, s, src, t)
 	}
 	s.packedOnHost = false
@@ -362,7 +362,7 @@ func (b *Backend) launchCRC(c *config, s *slot, cnt int) error {
 // finishCompress waits for a slot, checks nvCOMP's statuses, downloads
 // the packed bytes (only as many as the pages need) and fills out, or
 // hands the piece to deliver from the slot's buffers.
-func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.Compressed, deliver func(int, *backends.Compressed) error) error {
+func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *pagefmt.Compressed, deliver func(int, *pagefmt.Compressed) error) error {
 	d, l, h := &b.drv, c.lay, s.harr
 	t0 := time.Now()
 	if err := d.Sync(s.s); err != nil {
@@ -441,20 +441,20 @@ func (b *Backend) finishCompress(c *config, s *slot, lo, cnt int, out *backends.
 // unpack fills pages [at, at+cnt) of out from a piece's per-page results
 // in h; the piece's packed bytes start at base in out.Data (offs nil: the
 // bytes were not packed, the store places them).
-func unpack(out *backends.Compressed, at int, base uint32, h []byte, l layout, cnt int, offs []uint32, pageSize int) error {
+func unpack(out *pagefmt.Compressed, at int, base uint32, h []byte, l layout, cnt int, offs []uint32, pageSize int) error {
 	fill, psize, cls := u64s(h, l.fill, cnt), u32s(h, l.psize, cnt), h[l.cls:l.cls+cnt]
 	ps := uint32(pageSize)
 	for k := range cnt {
 		i := at + k
-		cl := backends.Class(cls[k])
+		cl := pagefmt.Class(cls[k])
 		out.Class[i], out.Fill[i], out.Off[i], out.Size[i] = cl, 0, 0, 0
 		switch cl {
-		case backends.ClassZero:
-		case backends.ClassSame:
+		case pagefmt.ClassZero:
+		case pagefmt.ClassSame:
 			out.Fill[i], out.Size[i] = fill[k], 8
-		case backends.ClassRaw:
+		case pagefmt.ClassRaw:
 			out.Size[i] = ps
-		case backends.ClassLZ4, backends.ClassZstd:
+		case pagefmt.ClassLZ4, pagefmt.ClassZstd:
 			out.Size[i] = psize[k]
 			if offs != nil {
 				out.Off[i] = base + offs[k]

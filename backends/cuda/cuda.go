@@ -20,6 +20,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/cuda/cu"
 	"github.com/s4d-project/s4d/backends/internal/dl"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/ptx"
 )
 
@@ -385,8 +386,8 @@ func (b *Backend) checkAlignments() error {
 	return nil
 }
 
-func (b *Backend) codec(c backends.Codec) (*cu.Codec, cu.Opts, cu.Opts) {
-	if c == backends.CodecZstd {
+func (b *Backend) codec(c pagefmt.Codec) (*cu.Codec, cu.Opts, cu.Opts) {
+	if c == pagefmt.CodecZstd {
 		return &b.zstd, zstdC, zstdD
 	}
 	return &b.lz4, lz4C, lz4D

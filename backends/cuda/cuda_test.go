@@ -16,6 +16,7 @@ import (
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/backends/cuda"
 	"github.com/s4d-project/s4d/backends/internal/dl"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // openGPU opens the backend or skips the test with the reason.
@@ -87,16 +88,16 @@ func TestMemoryLimit(t *testing.T) {
 	b := openGPU(t, backends.Options{GPUMemLimit: 96 << 20})
 	t.Log(b.Describe())
 	pages := corpus.Pages(corpus.Mixed, 3000, 4096, 9)
-	roundTrip(t, b, pages, 4096, backends.CodecLZ4)
+	roundTrip(t, b, pages, 4096, pagefmt.CodecLZ4)
 	// zstd's scratch does not fit beside the buffers: a clear error, and
 	// the backend still works afterwards.
-	var out backends.Compressed
-	err = b.Compress(context.Background(), &backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecZstd, Threshold: 3072}, &out)
+	var out pagefmt.Compressed
+	err = b.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages, Codec: pagefmt.CodecZstd, Threshold: 3072}, &out)
 	if err == nil || !strings.Contains(err.Error(), "gpu memory limit") {
 		t.Fatalf("zstd under a 96 MiB limit: want a limit error, got %v", err)
 	}
 	t.Log(err)
-	roundTrip(t, b, pages, 4096, backends.CodecLZ4)
+	roundTrip(t, b, pages, 4096, pagefmt.CodecLZ4)
 }
 
 func TestConformance(t *testing.T) {
@@ -109,7 +110,7 @@ func TestConformance(t *testing.T) {
 func TestLargeBatch(t *testing.T) {
 	b := openGPU(t, backends.Options{})
 	pages := corpus.Pages(corpus.Mixed, 3*4096+123, 4096, 11)
-	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+	for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
 		roundTrip(t, b, pages, 4096, codec)
 	}
 	// The same pages in a pinned buffer of the backend's, uploaded in place.
@@ -120,20 +121,20 @@ func TestLargeBatch(t *testing.T) {
 	defer b.FreeHostBuffer(buf)
 	in := buf[4096 : 4096+len(pages)]
 	copy(in, pages)
-	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+	for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
 		roundTrip(t, b, in, 4096, codec)
 	}
 }
 
-func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec backends.Codec) {
+func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec pagefmt.Codec) {
 	t.Helper()
 	ref, err := cpu.New(backends.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
-	var out backends.Compressed
+	in := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4}
+	var out pagefmt.Compressed
 	if err := b.Compress(context.Background(), in, &out); err != nil {
 		t.Fatalf("%v: compress: %v", codec, err)
 	}
@@ -142,23 +143,23 @@ func roundTrip(t *testing.T, b backends.Backend, pages []byte, ps int, codec bac
 	}
 	for i := range in.Len() {
 		var want uint32
-		if out.Class[i] != backends.ClassZero {
+		if out.Class[i] != pagefmt.ClassZero {
 			want = crc32.Checksum(out.Bytes(i, in), crc32.MakeTable(crc32.Castagnoli))
 		}
 		if out.Sum[i] != want {
 			t.Fatalf("%v page %d (%v): checksum %08x, want %08x", codec, i, out.Class[i], out.Sum[i], want)
 		}
 	}
-	counts := map[backends.Class]int{}
+	counts := map[pagefmt.Class]int{}
 	got := make([]byte, ps)
-	d := &backends.Decompression{PageSize: ps, Dst: make([]byte, len(pages))}
+	d := &pagefmt.Decompression{PageSize: ps, Dst: make([]byte, len(pages))}
 	for i := range in.Len() {
-		want, fill := backends.Classify(in.Page(i))
+		want, fill := pagefmt.Classify(in.Page(i))
 		c := out.Class[i]
 		if want != 0 && (c != want || out.Fill[i] != fill) {
 			t.Fatalf("%v page %d: class %v, want %v", codec, i, c, want)
 		}
-		s := backends.Stored{Class: c, Fill: out.Fill[i], Data: out.Bytes(i, in)}
+		s := pagefmt.Stored{Class: c, Fill: out.Fill[i], Data: out.Bytes(i, in)}
 		if !ref.DecodePage(s, got) || !bytes.Equal(got, in.Page(i)) {
 			if dir := os.Getenv("S4D_DUMP"); dir != "" {
 				os.WriteFile(filepath.Join(dir, codec.String()+".page"), in.Page(i), 0o644)
@@ -194,16 +195,16 @@ func cpuRef(tb testing.TB) *cpu.Backend {
 
 // storedByCPU compresses pages with the cpu backend (LZ4) and returns what
 // the store would hold for each.
-func storedByCPU(tb testing.TB, ref *cpu.Backend, pages []byte, ps, threshold int) []backends.Stored {
+func storedByCPU(tb testing.TB, ref *cpu.Backend, pages []byte, ps, threshold int) []pagefmt.Stored {
 	tb.Helper()
-	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: threshold}
-	var out backends.Compressed
+	in := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: threshold}
+	var out pagefmt.Compressed
 	if err := ref.Compress(context.Background(), in, &out); err != nil {
 		tb.Fatal(err)
 	}
-	src := make([]backends.Stored, in.Len())
+	src := make([]pagefmt.Stored, in.Len())
 	for i := range src {
-		src[i] = backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
+		src[i] = pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
 	}
 	return src
 }
@@ -238,7 +239,7 @@ func TestDecodeForeignBlocks(t *testing.T) {
 		src := storedByCPU(t, ref, pages, ps, ps*3/4)
 		for _, dst := range [][]byte{make([]byte, n*ps), pinned} {
 			clear(dst)
-			d := &backends.Decompression{PageSize: ps, Src: src, Dst: dst}
+			d := &pagefmt.Decompression{PageSize: ps, Src: src, Dst: dst}
 			if err := gpu.Decompress(context.Background(), d); err != nil {
 				t.Fatalf("%s: %v", kind, err)
 			}
@@ -260,10 +261,10 @@ func TestDecodeDamagedBlocks(t *testing.T) {
 	pages := append(corpus.Pages(corpus.Text, 64, ps, 3), corpus.Pages(corpus.Pointers, 64, ps, 4)...)
 	valid := storedByCPU(t, ref, pages, ps, ps)
 	r := rand.New(rand.NewPCG(1, 2))
-	var src []backends.Stored
+	var src []pagefmt.Stored
 	for len(src) < 4000 {
 		v := valid[r.IntN(len(valid))]
-		if v.Class != backends.ClassLZ4 {
+		if v.Class != pagefmt.ClassLZ4 {
 			continue
 		}
 		b := append([]byte(nil), v.Data...)
@@ -277,9 +278,9 @@ func TestDecodeDamagedBlocks(t *testing.T) {
 				b[r.IntN(len(b))] ^= uint8(1 + r.IntN(255))
 			}
 		}
-		src = append(src, backends.Stored{Class: backends.ClassLZ4, Data: b})
+		src = append(src, pagefmt.Stored{Class: pagefmt.ClassLZ4, Data: b})
 	}
-	d := &backends.Decompression{PageSize: ps, Src: src, Dst: make([]byte, len(src)*ps)}
+	d := &pagefmt.Decompression{PageSize: ps, Src: src, Dst: make([]byte, len(src)*ps)}
 	if err := gpu.Decompress(context.Background(), d); err != nil {
 		t.Fatalf("a batch of damaged blocks failed whole: %v", err)
 	}
@@ -312,7 +313,7 @@ func TestFailedPageLeaksNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gpu.FreeHostBuffer(dst)
-	d := &backends.Decompression{PageSize: ps, Src: src, Dst: dst}
+	d := &pagefmt.Decompression{PageSize: ps, Src: src, Dst: dst}
 	for range 8 { // through every slot: each holds these pages decoded
 		if err := gpu.Decompress(context.Background(), d); err != nil || !bytes.Equal(dst, pages) {
 			t.Fatalf("first batch: %v", err)

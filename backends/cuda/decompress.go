@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // unpackMax is the largest page s4d_unpack decodes (UNPACK_MAX in ptx/s4d.cu);
@@ -21,11 +21,11 @@ const unpackWarps = 8
 // going over the link (compressed up, decoded down). zstd pages, and LZ4
 // pages larger than s4d_unpack takes, go to nvCOMP.
 //
-// Pages still to check (backends.Stored.Check) are checked on the GPU as
+// Pages still to check (pagefmt.Stored.Check) are checked on the GPU as
 // they pass through s4d_unpack (s4d_crc over the blocks it decodes), and on
 // the host before decoding otherwise: nvCOMP's zstd decoder and the host's
 // fills then never see damaged bytes.
-func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
+func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) error {
 	n, ps := len(d.Src), d.PageSize
 	if cap(d.Failed) < n {
 		d.Failed = make([]bool, n)
@@ -38,7 +38,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 		parallelFor(n, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				// LZ4 pages that s4d_unpack decodes are checked there.
-				if st := &d.Src[i]; st.Check && (st.Class != backends.ClassLZ4 || ps > unpackMax) {
+				if st := &d.Src[i]; st.Check && (st.Class != pagefmt.ClassLZ4 || ps > unpackMax) {
 					d.CheckSums(i, i+1)
 				}
 			}
@@ -51,9 +51,9 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 			continue
 		}
 		switch s.Class {
-		case backends.ClassLZ4:
+		case pagefmt.ClassLZ4:
 			lz4 = append(lz4, i)
-		case backends.ClassZstd:
+		case pagefmt.ClassZstd:
 			// nvCOMP's zstd decoder trusts its input: reject what is not
 			// even a zstd frame here rather than hand it over.
 			if len(s.Data) < 4 || binary.LittleEndian.Uint32(s.Data) != 0xFD2FB528 {
@@ -68,8 +68,8 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 		defer func() { b.stages.add(stHost, time.Since(t).Seconds(), 0) }()
 		parallelFor(n, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				if c := d.Src[i].Class; c != backends.ClassLZ4 && c != backends.ClassZstd && !d.Corrupt[i] {
-					d.Failed[i] = !backends.DecodePlain(d.Src[i], d.Dst[i*ps:(i+1)*ps])
+				if c := d.Src[i].Class; c != pagefmt.ClassLZ4 && c != pagefmt.ClassZstd && !d.Corrupt[i] {
+					d.Failed[i] = !pagefmt.DecodePlain(d.Src[i], d.Dst[i*ps:(i+1)*ps])
 				}
 			}
 		})
@@ -109,7 +109,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 			host = nil
 		}
 	} else if len(lz4) > 0 {
-		if err := b.do(ctx, func() error { return b.decompress(c, s, d, backends.CodecLZ4, lz4) }); err != nil {
+		if err := b.do(ctx, func() error { return b.decompress(c, s, d, pagefmt.CodecLZ4, lz4) }); err != nil {
 			return err
 		}
 	}
@@ -117,7 +117,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 		host()
 	}
 	if len(zstd) > 0 {
-		if err := b.do(ctx, func() error { return b.decompress(c, s, d, backends.CodecZstd, zstd) }); err != nil {
+		if err := b.do(ctx, func() error { return b.decompress(c, s, d, pagefmt.CodecZstd, zstd) }); err != nil {
 			return err
 		}
 	}
@@ -127,9 +127,9 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 // ChecksSums marks the cuda engine as checking pages' sums (see Decompress).
 func (b *Backend) ChecksSums() {}
 
-func hasZstd(src []backends.Stored) bool {
+func hasZstd(src []pagefmt.Stored) bool {
 	for i := range src {
-		if src[i].Class == backends.ClassZstd {
+		if src[i].Class == pagefmt.ClassZstd {
 			return true
 		}
 	}
@@ -151,7 +151,7 @@ const maxRuns = 64
 // comes back straight to its place; otherwise the pages come back to the
 // slot's pinned buffer, back to back, and are copied to their places.
 // meanwhile, if set, runs on the caller while the GPU works.
-func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []int, meanwhile func()) error {
+func (b *Backend) unpack(c *config, s *slot, d *pagefmt.Decompression, idx []int, meanwhile func()) error {
 	t0 := time.Now()
 	ps, l, m := d.PageSize, c.lay, len(idx)
 	runs := s.runs[:0]
@@ -171,17 +171,17 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 		data := st.Data
 		cls[j] = uint8(st.Class)
 		// s4d_crc's class: a block at offs for every page but a zero one.
-		ccls[j] = uint8(backends.ClassLZ4)
-		if st.Class == backends.ClassZero {
-			ccls[j] = uint8(backends.ClassZero)
+		ccls[j] = uint8(pagefmt.ClassLZ4)
+		if st.Class == pagefmt.ClassZero {
+			ccls[j] = uint8(pagefmt.ClassZero)
 		}
 		check = check || st.Check
 		offs[j], size[j], src[j] = uint32(used), uint32(len(data)), 0
 		switch st.Class {
-		case backends.ClassZero:
+		case pagefmt.ClassZero:
 			size[j] = 0
 			continue
-		case backends.ClassSame:
+		case pagefmt.ClassSame:
 			size[j] = 8 // its word: fetched where stored so, else Fill
 		}
 		// A block longer than a page is no valid stored page; the kernel
@@ -208,7 +208,7 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 				if size[j] == 0 || src[j] != 0 {
 					continue
 				}
-				if st := &d.Src[idx[j]]; st.Class == backends.ClassSame {
+				if st := &d.Src[idx[j]]; st.Class == pagefmt.ClassSame {
 					binary.LittleEndian.PutUint64(s.hpacked[offs[j]:], st.Fill)
 				} else {
 					copy(s.hpacked[offs[j]:], st.Data)
@@ -338,7 +338,7 @@ func (b *Backend) unpack(c *config, s *slot, d *backends.Decompression, idx []in
 }
 
 // decompress runs nvCOMP over the pages idx of dd, all of one codec.
-func (b *Backend) decompress(c *config, s *slot, dd *backends.Decompression, codec backends.Codec, idx []int) error {
+func (b *Backend) decompress(c *config, s *slot, dd *pagefmt.Decompression, codec pagefmt.Codec, idx []int) error {
 	for len(idx) > 0 {
 		// As many pages as fit the slot, by count and by compressed bytes.
 		// A page longer than a chunk's bound is no valid block: flagged.
@@ -380,7 +380,7 @@ func (b *Backend) decompress(c *config, s *slot, dd *backends.Decompression, cod
 	return nil
 }
 
-func (b *Backend) runDecompress(c *config, s *slot, codec backends.Codec, take []int, used int, dd *backends.Decompression) error {
+func (b *Backend) runDecompress(c *config, s *slot, codec pagefmt.Codec, take []int, used int, dd *pagefmt.Decompression) error {
 	d, l, ps, cnt := &b.drv, c.lay, c.pageSize, len(take)
 	nc, _, dopts := b.codec(codec)
 	a := func(off int) uint64 { return s.darr + uint64(off) }

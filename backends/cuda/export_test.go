@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // Trace returns and resets the worker's time split: staging copy, queueing
@@ -23,7 +23,7 @@ func (b *Backend) Untimed() (int64, any) { return b.stages.untimed.Load(), b.sta
 // TimeUnpack times s4d_unpack's parts on the first slot's worth of d's
 // LZ4 pages: the upload, the kernel and the download, each repeated reps
 // times on its own.
-func (b *Backend) TimeUnpack(d *backends.Decompression, reps int) (up, kernel, down time.Duration, pages int, err error) {
+func (b *Backend) TimeUnpack(d *pagefmt.Decompression, reps int) (up, kernel, down time.Duration, pages int, err error) {
 	c, release, err := b.use(context.Background(), d.PageSize)
 	if err != nil {
 		return
@@ -33,7 +33,7 @@ func (b *Backend) TimeUnpack(d *backends.Decompression, reps int) (up, kernel, d
 	defer func() { c.idle <- s }()
 	var idx []int
 	for i, st := range d.Src {
-		if st.Class == backends.ClassLZ4 && len(idx) < c.pages {
+		if st.Class == pagefmt.ClassLZ4 && len(idx) < c.pages {
 			idx = append(idx, i)
 		}
 	}

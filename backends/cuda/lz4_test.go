@@ -14,6 +14,7 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/backends/pagelz4"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // edgePages are pages built to reach the corners of s4d_lz4: long matches
@@ -77,32 +78,32 @@ func TestOwnLZ4MatchesReference(t *testing.T) {
 			pages = append(pages, corpus.Pages(kind, 300, ps, 3)...)
 		}
 		pages = append(pages, edgePages(ps)...)
-		in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
-		var out backends.Compressed
+		in := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: ps * 3 / 4}
+		var out pagefmt.Compressed
 		if err := b.Compress(context.Background(), in, &out); err != nil {
 			t.Fatalf("%d-byte pages: %v", ps, err)
 		}
 		var s pagelz4.Scratch
 		dst := make([]byte, in.Threshold)
-		counts := map[backends.Class]int{}
+		counts := map[pagefmt.Class]int{}
 		for i := range in.Len() {
 			c := out.Class[i]
 			counts[c]++
-			if c == backends.ClassZero || c == backends.ClassSame {
+			if c == pagefmt.ClassZero || c == pagefmt.ClassSame {
 				continue
 			}
 			n := pagelz4.Compress(in.Page(i), dst, &s)
 			switch {
-			case n == 0 && c != backends.ClassRaw:
+			case n == 0 && c != pagefmt.ClassRaw:
 				t.Fatalf("%d-byte page %d: GPU stored %v, reference says raw", ps, i, c)
-			case n > 0 && c != backends.ClassLZ4:
+			case n > 0 && c != pagefmt.ClassLZ4:
 				t.Fatalf("%d-byte page %d: GPU stored %v, reference made a %d-byte block", ps, i, c, n)
 			case n > 0 && !bytes.Equal(out.Bytes(i, in), dst[:n]):
 				t.Fatalf("%d-byte page %d: GPU block (%d bytes) differs from the reference (%d bytes)", ps, i, out.Size[i], n)
 			}
 		}
 		t.Logf("%d-byte pages: %d pages, classes %v", ps, in.Len(), counts)
-		roundTrip(t, b, pages, ps, backends.CodecLZ4)
+		roundTrip(t, b, pages, ps, pagefmt.CodecLZ4)
 	}
 }
 
@@ -124,12 +125,12 @@ func TestPinnedMapping(t *testing.T) {
 	}
 	in := mem[4096 : 4096+len(pages)]
 	copy(in, pages)
-	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+	for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
 		roundTrip(t, b, in, 4096, codec)
 	}
 	unpin()
 	// Unpinned, the same memory is staged as any other.
-	roundTrip(t, b, in, 4096, backends.CodecLZ4)
+	roundTrip(t, b, in, 4096, pagefmt.CodecLZ4)
 
 	// A memfd mapped read-only, as the daemon maps a client's pages to
 	// compress, is registered read-only.
@@ -151,7 +152,7 @@ func TestPinnedMapping(t *testing.T) {
 		t.Fatalf("pinning a read-only mapping: %v", err)
 	}
 	defer unpin()
-	roundTrip(t, b, ro, 4096, backends.CodecLZ4)
+	roundTrip(t, b, ro, 4096, pagefmt.CodecLZ4)
 }
 
 // Batches from several callers share the slot ring; each gets its own
@@ -169,21 +170,21 @@ func TestConcurrentBatches(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codec := backends.CodecLZ4
+			codec := pagefmt.CodecLZ4
 			if g == 5 {
-				codec = backends.CodecZstd
+				codec = pagefmt.CodecZstd
 			}
 			for it := range 3 {
 				pages := corpus.Pages(corpus.Mixed, 2000+g*1500+it*333, 4096, uint64(g*10+it))
-				in := &backends.Batch{PageSize: 4096, Pages: pages, Codec: codec, Threshold: 3072}
-				var out backends.Compressed
+				in := &pagefmt.Batch{PageSize: 4096, Pages: pages, Codec: codec, Threshold: 3072}
+				var out pagefmt.Compressed
 				if err := b.Compress(context.Background(), in, &out); err != nil {
 					errs <- err
 					return
 				}
 				got := make([]byte, 4096)
 				for i := range in.Len() {
-					s := backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
+					s := pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
 					if !ref.DecodePage(s, got) || !bytes.Equal(got, in.Page(i)) {
 						errs <- fmt.Errorf("caller %d batch %d page %d (%v) came back different", g, it, i, out.Class[i])
 						return

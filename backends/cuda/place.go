@@ -4,11 +4,11 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/cuda/cu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
-// Placing compressed pages where the store keeps them (backends.Placer):
+// Placing compressed pages where the store keeps them (pagefmt.Placer):
 // a piece's sizes come down first with its other per-page results; the
 // store reserves a slot per page in its registered slabs; s4d_place then
 // writes every object, checksum first, straight into its slot across PCIe.
@@ -76,7 +76,7 @@ func (p *slotPlacer) Place(dst [][]byte) error {
 		return nil
 	})
 	if err != nil {
-		return &backends.PlaceError{Err: err}
+		return &pagefmt.PlaceError{Err: err}
 	}
 	t2 := time.Now()
 	for _, i := range s.bounce {

@@ -11,6 +11,7 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // Parts placed by the GPU straight into a store's registered slabs (and,
@@ -42,10 +43,10 @@ func TestPlaceIntoStore(t *testing.T) {
 	for i := range keys {
 		keys[i] = uint64(i)
 	}
-	for _, codec := range []backends.Codec{backends.CodecLZ4, backends.CodecZstd} {
+	for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
 		for _, pinned := range []bool{true, false} {
-			want := &backends.Compressed{}
-			in := &backends.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4, Sums: true}
+			want := &pagefmt.Compressed{}
+			in := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: codec, Threshold: ps * 3 / 4, Sums: true}
 			if err := b.Compress(context.Background(), in, want); err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +57,7 @@ func TestPlaceIntoStore(t *testing.T) {
 			res := make([]pagecache.Result, n)
 			in.Placed = true
 			placed := 0
-			err := b.CompressParts(context.Background(), in, func(lo int, part *backends.Compressed) error {
+			err := b.CompressParts(context.Background(), in, func(lo int, part *pagefmt.Compressed) error {
 				if part.Place == nil || len(part.Data) != 0 {
 					t.Fatalf("part at %d: not offered for placing", lo)
 				}
@@ -76,7 +77,7 @@ func TestPlaceIntoStore(t *testing.T) {
 				if res[i] != pagecache.OK || pi.Result != pagecache.OK || pi.Class != want.Class[i] {
 					t.Fatalf("%v pinned %v page %d: %v/%v class %v, want %v", codec, pinned, i, res[i], pi.Result, pi.Class, want.Class[i])
 				}
-				if w := want.Bytes(i, in); pi.Class != backends.ClassZero && !bytes.Equal(pi.Data, w) {
+				if w := want.Bytes(i, in); pi.Class != pagefmt.ClassZero && !bytes.Equal(pi.Data, w) {
 					t.Fatalf("%v pinned %v page %d (%v): placed bytes differ from Compress's", codec, pinned, i, pi.Class)
 				}
 			}
@@ -84,14 +85,14 @@ func TestPlaceIntoStore(t *testing.T) {
 			// by the GPU, and by the CPU engine as a reference.
 			for _, eng := range []backends.Backend{b, ref} {
 				clear(dst)
-				_, err = store.View(0, "p", keys, nil, res, func(st []backends.Stored) error {
-					d := &backends.Decompression{PageSize: ps, Src: st, Dst: dst}
+				_, err = store.View(0, "p", keys, nil, res, func(st []pagefmt.Stored) error {
+					d := &pagefmt.Decompression{PageSize: ps, Src: st, Dst: dst}
 					before := stageBytes(b)
 					if err := eng.Decompress(context.Background(), d); err != nil {
 						return err
 					}
 					// Into registered memory every page comes down from the GPU.
-					if down := stageBytes(b)["download"] - before["download"]; eng == b && codec == backends.CodecLZ4 && down < int64(len(dst)) {
+					if down := stageBytes(b)["download"] - before["download"]; eng == b && codec == pagefmt.CodecLZ4 && down < int64(len(dst)) {
 						t.Fatalf("%v pinned %v: %d bytes came down for %d bytes of pages", codec, pinned, down, len(dst))
 					}
 					for i, f := range d.Failed {
@@ -149,25 +150,25 @@ func TestWholeBatchIntoPinned(t *testing.T) {
 	defer ref.Close()
 	const ps = 4096
 	pages := corpus.Pages(corpus.Mixed, 3000, ps, 11)
-	in := &backends.Batch{PageSize: ps, Pages: pages, Codec: backends.CodecLZ4, Threshold: ps * 3 / 4}
-	var c backends.Compressed
+	in := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: ps * 3 / 4}
+	var c pagefmt.Compressed
 	if err := ref.Compress(context.Background(), in, &c); err != nil {
 		t.Fatal(err)
 	}
 	n := in.Len()
-	src := make([]backends.Stored, n)
+	src := make([]pagefmt.Stored, n)
 	bad := map[int]bool{}
-	seen := map[backends.Class]int{}
+	seen := map[pagefmt.Class]int{}
 	for i := range n {
-		src[i] = backends.Stored{Class: c.Class[i], Fill: c.Fill[i], Data: append([]byte(nil), c.Bytes(i, in)...)}
+		src[i] = pagefmt.Stored{Class: c.Class[i], Fill: c.Fill[i], Data: append([]byte(nil), c.Bytes(i, in)...)}
 		seen[c.Class[i]]++
 		switch {
-		case c.Class[i] == backends.ClassSame && i%2 == 0:
+		case c.Class[i] == pagefmt.ClassSame && i%2 == 0:
 			src[i].Data = nil // Fill alone
-		case c.Class[i] == backends.ClassLZ4 && i%97 == 0:
+		case c.Class[i] == pagefmt.ClassLZ4 && i%97 == 0:
 			src[i].Data = src[i].Data[:len(src[i].Data)/2]
 			bad[i] = true
-		case c.Class[i] == backends.ClassRaw && i%5 == 0:
+		case c.Class[i] == pagefmt.ClassRaw && i%5 == 0:
 			src[i].Data = src[i].Data[:ps-8]
 			bad[i] = true
 		}
@@ -186,7 +187,7 @@ func TestWholeBatchIntoPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unpin()
-	d := &backends.Decompression{PageSize: ps, Src: src, Dst: dst}
+	d := &pagefmt.Decompression{PageSize: ps, Src: src, Dst: dst}
 	if err := b.Decompress(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 func benchPages(tb testing.TB) []byte {
@@ -43,7 +44,7 @@ func cpuSeconds() float64 {
 // and the stored ratio. S4D_BENCH_PAGES names a file of real pages.
 func BenchmarkCompress64MiB(bm *testing.B) {
 	pages := benchPages(bm)
-	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
 	c, err := cpu.New(backends.Options{})
 	if err != nil {
 		bm.Fatal(err)
@@ -55,7 +56,7 @@ func BenchmarkCompress64MiB(bm *testing.B) {
 	}{{"webgpu", func() backends.Backend { return open(bm) }}, {"cpu", func() backends.Backend { return c }}} {
 		bm.Run(be.name, func(bm *testing.B) {
 			b := be.b()
-			out := &backends.Compressed{}
+			out := &pagefmt.Compressed{}
 			if err := b.Compress(context.Background(), in, out); err != nil {
 				bm.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func reportPhases(bm *testing.B) {
 // device's two slots.
 func BenchmarkCompressParallel64MiB(bm *testing.B) {
 	pages := benchPages(bm)
-	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
 	c, err := cpu.New(backends.Options{})
 	if err != nil {
 		bm.Fatal(err)
@@ -121,7 +122,7 @@ func BenchmarkCompressParallel64MiB(bm *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						errs[g] = b.Compress(context.Background(), in, &backends.Compressed{})
+						errs[g] = b.Compress(context.Background(), in, &pagefmt.Compressed{})
 					}()
 				}
 				wg.Wait()
@@ -143,8 +144,8 @@ func BenchmarkCompressParallel64MiB(bm *testing.B) {
 func BenchmarkKernel64MiB(bm *testing.B) {
 	b := open(bm)
 	pages := benchPages(bm)
-	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
-	out := &backends.Compressed{}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
+	out := &pagefmt.Compressed{}
 	out.Reset(in.Len())
 	// The whole batch staged in one slot, in one round.
 	s := <-b.slots
@@ -184,14 +185,14 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 func BenchmarkDecompressKernel64MiB(bm *testing.B) {
 	pages := benchPages(bm)
 	b := open(bm)
-	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
-	out := &backends.Compressed{}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
+	out := &pagefmt.Compressed{}
 	if err := b.Compress(context.Background(), in, out); err != nil {
 		bm.Fatal(err)
 	}
-	d := &backends.Decompression{PageSize: PageSize, Dst: make([]byte, len(pages))}
+	d := &pagefmt.Decompression{PageSize: PageSize, Dst: make([]byte, len(pages))}
 	for i := range in.Len() {
-		d.Src = append(d.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+		d.Src = append(d.Src, pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
 	}
 	if err := b.Decompress(context.Background(), d); err != nil {
 		bm.Fatal(err)
@@ -220,14 +221,14 @@ func BenchmarkDecompress64MiB(bm *testing.B) {
 		bm.Fatal(err)
 	}
 	defer c.Close()
-	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
-	out := &backends.Compressed{}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
+	out := &pagefmt.Compressed{}
 	if err := c.Compress(context.Background(), in, out); err != nil {
 		bm.Fatal(err)
 	}
-	d := &backends.Decompression{PageSize: PageSize, Dst: make([]byte, len(pages))}
+	d := &pagefmt.Decompression{PageSize: PageSize, Dst: make([]byte, len(pages))}
 	for i := range in.Len() {
-		d.Src = append(d.Src, backends.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+		d.Src = append(d.Src, pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
 	}
 	for _, be := range []struct {
 		name string

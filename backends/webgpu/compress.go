@@ -18,7 +18,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 const metaWords = 4
@@ -216,7 +216,7 @@ func lap(k int, t0 *time.Time) {
 
 // round compresses pages [lo, hi) of in on slot s: staging, kernel,
 // metadata and packed bytes (appended to out.Data under mu).
-func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, lo, hi int, mu *sync.Mutex, tn *turn) error {
+func (b *Backend) round(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, lo, hi int, mu *sync.Mutex, tn *turn) error {
 	m := hi - lo
 	t0 := time.Now()
 	defer tn.release()
@@ -285,25 +285,25 @@ func (b *Backend) round(s *slot, in *backends.Batch, out *backends.Compressed, l
 }
 
 // fill checks the round's metadata and writes it into out.
-func (b *Backend) fill(s *slot, out *backends.Compressed, lo int, base uint32, total int, limit uint32) error {
+func (b *Backend) fill(s *slot, out *pagefmt.Compressed, lo int, base uint32, total int, limit uint32) error {
 	for k := range s.n {
 		i := lo + k
 		mt := s.meta32[k*metaWords : (k+1)*metaWords]
-		class, size := backends.Class(mt[0]), mt[1]
+		class, size := pagefmt.Class(mt[0]), mt[1]
 		out.Class[i], out.Size[i], out.Off[i], out.Fill[i] = class, size, 0, 0
 		switch class {
-		case backends.ClassZero:
+		case pagefmt.ClassZero:
 			if size != 0 {
 				return fmt.Errorf("webgpu: page %d: zero page of size %d", i, size)
 			}
-		case backends.ClassSame:
+		case pagefmt.ClassSame:
 			out.Fill[i] = uint64(mt[2]) | uint64(mt[3])<<32
-		case backends.ClassLZ4:
+		case pagefmt.ClassLZ4:
 			if size == 0 || size > limit || mt[2]%4 != 0 || uint64(mt[2])+uint64(size) > uint64(total) {
 				return fmt.Errorf("webgpu: page %d: lz4 block of %d bytes at %d out of range", i, size, mt[2])
 			}
 			out.Off[i] = base + mt[2]
-		case backends.ClassRaw:
+		case pagefmt.ClassRaw:
 			if size != PageSize {
 				return fmt.Errorf("webgpu: page %d: raw of size %d", i, size)
 			}
@@ -360,7 +360,7 @@ func (t *turn) procs() int {
 // Compress classifies and LZ4-compresses the batch on the GPU: LZ4 batches
 // of PageSize pages only (Takes). Any device error fails the whole batch;
 // the caller redoes it elsewhere.
-func (b *Backend) Compress(ctx context.Context, in *backends.Batch, out *backends.Compressed) error {
+func (b *Backend) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.Compressed) error {
 	if !b.Takes(in.Codec, in.PageSize) {
 		return errNotTaken
 	}

@@ -17,7 +17,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // dslot holds the decompression buffers (one decompression at a time).
@@ -48,7 +48,7 @@ func (s *dslot) free(p *C.s4d_procs) {
 // (Takes): the router sends those batches elsewhere; a zstd page that
 // comes anyway is flagged. A block that does not decode to exactly one
 // page is flagged in d.Failed.
-func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) error {
+func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) error {
 	if d.PageSize != PageSize {
 		return errNotTaken
 	}
@@ -60,7 +60,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 	clear(d.Failed)
 	var lz []int
 	for i, s := range d.Src {
-		if s.Class == backends.ClassLZ4 {
+		if s.Class == pagefmt.ClassLZ4 {
 			lz = append(lz, i)
 		}
 	}
@@ -74,8 +74,8 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 			go func() {
 				defer wg.Done()
 				for i := k * n / g; i < (k+1)*n/g; i++ {
-					if s := d.Src[i]; s.Class != backends.ClassLZ4 {
-						d.Failed[i] = !backends.DecodePlain(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+					if s := d.Src[i]; s.Class != pagefmt.ClassLZ4 {
+						d.Failed[i] = !pagefmt.DecodePlain(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
 					}
 				}
 			}()
@@ -109,7 +109,7 @@ func (b *Backend) Decompress(ctx context.Context, d *backends.Decompression) err
 
 // decompress runs the kernel over the pages idx of d; meanwhile (the GPU
 // busy) it runs meanwhile on this goroutine.
-func (b *Backend) decompress(d *backends.Decompression, idx []int, meanwhile func()) error {
+func (b *Backend) decompress(d *pagefmt.Decompression, idx []int, meanwhile func()) error {
 	dv, p := b.d, b.d.p
 	s := &b.ds
 	n := len(idx)

@@ -25,6 +25,7 @@ import (
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/wgsl"
 )
 
@@ -199,8 +200,8 @@ func (b *Backend) Close() error {
 // Takes is backends.Limited's: the kernels do LZ4 on 4 KiB pages; the
 // router gives zstd batches, GETs with zstd pages and other page sizes to
 // another engine.
-func (b *Backend) Takes(codec backends.Codec, pageSize int) bool {
-	return codec == backends.CodecLZ4 && pageSize == PageSize
+func (b *Backend) Takes(codec pagefmt.Codec, pageSize int) bool {
+	return codec == pagefmt.CodecLZ4 && pageSize == PageSize
 }
 
 var errClosed = errors.New("webgpu: backend closed")

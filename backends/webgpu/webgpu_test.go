@@ -17,6 +17,7 @@ import (
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/backends/pagelz4"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 var (
@@ -108,8 +109,8 @@ func TestOverlappingBatches(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			pages := corpus.Pages(corpus.Mixed, 1000+300*g, PageSize, uint64(40+g))
-			in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
-			out := &backends.Compressed{}
+			in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
+			out := &pagefmt.Compressed{}
 			if err := b.Compress(context.Background(), in, out); err != nil {
 				errs <- err
 				return
@@ -126,10 +127,10 @@ func TestOverlappingBatches(t *testing.T) {
 	}
 }
 
-func checkRoundTrip(t testing.TB, b *Backend, pages []byte, threshold int) *backends.Compressed {
+func checkRoundTrip(t testing.TB, b *Backend, pages []byte, threshold int) *pagefmt.Compressed {
 	t.Helper()
-	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: threshold}
-	out := &backends.Compressed{}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: threshold}
+	out := &pagefmt.Compressed{}
 	if err := b.Compress(context.Background(), in, out); err != nil {
 		t.Fatalf("compress: %v", err)
 	}
@@ -137,17 +138,17 @@ func checkRoundTrip(t testing.TB, b *Backend, pages []byte, threshold int) *back
 	for i := range in.Len() {
 		page := in.Page(i)
 		switch out.Class[i] {
-		case backends.ClassLZ4:
+		case pagefmt.ClassLZ4:
 			n, err := lz4.UncompressBlock(out.Bytes(i, in), got)
 			if err != nil || n != PageSize || !bytes.Equal(got, page) {
 				t.Fatalf("page %d: lz4 block of %d bytes does not decode (n=%d err=%v)", i, out.Size[i], n, err)
 			}
-		case backends.ClassRaw:
-			if c, _ := backends.Classify(page); c != 0 {
+		case pagefmt.ClassRaw:
+			if c, _ := pagefmt.Classify(page); c != 0 {
 				t.Fatalf("page %d: %v page stored raw", i, c)
 			}
-		case backends.ClassZero, backends.ClassSame:
-			if c, f := backends.Classify(page); c != out.Class[i] || f != out.Fill[i] {
+		case pagefmt.ClassZero, pagefmt.ClassSame:
+			if c, f := pagefmt.Classify(page); c != out.Class[i] || f != out.Fill[i] {
 				t.Fatalf("page %d: class %v fill %#x, want %v %#x", i, out.Class[i], out.Fill[i], c, f)
 			}
 		default:
@@ -182,8 +183,8 @@ func FuzzCompress(f *testing.F) {
 
 // ratio compresses pages with b and returns input bytes / stored bytes.
 func ratio(t testing.TB, b backends.Backend, pages []byte) float64 {
-	in := &backends.Batch{PageSize: PageSize, Pages: pages, Codec: backends.CodecLZ4, Threshold: PageSize * 3 / 4}
-	out := &backends.Compressed{}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
+	out := &pagefmt.Compressed{}
 	if err := b.Compress(context.Background(), in, out); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestSameBytesAsPagelz4(t *testing.T) {
 		pages = append(pages, corpus.Pages(kind, 96, PageSize, 33)...)
 	}
 	out := checkRoundTrip(t, b, pages, PageSize*3/4)
-	in := &backends.Batch{PageSize: PageSize, Pages: pages, Threshold: PageSize * 3 / 4}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Threshold: PageSize * 3 / 4}
 	lz4s, err := samePagelz4(in, out)
 	if err != nil {
 		t.Fatal(err)
@@ -237,14 +238,14 @@ func TestSameBytesAsPagelz4(t *testing.T) {
 }
 
 // samePagelz4 checks out against the CPU: zero and same-filled pages by
-// backends.Classify, the rest against pagelz4's block (raw where it does
+// pagefmt.Classify, the rest against pagelz4's block (raw where it does
 // not fit under the threshold). It returns how many pages were LZ4.
-func samePagelz4(in *backends.Batch, out *backends.Compressed) (int, error) {
+func samePagelz4(in *pagefmt.Batch, out *pagefmt.Compressed) (int, error) {
 	var s pagelz4.Scratch
 	dst := make([]byte, in.Threshold)
 	lz4s := 0
 	for i := range in.Len() {
-		if c, fill := backends.Classify(in.Page(i)); c != 0 {
+		if c, fill := pagefmt.Classify(in.Page(i)); c != 0 {
 			if out.Class[i] != c || out.Fill[i] != fill {
 				return lz4s, fmt.Errorf("page %d: class %v fill %#x, want %v %#x", i, out.Class[i], out.Fill[i], c, fill)
 			}
@@ -252,9 +253,9 @@ func samePagelz4(in *backends.Batch, out *backends.Compressed) (int, error) {
 		}
 		n := pagelz4.Compress(in.Page(i), dst, &s)
 		switch {
-		case n == 0 && out.Class[i] != backends.ClassRaw:
+		case n == 0 && out.Class[i] != pagefmt.ClassRaw:
 			return lz4s, fmt.Errorf("page %d: pagelz4 does not fit it under %d bytes, the kernel stored %v of %d", i, in.Threshold, out.Class[i], out.Size[i])
-		case n > 0 && (out.Class[i] != backends.ClassLZ4 || !bytes.Equal(out.Bytes(i, in), dst[:n])):
+		case n > 0 && (out.Class[i] != pagefmt.ClassLZ4 || !bytes.Equal(out.Bytes(i, in), dst[:n])):
 			return lz4s, fmt.Errorf("page %d: kernel block (class %v, %d bytes) differs from pagelz4's %d bytes", i, out.Class[i], out.Size[i], n)
 		}
 		if n > 0 {
@@ -298,8 +299,8 @@ func FuzzDecompress(f *testing.F) {
 	f.Add([]byte{0x1f, 'a', 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xe2, 0x50, 'a', 'b', 'c', 'd', 'e'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b := open(t)
-		d := &backends.Decompression{PageSize: PageSize, Dst: make([]byte, PageSize),
-			Src: []backends.Stored{{Class: backends.ClassLZ4, Data: data}}}
+		d := &pagefmt.Decompression{PageSize: PageSize, Dst: make([]byte, PageSize),
+			Src: []pagefmt.Stored{{Class: pagefmt.ClassLZ4, Data: data}}}
 		if err := b.Decompress(context.Background(), d); err != nil {
 			t.Fatal(err)
 		}
@@ -335,8 +336,8 @@ func TestUseAfterClose(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	in := &backends.Batch{PageSize: PageSize, Pages: corpus.Pages(corpus.Text, 2, PageSize, 1), Codec: backends.CodecLZ4, Threshold: 3072}
-	if err := b.Compress(context.Background(), in, &backends.Compressed{}); err == nil {
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: corpus.Pages(corpus.Text, 2, PageSize, 1), Codec: pagefmt.CodecLZ4, Threshold: 3072}
+	if err := b.Compress(context.Background(), in, &pagefmt.Compressed{}); err == nil {
 		t.Fatal("Compress after Close succeeded")
 	}
 }
@@ -352,8 +353,8 @@ func TestDeviceLost(t *testing.T) {
 	}
 	defer b.Close()
 	pages := corpus.Pages(corpus.Text, 64, 4096, 1)
-	in := &backends.Batch{PageSize: 4096, Pages: pages, Codec: backends.CodecLZ4, Threshold: 3072}
-	var out backends.Compressed
+	in := &pagefmt.Batch{PageSize: 4096, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: 3072}
+	var out pagefmt.Compressed
 	if err := b.Compress(context.Background(), in, &out); err != nil {
 		t.Fatalf("before the loss: %v", err)
 	}
@@ -362,8 +363,8 @@ func TestDeviceLost(t *testing.T) {
 		func() error { return b.Compress(context.Background(), in, &out) },
 		func() error { return b.Compress(context.Background(), in, &out) },
 		func() error {
-			d := &backends.Decompression{PageSize: 4096, Dst: make([]byte, 4096),
-				Src: []backends.Stored{{Class: backends.ClassLZ4, Data: []byte{0x10, 'a'}}}}
+			d := &pagefmt.Decompression{PageSize: 4096, Dst: make([]byte, 4096),
+				Src: []pagefmt.Stored{{Class: pagefmt.ClassLZ4, Data: []byte{0x10, 'a'}}}}
 			return b.Decompress(context.Background(), d)
 		},
 	} {
@@ -404,7 +405,7 @@ func TestSubgroupFallbackSame(t *testing.T) {
 	}
 	a := checkRoundTrip(t, b, pages, PageSize*3/4)
 	c := checkRoundTrip(t, f, pages, PageSize*3/4)
-	in := &backends.Batch{PageSize: PageSize, Pages: pages}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages}
 	for i := range len(pages) / PageSize {
 		if a.Class[i] != c.Class[i] || a.Size[i] != c.Size[i] || !bytes.Equal(a.Bytes(i, in), c.Bytes(i, in)) {
 			t.Fatalf("page %d: subgroup and fallback kernels differ (%v %d / %v %d)", i, a.Class[i], a.Size[i], c.Class[i], c.Size[i])

@@ -18,6 +18,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	_ "github.com/s4d-project/s4d/backends/all"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // Command is `s4d bench`.
@@ -65,15 +66,15 @@ func parseBatches(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
-func parseCodecs(s string) ([]backends.Codec, error) {
+func parseCodecs(s string) ([]pagefmt.Codec, error) {
 	if s == "both" {
-		return []backends.Codec{backends.CodecLZ4, backends.CodecZstd}, nil
+		return []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd}, nil
 	}
-	c, err := backends.ParseCodec(s)
+	c, err := pagefmt.ParseCodec(s)
 	if err != nil {
 		return nil, fmt.Errorf("--codec: %w (or both)", err)
 	}
-	return []backends.Codec{c}, nil
+	return []pagefmt.Codec{c}, nil
 }
 
 // loadCorpus reads the pages to measure and says what they are.
@@ -197,7 +198,7 @@ func run(cx *cli.Context) error {
 	// pages, alternating the two `repeat` times so that both meet the same
 	// spells of outside load, and keeps the fastest of each. A nil run means
 	// the case is the cpu engine in-process itself: its own reference.
-	measure := func(codec backends.Codec, batch int, run func() (Result, error)) error {
+	measure := func(codec pagefmt.Codec, batch int, run func() (Result, error)) error {
 		var ref, r Result
 		for i := range repeat {
 			a, err := runInproc(ctx, cpu, codec, pages, pageSize, batch, clients, prog)
@@ -250,7 +251,7 @@ func run(cx *cli.Context) error {
 			}
 		}
 	} else {
-		codec, err := backends.ParseCodec(target.hello.Codec)
+		codec, err := pagefmt.ParseCodec(target.hello.Codec)
 		if err != nil {
 			return fmt.Errorf("daemon announced codec: %w", err)
 		}
@@ -261,7 +262,7 @@ func run(cx *cli.Context) error {
 		}
 	}
 	if cx.Bool("vs-zram") {
-		if err := measure(backends.CodecLZ4, zramIO/pageSize, func() (Result, error) { return runZram(pages, pageSize, clients) }); err != nil {
+		if err := measure(pagefmt.CodecLZ4, zramIO/pageSize, func() (Result, error) { return runZram(pages, pageSize, clients) }); err != nil {
 			return err
 		}
 	}

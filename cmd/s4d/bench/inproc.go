@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // processCPU returns the CPU time this process has used, user plus system,
@@ -69,15 +70,15 @@ func touch(b []byte) {
 // compressed (PUT), then every batch's stored form is decompressed (GET)
 // and compared with the original. Buffers are allocated before the clock
 // starts, so the figures are the engine's, not the allocator's.
-func runInproc(ctx context.Context, b backends.Backend, codec backends.Codec, pages []byte, pageSize, batch, clients int, prog *progress) (Result, error) {
+func runInproc(ctx context.Context, b backends.Backend, codec pagefmt.Codec, pages []byte, pageSize, batch, clients int, prog *progress) (Result, error) {
 	n := len(pages) / pageSize
 	nb := (n + batch - 1) / batch
 	threshold := pageSize * 3 / 4 // the daemon's rule: raw above 3/4 of a page
-	ins := make([]backends.Batch, nb)
-	outs := make([]backends.Compressed, nb)
+	ins := make([]pagefmt.Batch, nb)
+	outs := make([]pagefmt.Compressed, nb)
 	for i := range nb {
 		lo, hi := i*batch, min((i+1)*batch, n)
-		ins[i] = backends.Batch{PageSize: pageSize, Pages: pages[lo*pageSize : hi*pageSize], Codec: codec, Threshold: threshold}
+		ins[i] = pagefmt.Batch{PageSize: pageSize, Pages: pages[lo*pageSize : hi*pageSize], Codec: codec, Threshold: threshold}
 		outs[i].Reset(hi - lo)
 		outs[i].Data = make([]byte, (hi-lo)*threshold)
 		touch(outs[i].Data)
@@ -107,13 +108,13 @@ func runInproc(ctx context.Context, b backends.Backend, codec backends.Codec, pa
 		}
 	}
 
-	decs := make([]backends.Decompression, nb)
+	decs := make([]pagefmt.Decompression, nb)
 	for i := range nb {
 		k := ins[i].Len()
 		d := &decs[i]
-		d.PageSize, d.Src, d.Dst = pageSize, make([]backends.Stored, k), make([]byte, k*pageSize)
+		d.PageSize, d.Src, d.Dst = pageSize, make([]pagefmt.Stored, k), make([]byte, k*pageSize)
 		for j := range k {
-			d.Src[j] = backends.Stored{Class: outs[i].Class[j], Fill: outs[i].Fill[j], Data: outs[i].Bytes(j, &ins[i])}
+			d.Src[j] = pagefmt.Stored{Class: outs[i].Class[j], Fill: outs[i].Fill[j], Data: outs[i].Bytes(j, &ins[i])}
 		}
 		touch(d.Dst) // also makes a page the engine forgot to write differ
 	}

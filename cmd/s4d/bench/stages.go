@@ -12,6 +12,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // StageFigure is one stage of an engine's time in one phase (PUT or GET):
@@ -55,7 +56,7 @@ func stageFigures(before, after []backends.Stage, wall float64) []StageFigure {
 // timedPlacer times the engine's placing inside the store's Put, so that
 // the store's own work (reserving slots, publishing entries) shows apart.
 type timedPlacer struct {
-	backends.Placer
+	pagefmt.Placer
 	took time.Duration
 }
 
@@ -76,7 +77,7 @@ var benchStores = map[backends.Backend]*pagecache.Store{}
 // into registered memory, and compared. The store is the engine's for the
 // whole bench (emptied after each run), as the daemon's lives on: its slabs
 // are registered once, not in every run.
-func runStored(ctx context.Context, b backends.Backend, codec backends.Codec, pages []byte, pageSize, batch, clients int, prog *progress) (Result, error) {
+func runStored(ctx context.Context, b backends.Backend, codec pagefmt.Codec, pages []byte, pageSize, batch, clients int, prog *progress) (Result, error) {
 	pin, ok1 := b.(backends.Pinner)
 	pc, ok2 := b.(backends.PartCompressor)
 	if !ok1 || !ok2 {
@@ -130,9 +131,9 @@ func runStored(ctx context.Context, b backends.Backend, codec backends.Codec, pa
 	st0, cpu0, t0 := stagesOf(b), processCPU(), time.Now()
 	putLat, err := fanOut(nb, clients, func(i int) error {
 		lo, hi := i*batch, min((i+1)*batch, n)
-		in := &backends.Batch{PageSize: pageSize, Pages: src[lo*pageSize : hi*pageSize], Codec: codec,
+		in := &pagefmt.Batch{PageSize: pageSize, Pages: src[lo*pageSize : hi*pageSize], Codec: codec,
 			Threshold: threshold, Sums: true, Placed: true}
-		err := pc.CompressParts(ctx, in, func(at int, part *backends.Compressed) error {
+		err := pc.CompressParts(ctx, in, func(at int, part *pagefmt.Compressed) error {
 			k := len(part.Class)
 			p := in.Part(at, k)
 			t := time.Now()
@@ -177,8 +178,8 @@ func runStored(ctx context.Context, b backends.Backend, codec backends.Codec, pa
 		t := time.Now()
 		var dec time.Duration
 		defer func() { storeNs.Add(int64(time.Since(t) - dec)) }()
-		_, err := view(0, "bench", keys[lo:hi], nil, r, func(stored []backends.Stored) error {
-			d := &backends.Decompression{PageSize: pageSize, Src: stored, Dst: dst[lo*pageSize : hi*pageSize]}
+		_, err := view(0, "bench", keys[lo:hi], nil, r, func(stored []pagefmt.Stored) error {
+			d := &pagefmt.Decompression{PageSize: pageSize, Src: stored, Dst: dst[lo*pageSize : hi*pageSize]}
 			td := time.Now()
 			err := b.Decompress(ctx, d)
 			dec = time.Since(td)

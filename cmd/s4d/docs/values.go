@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // The values the scripts complete after a flag, or as a command's
@@ -39,8 +40,8 @@ func backendNames() []string { return backends.Names() }
 // codecNames are the codecs ParseCodec knows, found by their numbers.
 func codecNames() []string {
 	var out []string
-	for c := backends.Codec(1); c != 0; c++ {
-		if _, err := backends.ParseCodec(c.String()); err != nil {
+	for c := pagefmt.Codec(1); c != 0; c++ {
+		if _, err := pagefmt.ParseCodec(c.String()); err != nil {
 			break
 		}
 		out = append(out, c.String())
