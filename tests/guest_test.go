@@ -325,6 +325,9 @@ func logSwapResults(t *testing.T, r guestResults, all []guestScenario) {
 		}
 		t.Logf("%s: %ss in all, %s pages in (%s MiB/s), %s out (%s MiB/s)", s.Name, sw[0]["wall_s"],
 			sw[0]["pswpin"], sw[0]["in_mib_s"], sw[0]["pswpout"], sw[0]["out_mib_s"])
+		for _, z := range r.get(s.Name, "zram") {
+			t.Logf("%s: zram used at most %s MiB, %s pages stored uncompressed", s.Name, z["used_max_mib"], z["huge_pages"])
+		}
 		if s.Name == "zram" || len(base) != 1 || len(ws) == 0 || len(baseW) == 0 {
 			continue
 		}

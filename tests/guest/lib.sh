@@ -46,10 +46,12 @@ guest_zram_off() {
 	echo "$n" > /sys/class/zram-control/hot_remove
 }
 
-# guest_zram_stats DEV TAG: zram's own view (mm_stat: orig, compr, total).
+# guest_zram_stats DEV TAG: zram's own view (mm_stat): what it holds now
+# (orig, compr, total) and the most memory it used since it was made (a
+# workload that has exited holds nothing, so that is the figure to read).
 guest_zram_stats() {
 	local n=${1#/dev/zram}
-	awk -v tag="$2" '{ printf "S4D-RESULT tag=%s kind=zram orig_mib=%.1f compr_mib=%.1f total_mib=%.1f\n", tag, $1/1048576, $2/1048576, $3/1048576 }' \
+	awk -v tag="$2" '{ printf "S4D-RESULT tag=%s kind=zram orig_mib=%.1f compr_mib=%.1f total_mib=%.1f used_max_mib=%.1f huge_pages=%d\n", tag, $1/1048576, $2/1048576, $3/1048576, $5/1048576, $8 }' \
 		"/sys/block/zram$n/mm_stat"
 }
 
