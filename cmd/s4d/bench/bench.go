@@ -47,7 +47,7 @@ var Command = &cli.Command{
 		&cli.BoolFlag{Name: "memfd", Usage: "end to end: hand pages over in a sealed memfd (PUT_FD/GET_FD) instead of through the socket"},
 		&cli.DurationFlag{Name: "poll-wait", Usage: "end to end: how long a lone small request polls for its answer before sleeping (0: the client's default; negative: never)"},
 		&cli.StringFlag{Name: "plot", Usage: "draw throughput against batch size into this PNG file"},
-		&cli.BoolFlag{Name: "vs-zram", Usage: "also write the pages through a fresh kernel zram device (lz4, O_DIRECT, 1 MiB I/Os, one thread per client), read them back and report it beside the rest; needs root, removes the device after"},
+		&cli.BoolFlag{Name: "vs-zram", Usage: "also write the pages through a fresh kernel zram device (lz4, O_DIRECT I/Os of one batch, one thread per client), read them back and report it beside the rest; needs root, removes the device after"},
 	},
 	Action: run,
 }
@@ -262,8 +262,12 @@ func run(cx *cli.Context) error {
 		}
 	}
 	if cx.Bool("vs-zram") {
-		if err := measure(pagefmt.CodecLZ4, zramIO/pageSize, func() (Result, error) { return runZram(pages, pageSize, clients) }); err != nil {
-			return err
+		// zram in I/Os of each batch size, on as many threads as there are
+		// clients: the same work in the same pieces as s4d's.
+		for _, batch := range batches {
+			if err := measure(pagefmt.CodecLZ4, batch, func() (Result, error) { return MeasureZram(pages, pageSize, batch, clients) }); err != nil {
+				return err
+			}
 		}
 	}
 	prog.end() // before printing, so the report does not share a line with it
