@@ -178,3 +178,62 @@ func medianFigures(runs []zramFigures) zramFigures {
 		ReadCPU:   med(func(f zramFigures) float64 { return f.ReadCPU }),
 	}
 }
+
+// TestVsZramRows runs `s4d bench --vs-zram` as a user would: one zram row
+// per batch size, in I/Os of that batch, with the clients asked for, the
+// pages checked, and no device left behind.
+func TestVsZramRows(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: hot-adds zram devices")
+	}
+	if _, err := os.Stat("/sys/class/zram-control"); err != nil {
+		t.Skip("this kernel has no zram (no /sys/class/zram-control)")
+	}
+	before, _ := filepath.Glob("/sys/block/zram*")
+	out, err := exec.Command(s4dBin, "bench", "--inproc", "--backend", "cpu", "--codec", "lz4", "--synthetic", "mixed",
+		"--size", "8M", "--vs-zram", "--clients", "2", "--batch", "16,256", "--json").Output()
+	if err != nil {
+		t.Fatalf("s4d bench --vs-zram: %v\n%s", err, stderrOf(err))
+	}
+	var rep struct {
+		Results []struct {
+			Mode    string  `json:"mode"`
+			Backend string  `json:"backend"`
+			Batch   int     `json:"batch_pages"`
+			Clients int     `json:"clients"`
+			Pages   int     `json:"pages"`
+			Ratio   float64 `json:"ratio"`
+			Put     float64 `json:"put_gb_per_s"`
+			Get     float64 `json:"get_gb_per_s"`
+			PutCPU  float64 `json:"put_cpu_s_per_gb"`
+			PutLat  struct {
+				P50 float64 `json:"p50_us"`
+			} `json:"put_latency"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var batches []int
+	for _, r := range rep.Results {
+		if r.Backend != "zram" {
+			continue
+		}
+		batches = append(batches, r.Batch)
+		if r.Mode != "kernel" || r.Clients != 2 || r.Pages != 2048 || r.Ratio <= 1 || r.Put <= 0 || r.Get <= 0 || r.PutCPU <= 0 || r.PutLat.P50 <= 0 {
+			t.Errorf("zram row %+v: want kernel, 2 clients, 2048 pages, a ratio above 1 and every figure measured", r)
+		}
+	}
+	if !slices.Equal(batches, []int{16, 256}) {
+		t.Errorf("zram rows for batches %v, want one for each of 16 and 256\n%s", batches, out)
+	}
+	// Other programs on the machine may add devices meanwhile; one of the
+	// corpus's own size is the bench's.
+	after, _ := filepath.Glob("/sys/block/zram*")
+	for _, d := range after {
+		size, _ := os.ReadFile(d + "/disksize")
+		if !slices.Contains(before, d) && strings.TrimSpace(string(size)) == strconv.Itoa(8<<20) {
+			t.Errorf("%s left behind", d)
+		}
+	}
+}
