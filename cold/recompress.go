@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/routing"
@@ -38,6 +37,19 @@ type Recompressor struct {
 	backend                                              atomic.Pointer[string]
 }
 
+// Result is what a job did, or (Stats) all jobs since the start.
+type Result struct {
+	Runs         uint64  // jobs run (Stats only)
+	PagesTried   uint64  // read and compressed again
+	PagesKept    uint64  // replaced by their smaller form
+	PagesChanged uint64  // written or deleted meanwhile: the newer write kept
+	BytesBefore  uint64  // stored bytes of the pages recompressed, before
+	BytesSaved   uint64  // stored bytes those pages no longer take
+	BytesIn      uint64  // bytes of pages compressed again
+	Seconds      float64 // time spent
+	Backend      string  // the engine of the last batch
+}
+
 // Job says which pages to recompress.
 type Job struct {
 	UID    uint32 // pages of this user's pools; 0: every user's
@@ -59,22 +71,22 @@ const busyWait = 250 * time.Millisecond
 var ErrRunning = errors.New("a recompression is already running")
 
 // Run recompresses the pages job chooses, after any job running now.
-func (r *Recompressor) Run(ctx context.Context, job Job) (ipc.RecompressResult, error) {
+func (r *Recompressor) Run(ctx context.Context, job Job) (Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.run(ctx, job)
 }
 
 // TryRun is Run, unless a job is running already (ErrRunning).
-func (r *Recompressor) TryRun(ctx context.Context, job Job) (ipc.RecompressResult, error) {
+func (r *Recompressor) TryRun(ctx context.Context, job Job) (Result, error) {
 	if !r.mu.TryLock() {
-		return ipc.RecompressResult{}, ErrRunning
+		return Result{}, ErrRunning
 	}
 	defer r.mu.Unlock()
 	return r.run(ctx, job)
 }
 
-func (r *Recompressor) run(ctx context.Context, job Job) (res ipc.RecompressResult, err error) {
+func (r *Recompressor) run(ctx context.Context, job Job) (res Result, err error) {
 	t0 := time.Now()
 	defer func() {
 		res.Seconds = time.Since(t0).Seconds()
@@ -174,7 +186,7 @@ type scratch struct {
 }
 
 // batch recompresses refs and keeps what shrank enough.
-func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res *ipc.RecompressResult) error {
+func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res *Result) error {
 	s, ps := &r.buf, r.Store.PageSize()
 	n := len(refs)
 	s.ok = resize(s.ok, n)
@@ -230,8 +242,8 @@ func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res 
 }
 
 // Stats are the totals since the start.
-func (r *Recompressor) Stats() *ipc.RecompressStats {
-	st := &ipc.RecompressStats{Runs: r.runs.Load(), PagesTried: r.tried.Load(), PagesKept: r.kept.Load(),
+func (r *Recompressor) Stats() Result {
+	st := Result{Runs: r.runs.Load(), PagesTried: r.tried.Load(), PagesKept: r.kept.Load(),
 		PagesChanged: r.changed.Load(), BytesBefore: r.before.Load(), BytesSaved: r.saved.Load(),
 		BytesIn: r.in.Load(), Seconds: time.Duration(r.nanos.Load()).Seconds()}
 	if b := r.backend.Load(); b != nil {

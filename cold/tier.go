@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backing"
-	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/routing"
 	"github.com/s4d-project/s4d/settings"
@@ -141,8 +140,8 @@ func (t *Tier) AgeOf(d time.Duration) int {
 // CheckAge refuses an age the epochs cannot tell.
 func (t *Tier) CheckAge(d time.Duration) error {
 	if longest := time.Duration(pagecache.MaxAge-1) * t.cfg.IdleEpoch; d > longest {
-		return &ipc.Error{Code: ipc.CodeMalformed, Msg: fmt.Sprintf("age %v: ages are told up to %v (63 idle epochs of %v); set a longer idle-epoch",
-			d, longest, t.cfg.IdleEpoch)}
+		return fmt.Errorf("age %v: ages are told up to %v (63 idle epochs of %v); set a longer idle-epoch",
+			d, longest, t.cfg.IdleEpoch)
 	}
 	return nil
 }

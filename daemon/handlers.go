@@ -388,7 +388,7 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			ChecksumErrors: d.corrupt.Load(), RefusedConnections: d.refused.Load(), Busy: d.answers.of(ipc.CodeBusy),
 			Answers:      d.answers.byName(),
 			RequestBytes: used, RequestBytesMax: peak, RequestBudget: d.mem.Total()},
-		Backends: d.disp.Stats(),
+		Backends: backendStats(d.disp.Stats()), // wire.go
 		Pools:    d.poolStats(uid),
 		Regions:  d.regs.Stats(uid), RegionTotals: d.regs.Totals(uid), // totals: root only
 

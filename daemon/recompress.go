@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"sort"
 	"time"
 
@@ -18,7 +19,7 @@ func (c *conn) coldArgs(pool string, minAge time.Duration) (int, error) {
 	if pool != "" && !ipc.ValidPool(pool) {
 		return 0, badPool(pool)
 	}
-	if err := c.d.cold.CheckAge(minAge); err != nil {
+	if err := c.checkAge(minAge); err != nil {
 		return 0, err
 	}
 	return c.d.cold.AgeOf(minAge), nil
@@ -81,7 +82,7 @@ func (c *conn) recompress(body []byte) ([]byte, error) {
 		MinAge: age, Huge: req.Flags&ipc.RecompressHuge != 0}
 	res, err := t.Recompressor.Run(t.Context(), job)
 	switch {
-	case err == pagecache.ErrNoPool || err == pagecache.ErrPermission:
+	case errors.Is(err, pagecache.ErrNoPool) || errors.Is(err, pagecache.ErrPermission):
 		return nil, storeErr(err, req.Pool)
 	case err != nil && t.Context().Err() != nil:
 		return nil, errorf(ipc.CodeShuttingDown, "recompression stopped: the daemon is stopping")
@@ -90,8 +91,11 @@ func (c *conn) recompress(body []byte) ([]byte, error) {
 	}
 	c.d.log.Info("recompressed", "uid", c.uid, "pool", req.Pool, "pages_tried", res.PagesTried,
 		"pages_recompressed", res.PagesKept, "bytes_saved", res.BytesSaved, "seconds", res.Seconds)
-	return c.jsonBody(res)
+	return c.jsonBody(recompressResult(res))
 }
 
 // recompressStats is STATS's recompress section.
-func (d *Daemon) recompressStats() *ipc.RecompressStats { return d.cold.Recompressor.Stats() }
+func (d *Daemon) recompressStats() *ipc.RecompressStats {
+	st := recompressResult(d.cold.Recompressor.Stats())
+	return &st
+}

@@ -24,7 +24,7 @@ func (c *conn) writeback(body []byte) ([]byte, error) {
 	r := ipc.WritebackResult{Mode: mode}
 	age := pagecache.MaxAge // pages marked idle, or idle for the longest
 	if req.MinAge > 0 {
-		if err := c.d.cold.CheckAge(req.MinAge); err != nil {
+		if err := c.checkAge(req.MinAge); err != nil {
 			return nil, err
 		}
 		age = c.d.cold.AgeOf(req.MinAge)

@@ -92,7 +92,7 @@ func TestCompressOtherCodec(t *testing.T) {
 	var zstdOut uint64
 	for _, bs := range st {
 		for _, c := range bs.Counters {
-			if c.Codec == "zstd" && c.Direction == "compress" && bs.Name == "cpu" {
+			if c.Codec.String() == "zstd" && c.Direction == "compress" && bs.Name == "cpu" {
 				zstdOut = c.Pages
 			}
 		}

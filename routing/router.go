@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backends"
-	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagefmt"
 )
 
@@ -401,31 +400,6 @@ func (d *Router) fail(be backends.Backend, err error) {
 	if !d.set.LastResort(be.Name()) {
 		d.set.MarkFailed(be.Name(), fmt.Errorf("runtime fault: %w", err))
 	}
-}
-
-// Stats reports every backend with its counters.
-func (d *Router) Stats() []ipc.BackendStats {
-	inUse := d.InUse()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []ipc.BackendStats
-	for _, st := range d.set.Statuses() {
-		bs := ipc.BackendStats{Name: st.Name, State: string(st.State), Reason: st.Reason,
-			Describe: st.Describe, InUse: st.Name == inUse}
-		for _, dir := range []string{"compress", "decompress"} {
-			for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
-				c := d.ctr[ctrKey{st.Name, codec, dir}]
-				if c == nil {
-					continue
-				}
-				bs.Counters = append(bs.Counters, ipc.CodecCounters{Codec: codec.String(), Direction: dir,
-					Batches: c.batches.Load(), Pages: c.pages.Load(), BytesIn: c.in.Load(),
-					BytesOut: c.out.Load(), Errors: c.errors.Load()})
-			}
-		}
-		out = append(out, bs)
-	}
-	return out
 }
 
 func resize[T any](s []T, n int) []T {

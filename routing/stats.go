@@ -1,0 +1,46 @@
+package routing
+
+import (
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/pagefmt"
+)
+
+// BackendStats is one backend as the router sees it: its state, and what
+// it has done for each codec and direction. The daemon turns it into its
+// answer on the wire.
+type BackendStats struct {
+	backends.Status
+	InUse    bool // the backend batches go to first now
+	Counters []Counters
+}
+
+// Counters count one backend's work with one codec in one direction.
+type Counters struct {
+	Codec                                     pagefmt.Codec
+	Direction                                 string // "compress" or "decompress"
+	Batches, Pages, BytesIn, BytesOut, Errors uint64
+}
+
+// Stats reports every backend with its counters.
+func (d *Router) Stats() []BackendStats {
+	inUse := d.InUse()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []BackendStats
+	for _, st := range d.set.Statuses() {
+		bs := BackendStats{Status: st, InUse: st.Name == inUse}
+		for _, dir := range []string{"compress", "decompress"} {
+			for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
+				c := d.ctr[ctrKey{st.Name, codec, dir}]
+				if c == nil {
+					continue
+				}
+				bs.Counters = append(bs.Counters, Counters{Codec: codec, Direction: dir,
+					Batches: c.batches.Load(), Pages: c.pages.Load(), BytesIn: c.in.Load(),
+					BytesOut: c.out.Load(), Errors: c.errors.Load()})
+			}
+		}
+		out = append(out, bs)
+	}
+	return out
+}
