@@ -1,7 +1,6 @@
 package pagecache
 
 import (
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/pageindex"
 	"github.com/s4d-project/s4d/slab"
@@ -22,7 +21,7 @@ import (
 // mapping none of whose slabs is in use goes back whole, unregistered
 // first (Sweep). A mapping that p refuses is used unregistered: the engine
 // then writes its objects through a buffer of its own.
-func (s *Store) SetPinner(p backends.Pinner) {
+func (s *Store) SetPinner(p slab.Pinner) {
 	s.mu.Lock()
 	s.arena.SetPinner(p, slab.IdlePinnedKeep)
 	s.mu.Unlock()

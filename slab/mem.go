@@ -8,8 +8,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/s4d-project/s4d/backends"
 )
 
 // slabMem hands out slab memory from anonymous mappings of its own, off
@@ -24,8 +22,8 @@ type slabMem struct {
 	free     [][]byte // slabs let go, their pages returned
 	rest     []byte   // what the newest region has not handed out
 	maps     *regions
-	pin      backends.Pinner // registers new regions with a device (pinned.go)
-	keepIdle int             // idle registered bytes kept for reuse (pinned.go)
+	pin      Pinner // registers new regions with a device (pinned.go)
+	keepIdle int    // idle registered bytes kept for reuse (pinned.go)
 }
 
 // regions are the mappings slabs come from.

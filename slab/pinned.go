@@ -6,8 +6,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/s4d-project/s4d/backends"
 )
 
 // Slab memory registered with a device, so that a GPU engine writes
@@ -24,6 +22,13 @@ const PinnedRegionSlabs = 256
 // 182 MiB stored its next GiB at 5-6 GB/s instead of 28-31).
 const IdlePinnedKeep = 256 << 20
 
+// Pinner registers memory with a device for DMA (an engine that writes
+// compressed pages straight into the arena); unpin undoes it. Engines
+// implement it (backends.Pinner); the arena needs only this much.
+type Pinner interface {
+	Pin(mem []byte) (unpin func(), err error)
+}
+
 // SetPinner has the arena register every slab mapping it makes from now
 // on with p, and keep up to keepIdle bytes of idle registered mappings.
 // Slabs emptied in registered memory are kept for reuse rather than their
@@ -31,7 +36,7 @@ const IdlePinnedKeep = 256 << 20
 // leave it writing into pages the store no longer sees); a registered
 // mapping none of whose slabs is in use goes back whole, unregistered
 // first (Sweep). A mapping that p refuses is used unregistered.
-func (a *Arena) SetPinner(p backends.Pinner, keepIdle int) {
+func (a *Arena) SetPinner(p Pinner, keepIdle int) {
 	a.mem.pin, a.mem.keepIdle = p, keepIdle
 }
 
@@ -48,7 +53,7 @@ type pinnedRange struct {
 }
 
 // register registers a new mapping with p, if any.
-func (r *regions) register(mem []byte, p backends.Pinner) {
+func (r *regions) register(mem []byte, p Pinner) {
 	if p == nil {
 		return
 	}
