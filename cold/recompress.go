@@ -22,8 +22,8 @@ import (
 // busy. A page is kept in its new form only when that saves MinSaving of
 // its stored bytes, and only if no write came in meanwhile.
 type Recompressor struct {
-	Store     *pagecache.Store
-	Router    *routing.Router
+	Store     Pages
+	Router    Compressor
 	MinSaving float64     // fraction of a page's stored bytes to save, or the page stays as it is
 	Batch     int         // pages per batch; 0: routing.DecodeChunk
 	Busy      func() bool // whether foreground requests are being served; nil: never

@@ -9,7 +9,6 @@ import (
 
 	"github.com/s4d-project/s4d/backing"
 	"github.com/s4d-project/s4d/pagecache"
-	"github.com/s4d-project/s4d/routing"
 	"github.com/s4d-project/s4d/settings"
 )
 
@@ -24,7 +23,7 @@ type Tier struct {
 	Recompressor *Recompressor
 
 	cfg    settings.Config // a copy: what it reads takes effect at a restart only
-	store  *pagecache.Store
+	store  Store
 	log    *slog.Logger
 	file   *backing.File   // nil without a backing file
 	ctx    context.Context // ends when Stop begins
@@ -38,7 +37,7 @@ type Tier struct {
 // restores every page its last checkpoint recorded, so that a daemon says
 // it is ready only once they are back. busy says whether foreground
 // requests are being served.
-func Open(cfg *settings.Config, store *pagecache.Store, router *routing.Router, busy func() bool, log *slog.Logger) (*Tier, error) {
+func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool, log *slog.Logger) (*Tier, error) {
 	t := &Tier{cfg: *cfg, store: store, log: log, stop: make(chan struct{})}
 	t.Recompressor = &Recompressor{Store: store, Router: router,
 		MinSaving: float64(cfg.RecompressMinSaving) / 100, Busy: busy, Log: log}
