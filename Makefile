@@ -38,8 +38,9 @@ LDFLAGS    := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT
 build:
 	$(GO) build $(EXTRA_BUILDFLAGS) -ldflags '$(LDFLAGS) $(EXTRA_LDFLAGS)' -o $(BIN) ./cmd/s4d
 
-# System packages: the reference decoders used by the tests.
-APT_PKGS := python3-lz4 zstd ca-certificates
+# System packages: the reference decoders used by the tests, and cc for cgo
+# and tests/zramcheck.
+APT_PKGS := python3-lz4 zstd ca-certificates gcc
 deps-system:
 	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
