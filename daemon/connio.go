@@ -78,7 +78,7 @@ func (s *spinner) Begin() (time.Duration, bool) {
 		s.idle++
 		return 0, false
 	}
-	if d.disp.Busy() {
+	if d.router.Busy() {
 		return 0, false
 	}
 	if spinning.Add(1) > int32(max(1, runtime.GOMAXPROCS(0)/2)) {

@@ -120,7 +120,7 @@ func (c *conn) fetch(pool string, keys []uint64, dst []byte, inPlace bool) ([]pa
 			v.dst = dst[got*ps:]
 		}
 		// The engine checks each page's checksum as it decodes it.
-		stored, err := c.d.store.ViewUnchecked(c.uid, pool, keys[lo:hi], c.s.stored[:0], v.res, c.s.viewFn)
+		stored, err := c.pages.ViewUnchecked(c.uid, pool, keys[lo:hi], c.s.stored[:0], v.res, c.s.viewFn)
 		c.s.stored = stored
 		if err != nil && v.err == nil {
 			return nil, 0, storeErr(err, pool)
@@ -209,7 +209,7 @@ func (c *conn) decodeRun(src []pagefmt.Stored, res []pagecache.Result, dst []byt
 	v, ps := &c.s.view, c.d.cfg.PageSize
 	dd := &c.s.dec
 	dd.PageSize, dd.Src, dd.Dst = ps, src, dst[:len(src)*ps]
-	v.err = c.d.disp.Decompress(c.req.ctx, dd)
+	v.err = c.engines.Decompress(c.req.ctx, dd)
 	dd.Src, dd.Dst = nil, nil
 	if v.err != nil {
 		return v.err

@@ -22,7 +22,7 @@ func FuzzHandle(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	c := &conn{d: d, uid: 1000}
+	c := d.newConn(1000, 0)
 	defer c.maps.Close()
 	page := make([]byte, 4096)
 	page[7] = 1

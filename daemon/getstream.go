@@ -58,7 +58,7 @@ func (c *conn) streamGet(h ipc.Header, req *ipc.KeysRequest) bool {
 		}
 		before := sn.used
 		sn.res = res[lo:hi]
-		stored, err := c.d.store.View(c.uid, req.Pool, req.Keys[lo:hi], c.s.stored[:0], sn.res, c.s.snapFn)
+		stored, err := c.pages.View(c.uid, req.Pool, req.Keys[lo:hi], c.s.stored[:0], sn.res, c.s.snapFn)
 		c.s.stored = stored
 		if err != nil {
 			return c.finish(h, nil, storeErr(err, req.Pool))
@@ -132,7 +132,7 @@ func (c *conn) sendPieces(pages []pagefmt.Stored, per int) bool {
 		k := min(per, len(pages)-j)
 		b := <-free
 		dd.PageSize, dd.Src, dd.Dst = ps, pages[j:j+k], b[:k*ps]
-		err := c.d.disp.Decompress(c.req.ctx, dd)
+		err := c.engines.Decompress(c.req.ctx, dd)
 		if err == nil && slices.Contains(dd.Failed[:k], true) {
 			err = errUndecodable
 		}

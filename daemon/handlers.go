@@ -180,7 +180,7 @@ func (c *conn) checkPut(pool string, pageSize uint32, keys []uint64) error {
 	if err := c.checkKeys(pool, keys); err != nil {
 		return err
 	}
-	codec, err := c.d.store.PoolCodec(c.uid, pool)
+	codec, err := c.pages.PoolCodec(c.uid, pool)
 	if err != nil {
 		return storeErr(err, pool)
 	}
@@ -227,7 +227,7 @@ func (c *conn) store(pool string, keys []uint64, pages []byte) ([]byte, error) {
 	if c.s.putFn == nil {
 		c.s.putFn = c.storePart
 	}
-	_, err := c.d.disp.Compress(c.req.ctx, batch, out, c.s.putFn)
+	_, err := c.engines.Compress(c.req.ctx, batch, out, c.s.putFn)
 	if c.s.putting.err != nil {
 		return nil, storeErr(c.s.putting.err, pool)
 	}
@@ -260,7 +260,7 @@ func (c *conn) storePart(backend string, lo int, part *pagefmt.Compressed) error
 	p := &c.s.putting
 	n := len(part.Class)
 	b := c.s.batch.Part(lo, n)
-	err := c.d.store.Put(c.uid, p.pool, p.keys[lo:lo+n], &b, part, c.d.store.BackendID(backend), p.res[lo:lo+n])
+	err := c.pages.Put(c.uid, p.pool, p.keys[lo:lo+n], &b, part, c.pages.BackendID(backend), p.res[lo:lo+n])
 	if !pagefmt.IsPlaceError(err) { // the engine's failure: the router redoes the batch
 		p.err = err
 	}
@@ -281,7 +281,7 @@ func (c *conn) del(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	res := c.results(len(req.Keys))
-	if err := c.d.store.Del(c.uid, req.Pool, req.Keys, res); err != nil {
+	if err := c.pages.Del(c.uid, req.Pool, req.Keys, res); err != nil {
 		return nil, storeErr(err, req.Pool)
 	}
 	return c.codesResponse(res), nil
@@ -299,7 +299,7 @@ func (c *conn) inspect(body []byte) ([]byte, error) {
 			return nil, budgetErr(err)
 		}
 	}
-	infos, err := c.d.store.Inspect(c.uid, req.Pool, req.Keys, req.WithData)
+	infos, err := c.pages.Inspect(c.uid, req.Pool, req.Keys, req.WithData)
 	if err != nil {
 		return nil, storeErr(err, req.Pool)
 	}
@@ -325,7 +325,7 @@ func (c *conn) stats(body []byte) ([]byte, error) {
 	}
 	st := c.d.Stats(c.uid)
 	if pool != "" {
-		info, err := c.d.store.PoolInfo(c.uid, pool)
+		info, err := c.pages.PoolInfo(c.uid, pool)
 		if err != nil {
 			return nil, storeErr(err, pool)
 		}
@@ -345,7 +345,7 @@ func (c *conn) compact(body []byte) ([]byte, error) {
 	if len(body) != 0 {
 		return nil, errorf(ipc.CodeMalformed, "COMPACT takes no body")
 	}
-	moved, freed := c.d.store.Compact()
+	moved, freed := c.pages.Compact()
 	c.d.log.Info("compacted", "pages_moved", moved, "bytes_freed", freed, "uid", c.uid)
 	return c.jsonBody(ipc.CompactResult{PagesMoved: moved, BytesFreed: freed})
 }
@@ -384,11 +384,11 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 			Pages: s.Pages, ZeroPages: s.ZeroPages, SamePages: s.SamePages, HugePages: s.HugePages,
 			PagesCompacted: s.PagesCompacted, MetadataBytes: s.MetadataBytes},
 		IO: ipc.IOStats{FailedReads: d.failedRd.Load(), FailedWrites: d.failedWr.Load(),
-			InvalidIO: d.answers.invalid(), NoSpace: d.noSpace.Load(), Fallbacks: d.disp.Fallbacks(),
+			InvalidIO: d.answers.invalid(), NoSpace: d.noSpace.Load(), Fallbacks: d.router.Fallbacks(),
 			ChecksumErrors: d.corrupt.Load(), RefusedConnections: d.refused.Load(), Busy: d.answers.of(ipc.CodeBusy),
 			Answers:      d.answers.byName(),
 			RequestBytes: used, RequestBytesMax: peak, RequestBudget: d.mem.Total()},
-		Backends: backendStats(d.disp.Stats()), // wire.go
+		Backends: backendStats(d.router.Stats()), // wire.go
 		Pools:    d.poolStats(uid),
 		Regions:  d.regs.Stats(uid), RegionTotals: d.regs.Totals(uid), // totals: root only
 

@@ -26,7 +26,7 @@ func (d *Daemon) Reload(nc Config) {
 	d.cfg.LogLevel = nc.LogLevel
 	if nc.Backend != d.cfg.Backend {
 		if _, ok := d.set.Get(nc.Backend); nc.Backend == "auto" || ok {
-			d.disp.SetPreference(nc.Backend)
+			d.router.SetPreference(nc.Backend)
 			d.cfg.Backend = nc.Backend
 		} else {
 			d.log.Error("reload: backend not usable; keeping the current one", "backend", nc.Backend)
@@ -35,7 +35,7 @@ func (d *Daemon) Reload(nc Config) {
 	if keys := settings.RestartOnly(d.cfg, nc); len(keys) > 0 {
 		d.log.Warn("reload: these settings take effect only after a restart", "keys", keys)
 	}
-	d.log.Info("reloaded", "mem_limit", nc.MemLimit, "log_level", nc.LogLevel.String(), "backend", d.disp.Preference())
+	d.log.Info("reloaded", "mem_limit", nc.MemLimit, "log_level", nc.LogLevel.String(), "backend", d.router.Preference())
 }
 
 // RetryBackends probes failed backends again and logs those back in service.
@@ -58,7 +58,7 @@ func (d *Daemon) SelfCheck() error {
 	case <-time.After(10 * time.Second):
 		return errors.New("the page store does not answer")
 	}
-	return d.disp.Progress(stuckAfter)
+	return d.router.Progress(stuckAfter)
 }
 
 // StatusLine is the one-line summary systemd shows.
@@ -68,5 +68,5 @@ func (d *Daemon) StatusLine() string {
 	if s.ComprDataSize > 0 {
 		ratio = fmt.Sprintf("%.2f", float64(s.OrigDataSize)/float64(s.ComprDataSize))
 	}
-	return fmt.Sprintf("backend %s, %d pages stored, ratio %s, %d MiB held", d.disp.InUse(), s.Pages, ratio, s.MemUsedTotal>>20)
+	return fmt.Sprintf("backend %s, %d pages stored, ratio %s, %d MiB held", d.router.InUse(), s.Pages, ratio, s.MemUsedTotal>>20)
 }

@@ -14,4 +14,4 @@ import (
 func (d *Daemon) RequestLatency() []latency.Op { return d.lat.Histograms() }
 
 // CalibratedRates returns what calibration measured.
-func (d *Daemon) CalibratedRates() []routing.Rate { return d.disp.Rates() }
+func (d *Daemon) CalibratedRates() []routing.Rate { return d.router.Rates() }

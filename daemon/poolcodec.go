@@ -18,7 +18,7 @@ func (c *conn) poolCodec(body []byte) ([]byte, error) {
 	if name != "" {
 		codec, _ = pagefmt.ParseCodec(name) // checked by DecodePoolCodec
 	}
-	if err := c.d.store.SetPoolCodec(c.uid, pool, codec); err != nil {
+	if err := c.pages.SetPoolCodec(c.uid, pool, codec); err != nil {
 		return nil, storeErr(err, pool)
 	}
 	c.d.log.Info("pool codec", "pool", pool, "uid", c.uid, "codec", codecName(codec))

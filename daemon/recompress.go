@@ -34,7 +34,7 @@ func (c *conn) idle(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := c.d.store
+	st := c.pages
 	out := ipc.IdleResult{EpochSeconds: c.d.cfg.IdleEpoch.Seconds(), MinAgeEpochs: age, Pools: []ipc.IdlePool{}}
 	if req.Flags&ipc.IdleMark != 0 {
 		if out.Marked, err = st.MarkIdle(c.uid, req.Pool); err != nil {

@@ -94,7 +94,7 @@ func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 	if req.Length > region.MaxBytes {
 		return nil, errorf(ipc.CodeTooLarge, "a region of %d bytes; the limit is %d", req.Length, uint64(region.MaxBytes))
 	}
-	if err := c.d.store.CheckPool(c.uid, regionPool(c.uid)); err != nil {
+	if err := c.pages.CheckPool(c.uid, regionPool(c.uid)); err != nil {
 		return nil, storeErr(err, regionPool(c.uid))
 	}
 	set := &c.d.regs
@@ -128,7 +128,7 @@ func (c *conn) register(body []byte, fds []int) ([]byte, error) {
 	return c.reply(ipc.EncodeRegionID(id)), nil
 }
 
-// regionStore puts a region's pages through the dispatcher into the
+// regionStore puts a region's pages through the router into the
 // owner's region pool, under keys of the region's own range.
 type regionStore struct {
 	d    *Daemon
@@ -148,7 +148,7 @@ func (s *regionStore) Save(keys []uint64, pages []byte, size []int32) error {
 	batch := &pagefmt.Batch{PageSize: d.cfg.PageSize, Pages: pages}
 	out := d.bufs.GetOut()
 	defer d.bufs.PutOut(out)
-	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *pagefmt.Compressed) error {
+	_, err := d.router.Compress(d.ctx, batch, out, func(backend string, lo int, part *pagefmt.Compressed) error {
 		n := len(part.Class)
 		b := batch.Part(lo, n)
 		if err := d.store.Put(s.uid, s.pool, full[lo:lo+n], &b, part, d.store.BackendID(backend), res[lo:lo+n]); err != nil {
@@ -194,7 +194,7 @@ func (s *regionStore) Load(keys []uint64, dst []byte) error {
 			}
 		}
 		dd := pagefmt.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
-		if derr = d.disp.Decompress(d.ctx, &dd); derr != nil {
+		if derr = d.router.Decompress(d.ctx, &dd); derr != nil {
 			return derr
 		}
 		for _, f := range dd.Failed {

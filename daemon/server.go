@@ -37,18 +37,18 @@ type Config = settings.Config
 
 // Daemon serves the page store on a Unix socket.
 type Daemon struct {
-	cfg   Config
-	log   *slog.Logger
-	store *pagecache.Store
-	set   *backends.Set
-	disp  *routing.Router
-	codec pagefmt.Codec
-	start time.Time
-	bufs  *reqmem.Pool
-	mem   *reqmem.Budget   // memory for requests and replies in flight
-	maps  *clientmem.Share // client memfds mapped now, shared by connections
-	wake  int              // eventfd that interrupts every connection's waits (shutdown)
-	quit  chan struct{}    // closed when the daemon starts stopping
+	cfg    Config
+	log    *slog.Logger
+	store  *pagecache.Store
+	set    *backends.Set
+	router *routing.Router
+	codec  pagefmt.Codec
+	start  time.Time
+	bufs   *reqmem.Pool
+	mem    *reqmem.Budget   // memory for requests and replies in flight
+	maps   *clientmem.Share // client memfds mapped now, shared by connections
+	wake   int              // eventfd that interrupts every connection's waits (shutdown)
+	quit   chan struct{}    // closed when the daemon starts stopping
 	// ctx is every request's context: it ends when shutdown stops waiting
 	// for the requests it had received, cancelling their batches.
 	ctx    context.Context
@@ -127,9 +127,9 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if p := d.pinners(); len(p) > 0 {
 		d.store.SetPinner(p[0])
 	}
-	d.disp = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
-	undo = append(undo, d.disp.Close)
-	if d.cold, err = cold.Open(&d.cfg, d.store, d.disp, d.disp.Busy, d.log); err != nil {
+	d.router = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
+	undo = append(undo, d.router.Close)
+	if d.cold, err = cold.Open(&d.cfg, d.store, d.router, d.router.Busy, d.log); err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() { d.cold.Stop(); d.cold.Close() })
@@ -142,7 +142,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		if err != nil {
 			cfg.Log.Warn("calibration failed; using backends in preference order", "err", err)
 		} else {
-			d.disp.SetCalibration(cal, cfg.CoalesceWait)
+			d.router.SetCalibration(cal, cfg.CoalesceWait)
 			cfg.Log.Info("calibrated", "rates", cal.String(), "merge_below_pages", cal.CoalesceBelow())
 		}
 	}
@@ -171,7 +171,7 @@ func statusOf(set *backends.Set, name string) backends.Status {
 func (d *Daemon) Store() *pagecache.Store { return d.store }
 
 // Router exposes the router.
-func (d *Daemon) Router() *routing.Router { return d.disp }
+func (d *Daemon) Router() *routing.Router { return d.router }
 
 // Listen opens the configured socket: the parent directory is created, a
 // stale socket file is replaced, and a live daemon there is an error.
@@ -216,7 +216,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	if d.ln == nil {
 		return errors.New("Serve before Listen")
 	}
-	d.log.Info("serving", "socket", d.ln.Addr().String(), "backend", d.disp.InUse(),
+	d.log.Info("serving", "socket", d.ln.Addr().String(), "backend", d.router.InUse(),
 		"codec", d.cfg.Codec, "page_size", d.cfg.PageSize, "mem_limit", d.cfg.MemLimit)
 	// Every goroutine started here is joined before Serve returns.
 	stopping := make(chan struct{})
@@ -276,7 +276,7 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 		d.refuse(nc, msg)
 		return
 	}
-	c := &conn{d: d, uid: cred.Uid, pid: cred.Pid}
+	c := d.newConn(cred.Uid, cred.Pid)
 	if err := c.initIO(nc); err != nil {
 		d.log.Warn("connection", "err", err)
 		nc.Close()
@@ -289,6 +289,11 @@ func (d *Daemon) accept(nc *net.UnixConn) {
 	d.mu.Unlock()
 	d.conns.Add(1)
 	go c.loop()
+}
+
+// newConn is a connection of a client uid (process pid) to this daemon.
+func (d *Daemon) newConn(uid uint32, pid int32) *conn {
+	return &conn{d: d, pages: d.store, engines: d.router, uid: uid, pid: pid}
 }
 
 // admit counts a new connection of uid, or says which limit refuses it.
@@ -384,8 +389,8 @@ func (d *Daemon) shutdown() {
 	if joined {
 		unix.Close(d.wake) // a connection still running may wait on it
 	}
-	d.disp.Close() // merged batches finish before the backends close
-	d.cold.Close() // with persist, every page goes to the backing file
+	d.router.Close() // merged batches finish before the backends close
+	d.cold.Close()   // with persist, every page goes to the backing file
 	d.set.Close()
 	d.log.Info("stopped")
 }
@@ -395,10 +400,12 @@ func (d *Daemon) shutdown() {
 // ahead wait in the socket buffer. Parallelism comes from connections and
 // from the backends, which spread each batch over all cores.
 type conn struct {
-	d    *Daemon
-	sock *ipc.Socket
-	uid  uint32
-	pid  int32
+	d       *Daemon
+	pages   pageStore  // the daemon's store, as requests use it (ports.go)
+	engines compressor // the daemon's router, likewise
+	sock    *ipc.Socket
+	uid     uint32
+	pid     int32
 
 	// Reading (connio.go).
 	rd   *ipc.FrameReader

@@ -29,7 +29,7 @@ func (s *swapStore) Put(keys []uint64, pages []byte) error {
 	batch := &pagefmt.Batch{PageSize: d.cfg.PageSize, Pages: pages, Codec: s.codec}
 	out := d.bufs.GetOut()
 	defer d.bufs.PutOut(out)
-	_, err := d.disp.Compress(d.ctx, batch, out, func(backend string, lo int, part *pagefmt.Compressed) error {
+	_, err := d.router.Compress(d.ctx, batch, out, func(backend string, lo int, part *pagefmt.Compressed) error {
 		b := batch.Part(lo, len(part.Class))
 		return d.store.Put(0, s.pool, keys[lo:lo+len(part.Class)], &b, part, d.store.BackendID(backend), res[lo:lo+len(part.Class)])
 	})
@@ -70,7 +70,7 @@ func (s *swapStore) Get(keys []uint64, dst []byte, missing []bool) error {
 			}
 		}
 		dd := pagefmt.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
-		if err := d.disp.Decompress(d.ctx, &dd); err != nil {
+		if err := d.router.Decompress(d.ctx, &dd); err != nil {
 			return err
 		}
 		for i, f := range dd.Failed {

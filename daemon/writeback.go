@@ -32,17 +32,17 @@ func (c *conn) writeback(body []byte) ([]byte, error) {
 	var err error
 	t0 := time.Now()
 	if mode == ipc.WritebackCompact {
-		r.Pages, err = c.d.store.CompactFile()
+		r.Pages, err = c.pages.CompactFile()
 	} else {
 		m, perr := pagecache.ParseMode(mode)
 		if perr != nil {
 			return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: perr.Error() + ", or compact"}
 		}
-		r.Pages, r.Bytes, err = c.d.store.Writeback(m, age)
+		r.Pages, r.Bytes, err = c.pages.Writeback(m, age)
 		if err == nil {
 			// With persist, what was just written is recorded at once: a
 			// forced writeback is a point a crash goes back to.
-			err = c.d.store.Checkpoint()
+			err = c.pages.Checkpoint()
 		}
 	}
 	c.d.log.Info("writeback", "mode", mode, "pages", r.Pages, "bytes", r.Bytes, "took", time.Since(t0), "err", err)
