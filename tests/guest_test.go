@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -85,61 +84,32 @@ func guestReady(t *testing.T) {
 	}
 }
 
-var (
-	workloadOnce sync.Once
-	workloadPath string
-	workloadErr  error
-	guestS4DOnce sync.Once
-	guestS4DPath string
-	guestS4DErr  error
-)
-
 // guestWorkload builds tests/guest/workload.c statically (the guest has no
-// libc of its own); built once per test binary.
+// libc of its own) into the test's temporary directory.
 func guestWorkload(t *testing.T) string {
 	t.Helper()
-	workloadOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "s4d-workload-")
-		if err != nil {
-			workloadErr = err
-			return
-		}
-		workloadPath = filepath.Join(dir, "workload")
-		out, err := exec.Command("cc", "-static", "-O2", "-Wall", "-Wextra", "-Werror",
-			"-o", workloadPath, "guest/workload.c").CombinedOutput()
-		if err != nil {
-			workloadErr = fmt.Errorf("cc -static guest/workload.c: %v\n%s", err, out)
-		}
-	})
-	if workloadErr != nil {
-		t.Fatal(workloadErr)
+	path := filepath.Join(t.TempDir(), "workload")
+	out, err := exec.Command("cc", "-static", "-O2", "-Wall", "-Wextra", "-Werror",
+		"-o", path, "guest/workload.c").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cc -static guest/workload.c: %v\n%s", err, out)
 	}
-	return workloadPath
+	return path
 }
 
-// guestS4D builds s4d for the guest: without the race detector (its
-// shadow memory has no place in a 256 MiB guest) and without the symbol
-// table (-s -w; panics still name functions): the initramfs stays in the
-// guest's RAM. run.sh copies the libraries ldd lists. Built once per test
-// binary.
+// guestS4D builds s4d for the guest into the test's temporary directory:
+// without the race detector (its shadow memory has no place in a 256 MiB
+// guest) and without the symbol table (-s -w; panics still name
+// functions): the initramfs stays in the guest's RAM. run.sh copies the
+// libraries ldd lists.
 func guestS4D(t *testing.T) string {
 	t.Helper()
-	guestS4DOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "s4d-guestbin-")
-		if err != nil {
-			guestS4DErr = err
-			return
-		}
-		guestS4DPath = filepath.Join(dir, "s4d")
-		out, err := exec.Command("go", "build", "-ldflags=-s -w", "-o", guestS4DPath, "../cmd/s4d").CombinedOutput()
-		if err != nil {
-			guestS4DErr = fmt.Errorf("go build s4d for the guest: %v\n%s", err, out)
-		}
-	})
-	if guestS4DErr != nil {
-		t.Fatal(guestS4DErr)
+	path := filepath.Join(t.TempDir(), "s4d")
+	out, err := exec.Command("go", "build", "-ldflags=-s -w", "-o", path, "../cmd/s4d").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build s4d for the guest: %v\n%s", err, out)
 	}
-	return guestS4DPath
+	return path
 }
 
 // guestRun is one finished boot: run.sh's exit status, the console, the
