@@ -366,7 +366,7 @@ func TestGuestRunContract(t *testing.T) {
 		!strings.Contains(strings.Join(r.console, "\n"), "hello from the guest") {
 		t.Errorf("exit 7 came back as %d; console:\n%s", r.rc, r.tail(20))
 	}
-	if r := runGuest(t, 12*time.Second, nil, "sleep 600"); r.rc != 124 {
+	if r := runGuest(t, 8*time.Second, nil, "sleep 600"); r.rc != 124 {
 		t.Errorf("a guest past its bound: exit %d, want 124; console:\n%s", r.rc, r.tail(20))
 	}
 }
