@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
-	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/s4d-project/s4d/internal/par"
 )
 
 // ErrDropped says the device lost a write it reported done.
@@ -103,11 +104,11 @@ func (b *Batch) Bytes() int {
 func (bf *File) Write(b *Batch) error {
 	t0 := time.Now()
 	errs := make([]error, len(b.runs))
-	parallel(len(b.runs), 4, func(i int) {
+	par.Each(len(b.runs), 4, func(i int) {
 		errs[i] = bf.writeAt(b.runs[i].buf, int64(b.runs[i].block*BlockSize))
 	})
 	if bf.verify {
-		parallel(len(b.runs), 4, func(i int) {
+		par.Each(len(b.runs), 4, func(i int) {
 			if errs[i] == nil {
 				errs[i] = bf.check(b.runs[i])
 			}
@@ -229,7 +230,7 @@ func (bf *File) ReadBatch(rs []Read) {
 	for i, s := range spans {
 		bufs[i], buf = buf[:s.hi-s.lo], buf[s.hi-s.lo:]
 	}
-	parallel(len(spans), 8, func(k int) {
+	par.Each(len(spans), 8, func(k int) {
 		s := spans[k]
 		t0 := time.Now()
 		err := bf.readAt(bufs[k], int64(s.lo))
@@ -248,30 +249,4 @@ func (bf *File) ReadBatch(rs []Read) {
 		bf.st.bytesRead.Add(s.hi - s.lo)
 	})
 	bf.st.pagesRead.Add(uint64(len(rs)))
-}
-
-// parallel runs fn(0..n-1) on up to width goroutines.
-func parallel(n, width int, fn func(i int)) {
-	if n <= 1 {
-		if n == 1 {
-			fn(0)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	for range min(n, width) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
 }

@@ -189,7 +189,7 @@ type scratch struct {
 func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res *Result) error {
 	s, ps := &r.buf, r.Store.PageSize()
 	n := len(refs)
-	s.ok = resize(s.ok, n)
+	s.ok = pagefmt.Resize(s.ok, n)
 	s.stored, s.raw = r.Store.ReadRefs(refs, s.raw, s.stored, s.ok)
 	// Only pages still as found, read back whole, go on.
 	live := make([]pagecache.PageRef, 0, n)
@@ -207,7 +207,7 @@ func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res 
 		return nil
 	}
 	n = len(live)
-	s.pages = resize(s.pages, n*ps)
+	s.pages = pagefmt.Resize(s.pages, n*ps)
 	s.dd = pagefmt.Decompression{PageSize: ps, Src: s.src, Dst: s.pages, Failed: s.dd.Failed}
 	if err := r.Router.Decompress(ctx, &s.dd); err != nil {
 		return err
@@ -219,7 +219,7 @@ func (r *Recompressor) batch(ctx context.Context, refs []pagecache.PageRef, res 
 	}
 	r.backend.Store(&name)
 	res.Backend = name
-	s.keep = resize(s.keep, n)
+	s.keep = pagefmt.Resize(s.keep, n)
 	for i := range live {
 		s.keep[i] = !s.dd.Failed[i] && s.out.Class[i] == pagefmt.ClassZstd &&
 			float64(s.out.Size[i]) <= float64(live[i].Size)*(1-r.MinSaving)
@@ -250,11 +250,4 @@ func (r *Recompressor) Stats() Result {
 		st.Backend = *b
 	}
 	return st
-}
-
-func resize[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/internal/par"
 	"github.com/s4d-project/s4d/pagefmt"
 )
 
@@ -352,7 +353,7 @@ func (d *Router) Decompress(ctx context.Context, dd *pagefmt.Decompression) erro
 	check := dd.NeedsCheck()
 	dd.Corrupt = dd.Corrupt[:0]
 	if check {
-		dd.Corrupt = resize(dd.Corrupt, len(dd.Src))
+		dd.Corrupt = pagefmt.Resize(dd.Corrupt, len(dd.Src))
 		clear(dd.Corrupt)
 	}
 	chain := d.chainFor(len(dd.Src), true)
@@ -402,29 +403,8 @@ func (d *Router) fail(be backends.Backend, err error) {
 	}
 }
 
-func resize[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
-
 // checkSums checks, on the caller's cores, the pages a backend that does
 // not check them is about to decode.
 func checkSums(dd *pagefmt.Decompression) {
-	const per = 256
-	n := len(dd.Src)
-	if n <= per {
-		dd.CheckSums(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += per {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dd.CheckSums(lo, min(lo+per, n))
-		}()
-	}
-	wg.Wait()
+	par.For(len(dd.Src), 256, 0, dd.CheckSums)
 }

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/internal/par"
 	"github.com/s4d-project/s4d/pagefmt"
 )
 
@@ -102,30 +102,7 @@ func (b *Backend) Close() error {
 // parallel runs fn over [0,n) in chunks, on up to b.workers goroutines.
 // Small batches run on the caller's goroutine: a 4 KiB PUT must not pay
 // for a hand-off.
-func (b *Backend) parallel(n int, fn func(lo, hi int)) {
-	chunks := (n + chunk - 1) / chunk
-	g := min(b.workers, chunks)
-	if g <= 1 {
-		fn(0, n)
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				c := int(next.Add(1)) - 1
-				if c >= chunks {
-					return
-				}
-				fn(c*chunk, min((c+1)*chunk, n))
-			}
-		}()
-	}
-	wg.Wait()
-}
+func (b *Backend) parallel(n int, fn func(lo, hi int)) { par.For(n, chunk, b.workers, fn) }
 
 // Compress classifies every page and compresses the rest with the batch's
 // codec. Page i's bytes go to Data[i*Threshold:], so pages compress in
@@ -208,7 +185,8 @@ func (b *Backend) compressPage(in *pagefmt.Batch, out *pagefmt.Compressed, i int
 // one page is flagged, never returned short.
 func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) error {
 	n := len(d.Src)
-	d.Failed = resizeBool(d.Failed, n)
+	d.Failed = pagefmt.Resize(d.Failed, n)
+	clear(d.Failed)
 	d.CorruptFlags()
 	ps := d.PageSize
 	b.parallel(n, func(lo, hi int) {
@@ -239,13 +217,4 @@ func (b *Backend) DecodePage(s pagefmt.Stored, dst []byte) bool {
 		return err == nil && len(r) == len(dst) && &r[0] == &dst[0]
 	}
 	return pagefmt.DecodePlain(s, dst)
-}
-
-func resizeBool(s []bool, n int) []bool {
-	if cap(s) < n {
-		return make([]bool, n)
-	}
-	s = s[:n]
-	clear(s)
-	return s
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backends/cuda/cu"
+	"github.com/s4d-project/s4d/internal/par"
 	"github.com/s4d-project/s4d/pagefmt"
 )
 
@@ -466,26 +467,12 @@ func unpack(out *pagefmt.Compressed, at int, base uint32, h []byte, l layout, cn
 	return nil
 }
 
-// parallelFor runs fn over [0,n) in contiguous parts on up to 16 cores;
-// small n runs on the caller.
+// parallelFor runs fn over [0,n) in contiguous parts of at least 256, one
+// per core on up to 16 cores; small n runs on the caller.
 func parallelFor(n int, fn func(lo, hi int)) {
 	const minPart = 256
-	parts := min(runtime.GOMAXPROCS(0), 16, n/minPart)
-	if parts <= 1 {
-		fn(0, n)
-		return
-	}
-	step := (n + parts - 1) / parts
-	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += step {
-		hi := min(lo+step, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
+	parts := max(1, min(runtime.GOMAXPROCS(0), 16, n/minPart))
+	par.For(n, (n+parts-1)/parts, parts, fn)
 }
 
 // parallelCopy spreads a large copy into pinned memory over the cores: one

@@ -174,7 +174,7 @@ func (b *Backend) readMeta(s *slot) (more bool, err error) {
 		return false, errors.New("webgpu: readback has no mapped range")
 	}
 	raw := unsafe.Slice((*byte)(src), off+s.got)
-	s.meta32 = resize(s.meta32, s.n*metaWords)
+	s.meta32 = pagefmt.Resize(s.meta32, s.n*metaWords)
 	for i := range s.meta32 {
 		s.meta32[i] = binary.LittleEndian.Uint32(raw[4*i:])
 	}

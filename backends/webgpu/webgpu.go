@@ -248,13 +248,6 @@ func bindGroup(d *device, pl C.WGPUComputePipeline, binds ...bind) C.WGPUBindGro
 	return C.s4d_bind_group(d.p, d.dev, pl, &bufs[0], &sizes[0], C.int(n))
 }
 
-func resize[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
-
 // parallelCopy copies src to dst from several goroutines: one thread
 // cannot saturate the bus (measured: 6 GB/s with one, 27 with 8).
 func parallelCopy(dst, src []byte, procs int) {
