@@ -16,8 +16,12 @@ import (
 	"github.com/s4d-project/s4d/settings/bytesize"
 )
 
-var socketFlag = &cli.StringFlag{Name: "socket", EnvVars: []string{"S4D_SOCKET"},
-	Usage: "daemon socket (default " + ipc.DefaultSocketPath + ")"}
+// The flag reads no environment variable itself: urfave/cli counts one as
+// "set" on every command, so $S4D_SOCKET would beat a --socket typed on a
+// parent command. An unset flag leaves the choice to the client, which
+// reads $S4D_SOCKET.
+var socketFlag = &cli.StringFlag{Name: "socket",
+	Usage: "daemon socket (default $S4D_SOCKET, else " + ipc.DefaultSocketPath + ")"}
 
 var timeoutFlag = &cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"}
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/s4d-project/s4d/ipc"
 )
 
@@ -72,5 +74,27 @@ func TestHuman(t *testing.T) {
 		if got := human(n); got != want {
 			t.Errorf("human(%d) = %s, want %s", n, got, want)
 		}
+	}
+}
+
+// A --socket typed on `ctl` beats $S4D_SOCKET: the variable is only the
+// default. urfave/cli used to count the variable as set on the subcommand,
+// so it won over the parent's flag.
+func TestSocketFlagBeatsEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("S4D_SOCKET", dir+"/from-env.sock")
+	for _, args := range [][]string{
+		{"s4d", "ctl", "--socket", dir + "/typed.sock", "stats"},
+		{"s4d", "ctl", "stats", "--socket", dir + "/typed.sock"},
+	} {
+		app := &cli.App{Name: "s4d", Commands: []*cli.Command{Command}, ExitErrHandler: func(*cli.Context, error) {}}
+		err := app.Run(args)
+		if err == nil || !strings.Contains(err.Error(), "typed.sock") || strings.Contains(err.Error(), "from-env") {
+			t.Errorf("%v: got %v, want an error naming typed.sock", args, err)
+		}
+	}
+	app := &cli.App{Name: "s4d", Commands: []*cli.Command{Command}, ExitErrHandler: func(*cli.Context, error) {}}
+	if err := app.Run([]string{"s4d", "ctl", "stats"}); err == nil || !strings.Contains(err.Error(), "from-env.sock") {
+		t.Errorf("no --socket: got %v, want an error naming $S4D_SOCKET's path", err)
 	}
 }
