@@ -4,8 +4,9 @@
 DEPS_TARGETS += deps-ops
 
 # --no-install-recommends: prometheus recommends its node exporter, which
-# the tests do not need. lintian checks the package (tests/package_test.go).
-OPS_APT_PKGS := prometheus lintian
+# the tests do not need. lintian checks the package (tests/package_test.go);
+# zsh and fish load the generated completion scripts (cmd/s4d/docs tests).
+OPS_APT_PKGS := prometheus lintian zsh fish
 deps-ops:
 	@missing=$$(for p in $(OPS_APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
