@@ -3,6 +3,7 @@ package backends
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -111,7 +112,7 @@ func Open(opts Options, only ...string) *Set {
 	regMu.Unlock()
 	s := &Set{opts: opts, openers: map[string]Opener{}, backends: map[string]Backend{}, status: map[string]*Status{}}
 	for _, r := range rs {
-		if len(only) > 0 && !contains(only, r.name) {
+		if len(only) > 0 && !slices.Contains(only, r.name) {
 			continue
 		}
 		s.order = append(s.order, r.name)
@@ -166,15 +167,6 @@ func safeOpen(open Opener, opts Options) (b Backend, err error) {
 		}
 	}()
 	return open(opts)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Get returns the named backend if it is ok.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,7 +89,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if cfg.Backend != "auto" && !contains(backends.Names(), cfg.Backend) {
+	if cfg.Backend != "auto" && !slices.Contains(backends.Names(), cfg.Backend) {
 		return nil, fmt.Errorf("backend %q: not built in (have auto, %v)", cfg.Backend, backends.Names())
 	}
 	var undo []func()
@@ -147,15 +148,6 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		}
 	}
 	return d, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func statusOf(set *backends.Set, name string) backends.Status {

@@ -203,8 +203,8 @@ type Rate struct {
 
 // Rates lists what calibration measured, or nothing when there was no
 // choice to make (one usable backend) or it failed.
-func (d *Router) Rates() []Rate {
-	cal := d.Calibration()
+func (r *Router) Rates() []Rate {
+	cal := r.Calibration()
 	if cal == nil {
 		return nil
 	}

@@ -43,82 +43,82 @@ type merged struct {
 
 // merge hands a small batch to the coalescer and waits for its share of
 // the merged result.
-func (d *Router) merge(ctx context.Context, pages []byte, out *pagefmt.Compressed) (string, error) {
+func (r *Router) merge(ctx context.Context, pages []byte, out *pagefmt.Compressed) (string, error) {
 	w := &waiter{pages: pages, out: out, done: make(chan merged, 1)}
 	queued := false
-	d.qmu.RLock()
-	if !d.closed {
+	r.qmu.RLock()
+	if !r.closed {
 		select {
-		case d.queue <- w:
+		case r.queue <- w:
 			queued = true
 		default:
 		}
 	}
-	d.qmu.RUnlock()
+	r.qmu.RUnlock()
 	if !queued {
 		// The coalescer is saturated or closed: go alone rather than wait.
-		return d.compressBatch(ctx, &pagefmt.Batch{PageSize: d.pageSize, Pages: pages}, out, nil)
+		return r.compressBatch(ctx, &pagefmt.Batch{PageSize: r.pageSize, Pages: pages}, out, nil)
 	}
-	r := <-w.done
-	return r.backend, r.err
+	m := <-w.done
+	return m.backend, m.err
 }
 
 // coalesce gathers waiting batches until maxPages are together or the
-// first has waited d.wait, then compresses them as one batch. It ends
+// first has waited r.wait, then compresses them as one batch. It ends
 // once Close has closed the queue and the batches in it are on their way.
-func (d *Router) coalesce(maxPages int) {
-	defer d.groups.Done()
-	for first := range d.queue {
+func (r *Router) coalesce(maxPages int) {
+	defer r.groups.Done()
+	for first := range r.queue {
 		group := []*waiter{first}
-		n := len(first.pages) / d.pageSize
-		timer := time.NewTimer(d.wait)
+		n := len(first.pages) / r.pageSize
+		timer := time.NewTimer(r.wait)
 	collect:
 		for n < maxPages {
 			select {
-			case w, ok := <-d.queue:
+			case w, ok := <-r.queue:
 				if !ok {
 					break collect
 				}
 				group = append(group, w)
-				n += len(w.pages) / d.pageSize
+				n += len(w.pages) / r.pageSize
 			case <-timer.C:
 				break collect
 			}
 		}
 		timer.Stop()
-		d.groups.Add(1)
-		go d.runGroup(group, n)
+		r.groups.Add(1)
+		go r.runGroup(group, n)
 	}
 }
 
 // Close stops merging: later small batches go alone, and it returns once
 // the coalescer and the merged batches it started have finished. Call it
 // before the backends close.
-func (d *Router) Close() {
-	d.below.Store(0)
-	d.qmu.Lock()
-	if !d.closed && d.queue != nil {
-		close(d.queue)
+func (r *Router) Close() {
+	r.below.Store(0)
+	r.qmu.Lock()
+	if !r.closed && r.queue != nil {
+		close(r.queue)
 	}
-	d.closed = true
-	d.qmu.Unlock()
-	d.groups.Wait()
+	r.closed = true
+	r.qmu.Unlock()
+	r.groups.Wait()
 }
 
 // runGroup compresses a group and gives each waiter its pages' results,
 // its compressed bytes copied into its own Data so that nothing is shared
 // once the waiters go their ways.
-func (d *Router) runGroup(group []*waiter, n int) {
-	defer d.groups.Done()
-	pages := make([]byte, 0, n*d.pageSize)
+func (r *Router) runGroup(group []*waiter, n int) {
+	defer r.groups.Done()
+	pages := make([]byte, 0, n*r.pageSize)
 	for _, w := range group {
 		pages = append(pages, w.pages...)
 	}
 	var all pagefmt.Compressed
-	name, err := d.compressBatch(context.Background(), &pagefmt.Batch{PageSize: d.pageSize, Pages: pages}, &all, nil)
+	name, err := r.compressBatch(context.Background(), &pagefmt.Batch{PageSize: r.pageSize, Pages: pages}, &all, nil)
 	at := 0
 	for _, w := range group {
-		k := len(w.pages) / d.pageSize
+		k := len(w.pages) / r.pageSize
 		if err == nil {
 			o := w.out
 			o.Class = append(o.Class[:0], all.Class[at:at+k]...)

@@ -22,38 +22,38 @@ func CalibrateAs(ctx context.Context, usable []backends.Backend, pageSize int, c
 
 // SetCodecCalibration makes Compress rank batches of codec, and strong
 // ones, by c.
-func (d *Router) SetCodecCalibration(codec pagefmt.Codec, c *Calibration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.codecCal == nil {
-		d.codecCal = map[pagefmt.Codec]*Calibration{}
+func (r *Router) SetCodecCalibration(codec pagefmt.Codec, c *Calibration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.codecCal == nil {
+		r.codecCal = map[pagefmt.Codec]*Calibration{}
 	}
-	d.codecCal[codec] = c
+	r.codecCal[codec] = c
 }
 
 // CodecCalibration is what SetCodecCalibration was given for codec, or nil.
-func (d *Router) CodecCalibration(codec pagefmt.Codec) *Calibration {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.codecCal[codec]
+func (r *Router) CodecCalibration(codec pagefmt.Codec) *Calibration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.codecCal[codec]
 }
 
 // chainAs ranks the backends for a batch of codec of n pages: by codec's
 // own calibration where there is one; without, a codec other than the
 // foreground's goes to the backends in their order of preference.
-func (d *Router) chainAs(codec pagefmt.Codec, n int) []backends.Backend {
-	usable := d.set.Usable()
-	cal := d.CodecCalibration(codec)
+func (r *Router) chainAs(codec pagefmt.Codec, n int) []backends.Backend {
+	usable := r.set.Usable()
+	cal := r.CodecCalibration(codec)
 	switch {
-	case len(usable) <= 1 || d.Preference() != "auto":
-		return d.chainFor(n, false)
+	case len(usable) <= 1 || r.Preference() != "auto":
+		return r.chainFor(n, false)
 	case cal != nil:
 		return rank(usable, cal.Order[cal.bucket(n)])
-	case codec == d.codec:
-		return d.chain(n)
+	case codec == r.codec:
+		return r.chain(n)
 	}
 	return usable
 }
 
 // Usable lists the backends in service, in their order of preference.
-func (d *Router) Usable() []backends.Backend { return d.set.Usable() }
+func (r *Router) Usable() []backends.Backend { return r.set.Usable() }

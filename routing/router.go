@@ -74,51 +74,51 @@ func New(set *backends.Set, o Options) *Router {
 // SetCalibration makes batch routing follow c and, if a large-batch
 // backend beats the small-batch one, merges concurrent small batches,
 // waiting at most wait for company (0: never merge).
-func (d *Router) SetCalibration(c *Calibration, wait time.Duration) {
-	d.cal.Store(c)
+func (r *Router) SetCalibration(c *Calibration, wait time.Duration) {
+	r.cal.Store(c)
 	below := c.CoalesceBelow()
 	if wait <= 0 {
 		below = 0
 	}
-	d.qmu.Lock()
-	if below > 0 && d.queue == nil && !d.closed {
-		d.wait = wait
-		d.queue = make(chan *waiter, 1024)
-		d.groups.Add(1)
-		go d.coalesce(c.Sizes[len(c.Sizes)-1])
+	r.qmu.Lock()
+	if below > 0 && r.queue == nil && !r.closed {
+		r.wait = wait
+		r.queue = make(chan *waiter, 1024)
+		r.groups.Add(1)
+		go r.coalesce(c.Sizes[len(c.Sizes)-1])
 	}
-	if d.closed {
+	if r.closed {
 		below = 0
 	}
-	d.qmu.Unlock()
-	d.below.Store(int64(below))
+	r.qmu.Unlock()
+	r.below.Store(int64(below))
 }
 
 // SetPreference changes the preferred backend for later batches.
-func (d *Router) SetPreference(name string) {
-	d.mu.Lock()
-	d.prefer = name
-	d.mu.Unlock()
+func (r *Router) SetPreference(name string) {
+	r.mu.Lock()
+	r.prefer = name
+	r.mu.Unlock()
 }
 
 // Preference is the backend asked for ("auto" or a name).
-func (d *Router) Preference() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.prefer
+func (r *Router) Preference() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.prefer
 }
 
 // chain lists the backends to try for compressing a batch of n pages, best first.
-func (d *Router) chain(n int) []backends.Backend { return d.chainFor(n, false) }
+func (r *Router) chain(n int) []backends.Backend { return r.chainFor(n, false) }
 
-func (d *Router) chainFor(n int, decompress bool) []backends.Backend {
-	usable := d.set.Usable()
+func (r *Router) chainFor(n int, decompress bool) []backends.Backend {
+	usable := r.set.Usable()
 	if len(usable) <= 1 {
 		return usable // nothing to order
 	}
-	pref := d.Preference()
+	pref := r.Preference()
 	if pref == "auto" {
-		cal := d.cal.Load()
+		cal := r.cal.Load()
 		if cal == nil {
 			return usable
 		}
@@ -182,21 +182,21 @@ func rank(usable []backends.Backend, names []string) []backends.Backend {
 }
 
 // InUse is the backend the next large batch goes to.
-func (d *Router) InUse() string {
-	if c := taking(d.chain(1<<30), d.pageSize, d.codec); len(c) > 0 {
+func (r *Router) InUse() string {
+	if c := taking(r.chain(1<<30), r.pageSize, r.codec); len(c) > 0 {
 		return c[0].Name()
 	}
 	return ""
 }
 
-func (d *Router) counters(backend string, codec pagefmt.Codec, dir string) *counters {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (r *Router) counters(backend string, codec pagefmt.Codec, dir string) *counters {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	k := ctrKey{backend, codec, dir}
-	c := d.ctr[k]
+	c := r.ctr[k]
 	if c == nil {
 		c = new(counters)
-		d.ctr[k] = c
+		r.ctr[k] = c
 	}
 	return c
 }
@@ -204,33 +204,33 @@ func (d *Router) counters(backend string, codec pagefmt.Codec, dir string) *coun
 var errNoBackend = errors.New("no usable backend")
 
 // begin and end bracket a batch so Progress can tell a wedged backend.
-func (d *Router) begin() {
-	if d.inFlight.Add(1) == 1 {
-		d.progress.Store(time.Now().UnixNano())
+func (r *Router) begin() {
+	if r.inFlight.Add(1) == 1 {
+		r.progress.Store(time.Now().UnixNano())
 	}
 }
 
-func (d *Router) end() {
-	d.progress.Store(time.Now().UnixNano())
-	d.inFlight.Add(-1)
+func (r *Router) end() {
+	r.progress.Store(time.Now().UnixNano())
+	r.inFlight.Add(-1)
 }
 
 // Busy tells whether batches are being compressed or decompressed now.
-func (d *Router) Busy() bool { return d.inFlight.Load() > 0 }
+func (r *Router) Busy() bool { return r.inFlight.Load() > 0 }
 
 // Fallbacks counts batches moved to the next backend after a failure.
-func (d *Router) Fallbacks() uint64 { return d.fallbacks.Load() }
+func (r *Router) Fallbacks() uint64 { return r.fallbacks.Load() }
 
 // Calibration is what SetCalibration was given, or nil.
-func (d *Router) Calibration() *Calibration { return d.cal.Load() }
+func (r *Router) Calibration() *Calibration { return r.cal.Load() }
 
 // Progress fails when batches are in flight and none has finished for longer than limit.
-func (d *Router) Progress(limit time.Duration) error {
-	if d.inFlight.Load() == 0 {
+func (r *Router) Progress(limit time.Duration) error {
+	if r.inFlight.Load() == 0 {
 		return nil
 	}
-	if since := time.Since(time.Unix(0, d.progress.Load())); since > limit {
-		return fmt.Errorf("%d batches in flight, none finished for %v", d.inFlight.Load(), since.Round(time.Second))
+	if since := time.Since(time.Unix(0, r.progress.Load())); since > limit {
+		return fmt.Errorf("%d batches in flight, none finished for %v", r.inFlight.Load(), since.Round(time.Second))
 	}
 	return nil
 }
@@ -253,43 +253,43 @@ type Deliver func(backend string, lo int, part *pagefmt.Compressed) error
 // A batch of another codec than the foreground's, or a strong one (a
 // pool's own codec, the cold tier's recompression), is ranked by that
 // codec's calibration and never merged with others.
-func (d *Router) Compress(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
-	if b.Codec != 0 && b.Codec != d.codec || b.Strong {
-		codec := cmp.Or(b.Codec, d.codec)
-		return d.compressWith(ctx, codec, d.chainAs(codec, b.Len()), b, out, deliver)
+func (r *Router) Compress(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
+	if b.Codec != 0 && b.Codec != r.codec || b.Strong {
+		codec := cmp.Or(b.Codec, r.codec)
+		return r.compressWith(ctx, codec, r.chainAs(codec, b.Len()), b, out, deliver)
 	}
 	// Merge only when small batches arrive fast enough to fill a batch for
 	// the large-batch backend within the wait; a lone client goes direct.
-	if n, below := b.Len(), int(d.below.Load()); n < below && d.Preference() == "auto" &&
-		d.small.add(n)*d.wait.Seconds() >= float64(below) {
-		name, err := d.merge(ctx, b.Pages, out)
+	if n, below := b.Len(), int(r.below.Load()); n < below && r.Preference() == "auto" &&
+		r.small.add(n)*r.wait.Seconds() >= float64(below) {
+		name, err := r.merge(ctx, b.Pages, out)
 		if err == nil && deliver != nil {
 			err = deliver(name, 0, out)
 		}
 		return name, err
 	}
-	return d.compressBatch(ctx, b, out, deliver)
+	return r.compressBatch(ctx, b, out, deliver)
 }
 
 // compressBatch runs a batch down the chain of backends.
-func (d *Router) compressBatch(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
-	return d.compressWith(ctx, d.codec, d.chain(b.Len()), b, out, deliver)
+func (r *Router) compressBatch(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
+	return r.compressWith(ctx, r.codec, r.chain(b.Len()), b, out, deliver)
 }
 
 // compressWith runs a batch of codec down chain.
-func (d *Router) compressWith(ctx context.Context, codec pagefmt.Codec, chain []backends.Backend, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
-	d.begin()
-	defer d.end()
-	b.Codec, b.Threshold, b.Sums, b.Placed = codec, d.threshold, true, deliver != nil
+func (r *Router) compressWith(ctx context.Context, codec pagefmt.Codec, chain []backends.Backend, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (string, error) {
+	r.begin()
+	defer r.end()
+	b.Codec, b.Threshold, b.Sums, b.Placed = codec, r.threshold, true, deliver != nil
 	pages := b.Pages
 	chain = taking(chain, b.PageSize, codec)
 	for i, be := range chain {
 		if i > 0 {
-			d.fallbacks.Add(1)
+			r.fallbacks.Add(1)
 		}
-		c := d.counters(be.Name(), codec, "compress")
+		c := r.counters(be.Name(), codec, "compress")
 		c.batches.Add(1)
-		stored, derr, err := d.run(ctx, be, b, out, deliver)
+		stored, derr, err := r.run(ctx, be, b, out, deliver)
 		if derr != nil {
 			return be.Name(), derr
 		}
@@ -303,14 +303,14 @@ func (d *Router) compressWith(ctx context.Context, codec pagefmt.Codec, chain []
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		d.fail(be, err)
+		r.fail(be, err)
 	}
 	return "", errNoBackend
 }
 
 // run compresses b on be and delivers the results; it returns the bytes
 // stored, deliver's error, and the backend's.
-func (d *Router) run(ctx context.Context, be backends.Backend, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (stored uint64, derr, err error) {
+func (r *Router) run(ctx context.Context, be backends.Backend, b *pagefmt.Batch, out *pagefmt.Compressed, deliver Deliver) (stored uint64, derr, err error) {
 	size := func(c *pagefmt.Compressed) {
 		for _, s := range c.Size {
 			stored += uint64(s)
@@ -347,28 +347,28 @@ func (d *Router) run(ctx context.Context, be backends.Backend, b *pagefmt.Batch,
 }
 
 // Decompress expands a batch of stored pages.
-func (d *Router) Decompress(ctx context.Context, dd *pagefmt.Decompression) error {
-	d.begin()
-	defer d.end()
+func (r *Router) Decompress(ctx context.Context, dd *pagefmt.Decompression) error {
+	r.begin()
+	defer r.end()
 	check := dd.NeedsCheck()
 	dd.Corrupt = dd.Corrupt[:0]
 	if check {
 		dd.Corrupt = pagefmt.Resize(dd.Corrupt, len(dd.Src))
 		clear(dd.Corrupt)
 	}
-	chain := d.chainFor(len(dd.Src), true)
+	chain := r.chainFor(len(dd.Src), true)
 	if anyLimited(chain) { // only then is it worth a look at every page's class
 		chain = taking(chain, dd.PageSize, dd.Codecs()...)
 	}
 	for i, be := range chain {
 		if i > 0 {
-			d.fallbacks.Add(1)
+			r.fallbacks.Add(1)
 		}
 		if _, ok := be.(backends.SumChecker); check && !ok {
 			checkSums(dd)
 			check = false
 		}
-		c := d.counters(be.Name(), d.codec, "decompress")
+		c := r.counters(be.Name(), r.codec, "decompress")
 		c.batches.Add(1)
 		err := be.Decompress(ctx, dd)
 		if err == nil {
@@ -389,17 +389,17 @@ func (d *Router) Decompress(ctx context.Context, dd *pagefmt.Decompression) erro
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d.fail(be, err)
+		r.fail(be, err)
 	}
 	return errNoBackend
 }
 
 // fail takes a faulty backend out of service. The last resort (the CPU)
 // is never taken out: its errors are per request.
-func (d *Router) fail(be backends.Backend, err error) {
-	d.log.Error("backend failed; batch goes to the next one", "backend", be.Name(), "err", err)
-	if !d.set.LastResort(be.Name()) {
-		d.set.MarkFailed(be.Name(), fmt.Errorf("runtime fault: %w", err))
+func (r *Router) fail(be backends.Backend, err error) {
+	r.log.Error("backend failed; batch goes to the next one", "backend", be.Name(), "err", err)
+	if !r.set.LastResort(be.Name()) {
+		r.set.MarkFailed(be.Name(), fmt.Errorf("runtime fault: %w", err))
 	}
 }
 

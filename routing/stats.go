@@ -22,16 +22,16 @@ type Counters struct {
 }
 
 // Stats reports every backend with its counters.
-func (d *Router) Stats() []BackendStats {
-	inUse := d.InUse()
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (r *Router) Stats() []BackendStats {
+	inUse := r.InUse()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []BackendStats
-	for _, st := range d.set.Statuses() {
+	for _, st := range r.set.Statuses() {
 		bs := BackendStats{Status: st, InUse: st.Name == inUse}
 		for _, dir := range []string{"compress", "decompress"} {
 			for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
-				c := d.ctr[ctrKey{st.Name, codec, dir}]
+				c := r.ctr[ctrKey{st.Name, codec, dir}]
 				if c == nil {
 					continue
 				}
