@@ -18,13 +18,13 @@ import (
 // persist, checkpoints record the store on the file. It returns the
 // pages restored; on an error the store must not be used.
 func (s *Store) AttachBacking(f *backing.File, idx *backing.Index, persist bool) (int, error) {
-	c := &cold{f: f, shift: uint32(bits.TrailingZeros64(f.Unit())), persist: persist}
+	c := &fileTier{f: f, shift: uint32(bits.TrailingZeros64(f.Unit())), persist: persist}
 	if persist {
 		f.SetPersist()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cold = c
+	s.file = c
 	if idx == nil {
 		return 0, nil
 	}
@@ -80,8 +80,8 @@ func (s *Store) restored(e pageindex.Entry, ids []uint8) (pageindex.Entry, error
 	if cl < pagefmt.ClassSame || cl > pagefmt.ClassRaw || size == 0 || size > s.pageSize || cl == pagefmt.ClassSame && size != 8 {
 		return 0, fmt.Errorf("class %d of %d bytes", cl, size)
 	}
-	if !s.cold.f.Restore(s.cold.off(e), e.ObjSize()) {
-		return 0, fmt.Errorf("place %d (%d bytes) outside the file or over another", s.cold.off(e), e.ObjSize())
+	if !s.file.f.Restore(s.file.off(e), e.ObjSize()) {
+		return 0, fmt.Errorf("place %d (%d bytes) outside the file or over another", s.file.off(e), e.ObjSize())
 	}
 	return e, nil
 }
@@ -89,7 +89,7 @@ func (s *Store) restored(e pageindex.Entry, ids []uint8) (pageindex.Entry, error
 // Checkpoint records every page on the backing file, and every zero page,
 // so that a restart on the file finds them (with persist; else nothing).
 func (s *Store) Checkpoint() error {
-	c := s.cold
+	c := s.file
 	if c == nil || !c.persist {
 		return nil
 	}
@@ -99,7 +99,7 @@ func (s *Store) Checkpoint() error {
 }
 
 func (s *Store) checkpointLocked() error {
-	c := s.cold
+	c := s.file
 	if !c.persist {
 		return nil
 	}
@@ -132,7 +132,7 @@ func (s *Store) checkpointLocked() error {
 // PersistAll writes every page still in RAM to the backing file and
 // checkpoints: what a planned stop does. It returns the pages written.
 func (s *Store) PersistAll() (uint64, error) {
-	c := s.cold
+	c := s.file
 	if c == nil || !c.persist {
 		return 0, errors.New("no persisted backing file")
 	}
@@ -146,7 +146,7 @@ func (s *Store) PersistAll() (uint64, error) {
 // together, so that the blocks can be reused whole, and says how many
 // pages moved.
 func (s *Store) CompactFile() (uint64, error) {
-	c := s.cold
+	c := s.file
 	if c == nil {
 		return 0, errors.New("no backing file")
 	}
@@ -156,7 +156,7 @@ func (s *Store) CompactFile() (uint64, error) {
 }
 
 func (s *Store) compactFile() uint64 {
-	c := s.cold
+	c := s.file
 	sparse := c.f.Sparse(backing.BlockSize / 2)
 	s.mu.Lock()
 	all := s.pick(func(e pageindex.Entry) bool { return e.OnFile() && sparse(c.off(e), e.ObjSize()) }, 1<<62)
@@ -236,7 +236,7 @@ type ColdStats struct {
 // ColdStats returns the backing file's statistics; false if there is none.
 func (s *Store) ColdStats() (ColdStats, bool) {
 	s.mu.RLock()
-	c := s.cold
+	c := s.file
 	s.mu.RUnlock()
 	if c == nil {
 		return ColdStats{}, false

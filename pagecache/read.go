@@ -125,7 +125,7 @@ func (s *Store) view(uid uint32, name string, keys []uint64, out []pagefmt.Store
 		}
 	}
 	find()
-	if s.cold != nil {
+	if s.file != nil {
 		// Pages on the backing file are read without the lock, then
 		// looked up again (writeback.go).
 		if err := s.readOutside(out, res, func() (err error) {

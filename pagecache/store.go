@@ -76,7 +76,7 @@ type Store struct {
 	compacted uint64
 	limits    Limits
 	users     map[uint32]*user
-	cold      *cold // the backing file, if any (writeback.go)
+	file      *fileTier // the backing file, if any (writeback.go)
 }
 
 type pool struct {
@@ -223,7 +223,7 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // batches copy in parallel, and readers never see a slot being filled.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *pagefmt.Batch, c *pagefmt.Compressed, backend uint8, res []Result) error {
 	n := len(keys)
-	if n > coldPart && s.cold != nil && s.arena.Limit() > 0 && c.Place == nil {
+	if n > coldPart && s.file != nil && s.arena.Limit() > 0 && c.Place == nil {
 		return s.putInParts(uid, name, keys, b, c, backend, res) // writeback.go
 	}
 	// The batch's parts travel in the scratch (from a pool), so that the
@@ -250,7 +250,7 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *pagefmt.Batch, c 
 		s.mu.Unlock()
 		return err
 	}
-	if short := s.reserve(p, keys, c, backend, sc, res, false); short > 0 && s.cold != nil {
+	if short := s.reserve(p, keys, c, backend, sc, res, false); short > 0 && s.file != nil {
 		s.roomFor(p, keys, c, backend, sc, res, short) // writeback.go
 	}
 	s.memMax = max(s.memMax, s.arena.Used())
@@ -392,7 +392,7 @@ func (s *Store) forget(p *pool, e pageindex.Entry) {
 	if e.HasObject() {
 		s.arena.Free(e.Handle())
 	} else if e.OnFile() {
-		s.cold.free(e)
+		s.file.free(e)
 	}
 	s.account(p, e, -1)
 }

@@ -42,8 +42,8 @@ const (
 // order from a moving cursor.
 func coldness(e pageindex.Entry) uint32 { return uint32(e.Age()) }
 
-// cold is the store's backing file and what it has done.
-type cold struct {
+// fileTier is the store's backing file and what it has done.
+type fileTier struct {
 	f       *backing.File
 	shift   uint32
 	persist bool
@@ -58,7 +58,7 @@ type cold struct {
 	lastErr                 atomic.Pointer[string]
 }
 
-func (c *cold) failed(err error) {
+func (c *fileTier) failed(err error) {
 	if errors.Is(err, backing.ErrFull) {
 		c.full.Add(1)
 	} else {
@@ -68,10 +68,10 @@ func (c *cold) failed(err error) {
 	c.lastErr.Store(&msg)
 }
 
-func (c *cold) off(e pageindex.Entry) uint64 { return uint64(e.Handle()) << c.shift }
+func (c *fileTier) off(e pageindex.Entry) uint64 { return uint64(e.Handle()) << c.shift }
 
 // free releases the file space of an entry on the file. Under the store's lock.
-func (c *cold) free(e pageindex.Entry) { c.f.Free(c.off(e), e.ObjSize()) }
+func (c *fileTier) free(e pageindex.Entry) { c.f.Free(c.off(e), e.ObjSize()) }
 
 // Mode chooses the pages a forced writeback moves.
 type Mode uint8
@@ -163,7 +163,7 @@ func (s *Store) putInParts(uid uint32, name string, keys []uint64, b *pagefmt.Ba
 // makeRoom writes back the pages of the coldest slabs until the arena can
 // take need more bytes under its limit.
 func (s *Store) makeRoom(need uint64) error {
-	c := s.cold
+	c := s.file
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for try := 0; ; try++ {
@@ -210,12 +210,12 @@ func (s *Store) KeepRoom(percent int) error {
 	s.mu.RLock()
 	a := s.arena
 	room := a.Limit() / 100 * uint64(percent)
-	enough := s.cold == nil || a.Limit() == 0 || a.Used()+room+uint64(a.SlabSize()) <= a.Limit()
+	enough := s.file == nil || a.Limit() == 0 || a.Used()+room+uint64(a.SlabSize()) <= a.Limit()
 	s.mu.RUnlock()
 	if enough {
 		return nil
 	}
-	s.cold.kept.Add(1)
+	s.file.kept.Add(1)
 	return s.makeRoom(room)
 }
 
@@ -232,7 +232,7 @@ func (s *Store) coldSlabs(want uint64) []uint32 {
 		}
 		return true
 	})
-	return a.DrainColdest(want, score, found, &s.cold.cursor)
+	return a.DrainColdest(want, score, found, &s.file.cursor)
 }
 
 // undrain lets slabs that kept objects take new ones again.
@@ -261,7 +261,7 @@ func (s *Store) pick(fn func(e pageindex.Entry) bool, limit int) []victim {
 // lock held, drops it for the write, and returns without it; then runs
 // under the lock at the end.
 func (s *Store) moveOut(vs []victim, then func()) (int, error) {
-	c := s.cold
+	c := s.file
 	sizes := make([]int, len(vs))
 	for i, v := range vs {
 		sizes[i] = v.e.ObjSize()
@@ -314,7 +314,7 @@ func (s *Store) swap(v victim, off uint64, release func(old pageindex.Entry)) bo
 	if !ok || cur&^pageindex.IdleBits != v.e&^pageindex.IdleBits {
 		return false
 	}
-	ix.Set(v.key, cur&pageindex.IdleBits|pageindex.OnFileBit|cur&pageindex.KeepBits|pageindex.Entry(off>>s.cold.shift))
+	ix.Set(v.key, cur&pageindex.IdleBits|pageindex.OnFileBit|cur&pageindex.KeepBits|pageindex.Entry(off>>s.file.shift))
 	release(cur)
 	return true
 }
@@ -323,7 +323,7 @@ func (s *Store) swap(v victim, off uint64, release func(old pageindex.Entry)) bo
 // or more) to the backing file, in rounds, and says how many went and
 // their bytes.
 func (s *Store) Writeback(mode Mode, minAge int) (pages, bytes uint64, err error) {
-	c := s.cold
+	c := s.file
 	if c == nil {
 		return 0, 0, errors.New("no backing file")
 	}
@@ -333,7 +333,7 @@ func (s *Store) Writeback(mode Mode, minAge int) (pages, bytes uint64, err error
 }
 
 func (s *Store) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err error) {
-	c := s.cold
+	c := s.file
 	for {
 		s.mu.Lock()
 		vs := s.pick(func(e pageindex.Entry) bool { return e.HasObject() && mode.takes(e, minAge) }, roundMax)
@@ -363,7 +363,7 @@ func (s *Store) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err
 // entry is the one read takes the bytes, and one that changed stays
 // pending, for readBack under the lock.
 func (s *Store) readOutside(out []pagefmt.Stored, res []Result, relook func() error) error {
-	c := s.cold
+	c := s.file
 	var idx []int
 	var ent []pageindex.Entry
 	var rs []backing.Read
@@ -401,7 +401,7 @@ func (s *Store) readOutside(out []pagefmt.Stored, res []Result, relook func() er
 // entry in out[i].Fill), all in one batch, and checks their checksums.
 // The caller holds the store's read lock.
 func (s *Store) readBack(out []pagefmt.Stored, res []Result) {
-	c := s.cold
+	c := s.file
 	var idx []int
 	var rs []backing.Read
 	for i := range res {
@@ -442,8 +442,8 @@ func checkObject(obj []byte, err error, st *pagefmt.Stored) Result {
 
 // fileObject reads one page's object from the file, checked.
 func (s *Store) fileObject(e pageindex.Entry) ([]byte, bool) {
-	rs := []backing.Read{{Off: s.cold.off(e), Len: e.ObjSize()}}
-	s.cold.f.ReadBatch(rs)
+	rs := []backing.Read{{Off: s.file.off(e), Len: e.ObjSize()}}
+	s.file.f.ReadBatch(rs)
 	var st pagefmt.Stored
 	if checkObject(rs[0].Data, rs[0].Err, &st) != OK {
 		return nil, false
