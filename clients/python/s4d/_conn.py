@@ -162,10 +162,27 @@ class Conn:
                                      f"where {rid} ({w.OP_NAMES.get(op, op)}) was due")
         return status, body
 
+    def refusal(self) -> None:
+        """Raises the refusal frame the daemon sent, if one is there to read."""
+        try:
+            self.sock.settimeout(0.2)
+            length, _, op, status, _, rid = w.HEADER.unpack(self.read_exact(w.HEADER_SIZE))
+            body = self.read_exact(max(length - 16, 0))
+        except (OSError, S4DConnectionError):
+            return
+        if op == 0 and rid == 0 and status != 0:
+            raise error_for(status, w.error_message(body))
+
     def say_hello(self, name: str) -> None:
         body = struct.pack("<IHH", w.HELLO_MAGIC, w.VERSION, w.VERSION) + w.pack_str(name, "client name")
         self.next_id += 1
-        self.send(w.OP_HELLO, self.next_id, [body])
+        try:
+            self.send(w.OP_HELLO, self.next_id, [body])
+        except (BrokenPipeError, ConnectionResetError):
+            # Refused before the hello went out: the daemon may have said
+            # why (LIMIT) before closing.
+            self.refusal()
+            raise
         status, resp = self.recv(self.next_id, w.OP_HELLO)
         if status != 0:
             raise error_for(status, w.error_message(resp))

@@ -1,0 +1,411 @@
+"""Tests of the s4d Python client against a real daemon.
+
+S4D_SOCKET names a running daemon (socket mode 0666, so that other users
+may connect); S4D_BIN the s4d binary, with which the tests that stop and
+restart a daemon start their own. tests/pyclient_test.go sets both."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import s4d
+
+SOCKET = os.environ.get("S4D_SOCKET", "")
+BIN = os.environ.get("S4D_BIN", "")
+
+
+def pages(n, ps, seed=1):
+    """n pages that compress but differ from each other."""
+    out = bytearray()
+    for i in range(n):
+        line = f"page {i} of seed {seed}: ".encode()
+        out += (line * (ps // len(line) + 1))[:ps]
+    return bytes(out)
+
+
+class Daemon:
+    """An s4d of the test's own, to stop, kill and start again."""
+
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="s4d-py-")
+        self.socket = os.path.join(self.dir, "s4d.sock")
+        self.args = args
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log = open(os.path.join(self.dir, "log"), "ab")
+        self.proc = subprocess.Popen([BIN, "daemon", "--socket", self.socket, *self.args],
+                                     stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with s4d.Client(self.socket, timeout=2) as c:
+                    c.hello()
+                return
+            except s4d.S4DConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("daemon did not start: " + open(os.path.join(self.dir, "log")).read())
+
+    def stop(self):
+        """SIGSTOP, returning once every thread of the daemon has stopped
+        (the signal reaches them asynchronously)."""
+        self.proc.send_signal(signal.SIGSTOP)
+        task = f"/proc/{self.proc.pid}/task"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            states = []
+            for t in os.listdir(task):
+                try:
+                    with open(f"{task}/{t}/stat") as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except OSError:
+                    pass
+            if states and all(s in "Tt" for s in states):
+                return
+            time.sleep(0.01)
+        raise RuntimeError("the daemon did not stop")
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+    def close(self):
+        if self.proc and self.proc.poll() is None:
+            self.kill()
+        subprocess.run(["rm", "-rf", self.dir])
+
+
+@unittest.skipUnless(SOCKET, "S4D_SOCKET names no daemon")
+class RoundTrips(unittest.TestCase):
+    def setUp(self):
+        self.c = s4d.Client(SOCKET)
+        self.addCleanup(self.c.close)
+        self.ps = self.c.page_size
+
+    def test_socket_and_memfd_paths(self):
+        # 3 pages go through the socket; 600 through the scratch memfd, in
+        # several pipelined pieces.
+        for n in (3, 600, 5000):
+            data = pages(n, self.ps, seed=n)
+            pool = f"py-rt-{n}"
+            for src in (data, bytearray(data), memoryview(data)):
+                self.c.put(pool, range(n), src)
+                self.assertEqual(self.c.get(pool, range(n)), data)
+            dst = bytearray(n * self.ps)
+            self.c.get_into(pool, list(range(n)), dst)
+            self.assertEqual(bytes(dst), data)
+
+    def test_buffer_zero_copy(self):
+        n = 300
+        data = pages(n, self.ps, seed=7)
+        with self.c.buffer(2 * n * self.ps) as buf:
+            buf[n * self.ps:] = data
+            # The second half, given as an offset and as a view of the buffer.
+            self.c.put("py-buf", range(n), buf, offset=n * self.ps)
+            self.assertEqual(self.c.get("py-buf", range(n)), data)
+            mv = memoryview(buf)
+            self.c.put("py-buf2", (k * 3 for k in range(n)), mv[n * self.ps:])
+            got = mv[:n * self.ps]
+            self.c.get_into("py-buf2", [k * 3 for k in range(n)], got)
+            self.assertEqual(bytes(got), data)
+            got.release()
+            mv.release()
+        info = self.c.pools()
+        self.assertIn("py-buf", [p["name"] for p in info])
+
+    def test_batches_over_the_daemon_limit_are_split(self):
+        n = self.c.hello()["max_batch_pages"] + 100
+        data = bytes(n * self.ps)  # zero pages: cheap to store
+        self.c.put("py-many", range(n), data)
+        self.assertEqual(self.c.get("py-many", range(n)), data)
+        self.assertEqual(self.c.delete("py-many", range(n)), n)
+
+    def test_missing_keys(self):
+        self.c.put("py-miss", [1, 2], pages(2, self.ps))
+        with self.assertRaises(s4d.NotFoundError) as cm:
+            self.c.get("py-miss", [1, 5, 2, 6])
+        self.assertEqual(cm.exception.keys, [5, 6])
+        self.assertEqual(cm.exception.statuses, [0, s4d.NOT_FOUND, 0, s4d.NOT_FOUND])
+        got = self.c.get("py-miss", [5, 1], missing_ok=True)
+        self.assertEqual(got, bytes(self.ps) + pages(2, self.ps)[:self.ps])
+        # Missing pages read as zeros through the memfd path too.
+        dst = bytearray(b"\xff" * (40 * self.ps))
+        self.c.get_into("py-miss", range(40), dst, missing_ok=True)
+        self.assertEqual(bytes(dst[:self.ps]), bytes(self.ps))
+        self.assertEqual(bytes(dst[self.ps:3 * self.ps]), pages(2, self.ps))
+        self.assertEqual(bytes(dst[3 * self.ps:]), bytes(37 * self.ps))
+        self.assertEqual(self.c.delete("py-miss", [1, 9]), 1)
+        with self.assertRaises(s4d.NotFoundError):
+            self.c.get("py-no-such-pool", [0])
+        with self.assertRaises(s4d.NotFoundError):
+            self.c.stats("py-no-such-pool")
+
+    def test_daemon_errors_have_their_class(self):
+        p = pages(2, self.ps)
+        with self.assertRaises(s4d.BadPoolError):
+            self.c.put("has space", [0], p[:self.ps])
+        with self.assertRaises(s4d.BadPoolError):
+            self.c.put("", [0], p[:self.ps])
+        with self.assertRaises(s4d.DuplicateKeyError):
+            self.c.put("py-dup", [3, 3], p)
+        with self.assertRaises(s4d.MalformedError):
+            self.c.set_pool_codec("py-codec", "gzip")
+        with self.assertRaises(s4d.MalformedError):
+            self.c.idle(min_age_ms=10**12)
+        for e in (s4d.BadPoolError, s4d.NotFoundError, s4d.S4DConnectionError):
+            self.assertTrue(issubclass(e, s4d.S4DError))
+        # The connection stays usable after error answers.
+        self.c.put("py-after", [0], p[:self.ps])
+
+    def test_bad_input(self):
+        ps = self.ps
+        with self.assertRaises(ValueError):
+            self.c.put("py-bad", [0, 1], bytes(ps + 1))       # not 2 pages
+        with self.assertRaises(ValueError):
+            self.c.put("py-bad", [0], bytes(2 * ps))          # 2 pages, 1 key
+        with self.assertRaises(ValueError):
+            self.c.get_into("py-bad", [0, 1], bytearray(ps))  # room for 1 page
+        with self.assertRaises(ValueError):
+            self.c.get_into("py-bad", [0], bytes(ps))         # read-only
+        with self.assertRaises(TypeError):
+            self.c.put("py-bad", [0], "not bytes" * 500)
+        with self.assertRaises(ValueError):
+            self.c.put("py-bad", [-1], bytes(ps))
+        with self.assertRaises(ValueError):
+            self.c.get("py-bad", [2**64])
+        with self.assertRaises(TypeError):
+            self.c.get("py-bad", [1.5])
+        with self.assertRaises(TypeError):
+            self.c.get("py-bad", "12")
+        with self.assertRaises(ValueError):
+            self.c.get("py-bad", [])
+        with self.assertRaises(ValueError):
+            self.c.put("py-bad", [0], bytes(ps), offset=ps)   # offset without a Buffer
+        with self.c.buffer(ps) as buf:
+            with self.assertRaises(ValueError):
+                self.c.put("py-bad", [0, 1], buf)              # 2 pages in a 1-page buffer
+        with self.assertRaises(ValueError):
+            self.c.buffer(0)
+        with self.assertRaises(ValueError):
+            self.c.put("py-bad-é", [0], bytes(ps))
+        with self.assertRaises(ValueError):
+            self.c.recompress(idle=False, huge=False)
+        # None of it broke the connection.
+        self.c.put("py-bad", 0, bytes(ps))
+        self.assertEqual(self.c.get("py-bad", 0), bytes(ps))
+
+    def test_inspect_stats_and_maintenance(self):
+        self.c.put("py-ins", [0, 1], bytes(self.ps) + pages(1, self.ps))
+        info = self.c.inspect("py-ins", [0, 1, 2], with_data=True)
+        self.assertEqual([i["status"] for i in info], [0, 0, s4d.NOT_FOUND])
+        self.assertEqual(info[0]["class"], "zero")
+        self.assertEqual(len(info[1]["data"]), info[1]["stored_size"])
+        st = self.c.stats("py-ins")
+        self.assertEqual([p["name"] for p in st["pools"]], ["py-ins"])
+        self.assertEqual(st["pools"][0]["pages"], 2)
+        self.assertIn("mm_stat", self.c.stats())
+        idle = self.c.idle("py-ins", mark=True, list=5)
+        self.assertEqual(idle["pools"][0]["idle_pages"], 2)
+        r = self.c.recompress("py-ins", huge=True)
+        self.assertIn("pages_tried", r)
+        self.c.set_pool_codec("py-ins", "zstd")
+        self.assertEqual([p.get("codec") for p in self.c.pools() if p["name"] == "py-ins"], ["zstd"])
+        if os.getuid() == 0:
+            with self.assertRaises(s4d.FailedError):  # no backing file
+                self.c.writeback("all")
+        self.assertIn("pages_moved", self.c.compact())
+
+    def test_threads_share_a_client(self):
+        errs = []
+
+        def work(t):
+            try:
+                data = pages(20, self.ps, seed=100 + t)
+                for _ in range(10):
+                    self.c.put(f"py-thr-{t}", range(20), data)
+                    if self.c.get(f"py-thr-{t}", range(20)) != data:
+                        errs.append(f"thread {t}: wrong pages")
+            except Exception as e:  # reported below
+                errs.append(repr(e))
+        ts = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errs, [])
+
+    def test_close_and_context_manager(self):
+        with s4d.Client(SOCKET) as c:
+            c.put("py-cm", [0], bytes(self.ps))
+        # Used again after close: it dials again.
+        self.assertEqual(c.get("py-cm", [0]), bytes(self.ps))
+        c.close()
+        c.close()
+
+    def test_socket_from_environment(self):
+        old = os.environ.get("S4D_SOCKET")
+        os.environ["S4D_SOCKET"] = SOCKET
+        try:
+            self.assertEqual(s4d.Client().socket, SOCKET)
+        finally:
+            if old is None:
+                del os.environ["S4D_SOCKET"]
+            else:
+                os.environ["S4D_SOCKET"] = old
+        self.assertEqual(s4d.Client("/x").socket, "/x")
+
+
+class Unreachable(unittest.TestCase):
+    def test_no_daemon(self):
+        d = tempfile.mkdtemp()
+        with self.assertRaises(s4d.S4DConnectionError) as cm:
+            s4d.Client(os.path.join(d, "none.sock")).stats()
+        self.assertIn("s4d daemon --socket", str(cm.exception))
+        with self.assertRaises(s4d.S4DConnectionError) as cm:
+            s4d.Client(d).stats()
+        self.assertIn("directory", str(cm.exception))
+        os.rmdir(d)
+
+
+@unittest.skipUnless(BIN, "S4D_BIN names no s4d binary")
+class DaemonGoesAway(unittest.TestCase):
+    def test_restart_mid_call(self):
+        d = Daemon()
+        self.addCleanup(d.close)
+        c = s4d.Client(d.socket, timeout=20)
+        self.addCleanup(c.close)
+        ps = c.page_size
+        data = pages(2000, ps)
+        c.put("py-restart", range(2000), data)
+        # Stopped, the daemon cannot answer: the GET is surely in flight
+        # (or finds the connection gone) when it is killed.
+        d.stop()
+        out = []
+
+        def call():
+            try:
+                out.append(c.get("py-restart", range(2000)))
+            except Exception as e:
+                out.append(e)
+        t = threading.Thread(target=call)
+        t.start()
+        time.sleep(0.3)
+        d.kill()
+        t.join(10)
+        self.assertFalse(t.is_alive())
+        self.assertIsInstance(out[0], s4d.S4DConnectionError)
+        d.start()
+        # A new daemon, a new connection: the pool is gone.
+        with self.assertRaises(s4d.NotFoundError):
+            c.get("py-restart", [0])
+        c.put("py-restart", range(2000), data)
+        self.assertEqual(c.get("py-restart", range(2000)), data)
+
+    def test_timeout_then_reconnect(self):
+        d = Daemon()
+        self.addCleanup(d.close)
+        c = s4d.Client(d.socket, timeout=0.5)
+        self.addCleanup(c.close)
+        c.put("py-slow", [0], bytes(c.page_size))
+        d.stop()
+        t0 = time.monotonic()
+        with self.assertRaises(s4d.S4DTimeout):
+            c.get("py-slow", [0])
+        self.assertLess(time.monotonic() - t0, 5)
+        d.proc.send_signal(signal.SIGCONT)
+        self.assertEqual(c.get("py-slow", [0]), bytes(c.page_size))
+
+    def test_idle_connection_closed_by_daemon(self):
+        d = Daemon("--idle-timeout", "500ms")
+        self.addCleanup(d.close)
+        c = s4d.Client(d.socket)
+        self.addCleanup(c.close)
+        c.put("py-idle", [0], bytes(c.page_size))
+        time.sleep(1.5)
+        self.assertEqual(c.get("py-idle", [0]), bytes(c.page_size))
+
+    def test_connection_limit(self):
+        d = Daemon("--max-connections", "1")
+        self.addCleanup(d.close)
+        a = s4d.Client(d.socket)
+        self.addCleanup(a.close)
+        deadline = time.monotonic() + 10
+        while True:  # the start-up probe's slot may not be free yet
+            try:
+                a.hello()
+                break
+            except (s4d.LimitError, s4d.S4DConnectionError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        b = s4d.Client(d.socket)
+        with self.assertRaises(s4d.LimitError) as cm:
+            b.stats()
+        self.assertIn("connections", str(cm.exception))
+        a.close()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                b.stats()
+                break
+            except s4d.LimitError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        b.close()
+
+
+CHILD = r"""
+import sys, s4d
+c = s4d.Client(sys.argv[1])
+if sys.argv[2] == "put":
+    c.put("py-alice", [0], bytes(c.page_size))
+    print("ok")
+else:
+    for name, f in [("get", lambda: c.get("py-alice", [0])),
+                    ("put", lambda: c.put("py-alice", [0], bytes(c.page_size))),
+                    ("delete", lambda: c.delete("py-alice", [0])),
+                    ("inspect", lambda: c.inspect("py-alice", [0])),
+                    ("stats", lambda: c.stats("py-alice"))]:
+        try:
+            f()
+            print(name, "allowed")
+        except s4d.PermissionDeniedError:
+            print(name, "refused")
+    print("pools", [p["name"] for p in c.pools()])
+"""
+
+
+@unittest.skipUnless(SOCKET and os.getuid() == 0, "needs root to run clients as other users")
+class OtherUsers(unittest.TestCase):
+    def run_as(self, uid, what):
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(s4d.__file__)),
+                   PYTHONDONTWRITEBYTECODE="1")
+        # An interpreter other users may run (a root's pyenv is not one).
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        r = subprocess.run([py, "-c", CHILD, SOCKET, what], user=uid, group=uid,
+                           env=env, cwd="/", capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_another_users_pool(self):
+        self.assertEqual(self.run_as(4242, "put").strip(), "ok")
+        out = self.run_as(4343, "try")
+        for op in ("get", "put", "delete", "inspect", "stats"):
+            self.assertIn(f"{op} refused", out)
+        self.assertIn("pools []", out)
+        # Root sees it.
+        with s4d.Client(SOCKET) as c:
+            self.assertEqual(c.get("py-alice", [0]), bytes(c.page_size))
+
+
+if __name__ == "__main__":
+    unittest.main()
