@@ -5,6 +5,7 @@ in a Buffer reach it, and come back from it, without crossing the socket."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import fcntl
 import mmap
 import os
@@ -59,7 +60,13 @@ class Buffer(mmap.mmap):
     def close(self) -> None:
         """Unmaps the buffer and closes the memfd. It fails (BufferError)
         while views of it, NumPy arrays included, are still alive."""
-        super().close()
+        try:
+            super().close()
+        except BufferError:
+            # A view may be held only by a reference cycle (a traceback's
+            # frames): collect, then try once more.
+            gc.collect()
+            super().close()
         _live.discard(self)
         if self._fd >= 0:
             os.close(self._fd)

@@ -8,6 +8,7 @@ import threading
 from collections import deque
 
 from . import _wire as w
+from . import park as _park
 from ._conn import Conn, default_socket
 from .buffer import Buffer, address_of, live_buffers
 from .errors import (MalformedError, NOT_FOUND, OK, S4DConnectionError, S4DError, S4DTimeout,
@@ -150,7 +151,13 @@ class Client:
                 if not clean:
                     self._drop()
             if first_err is not None:
-                raise first_err
+                # Not left in a local: the traceback would hold this frame,
+                # and through it the callers' frames and the buffers they
+                # export, until the garbage collector ran.
+                try:
+                    raise first_err
+                finally:
+                    first_err = None
 
     def _call(self, op: int, body: bytes = b"") -> bytes:
         out = []
@@ -227,9 +234,8 @@ class Client:
                 codes = self._socket_put(pool_b, karr, src, ps)
             else:
                 codes = self._copy_batches(w.OP_PUT_FD, pool_b, karr, src, ps)
-        err = page_error("put", karr, codes)
-        if err is not None:
-            raise err
+        if any(codes):
+            raise page_error("put", karr, codes)
 
     def _page_size_of(self, nbytes: int, n: int, what: str, exact: bool) -> int:
         ps = self._connect().hello["page_size"]
@@ -368,9 +374,8 @@ class Client:
         are no error)."""
         karr = w.key_array(keys)
         codes = self._keys_op(w.OP_DEL, pool, karr)
-        err = page_error("delete", karr, [c if c != NOT_FOUND else OK for c in codes])
-        if err is not None:
-            raise err
+        if any(c not in (OK, NOT_FOUND) for c in codes):
+            raise page_error("delete", karr, [c if c != NOT_FOUND else OK for c in codes])
         return sum(1 for c in codes if c == OK)
 
     def _keys_op(self, op, pool, karr, extra: bytes = b"") -> list[int]:
@@ -430,6 +435,19 @@ class Client:
     def set_pool_codec(self, pool: str, codec: str = "") -> None:
         """Chooses lz4 or zstd for pool's future pages ("" = the daemon's)."""
         self._call(w.OP_POOL_CODEC, w.pool_name(pool) + w.pack_str(codec, "codec"))
+
+    def park(self, name: str, array) -> "Parked":
+        """Sets array (a NumPy array, a PyTorch CPU tensor, or any object
+        with the buffer protocol) aside in the daemon under name, with its
+        dtype and shape; returns a handle whose restore() gives it back.
+        Parking under a name in use replaces what was there."""
+        return _park.park(self, name, array)
+
+    def restore(self, name: str, *, keep: bool = False):
+        """The array parked under name (by any process of this user), bit
+        for bit: a NumPy array when NumPy is importable, else a memoryview.
+        Its pages are deleted unless keep."""
+        return _park.restore(self, name, keep=keep)
 
     def buffer(self, nbytes: int) -> Buffer:
         """Writable memory shared with the daemon (see Buffer): pages put

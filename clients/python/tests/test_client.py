@@ -363,6 +363,99 @@ class DaemonGoesAway(unittest.TestCase):
         b.close()
 
 
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
+
+@unittest.skipUnless(SOCKET, "S4D_SOCKET names no daemon")
+class Park(unittest.TestCase):
+    def setUp(self):
+        self.c = s4d.Client(SOCKET)
+        self.addCleanup(self.c.close)
+        self.ps = self.c.page_size
+
+    def test_buffer_objects(self):
+        import array
+        for n in (0, 1, 511, 512, 513, 30000):
+            a = array.array("d", (i * 0.25 - 3 for i in range(n)))
+            h = self.c.park(f"py-arr-{n}", a)
+            self.assertEqual(h.nbytes, 8 * n)
+            got = h.restore(keep=True)
+            self.assertEqual(bytes(got), a.tobytes())
+            if numpy is None:
+                self.assertEqual((got.format, got.shape), ("d", (n,)))
+            else:
+                self.assertEqual((got.dtype, got.shape), (numpy.dtype("d"), (n,)))
+            self.assertEqual(bytes(self.c.restore(f"py-arr-{n}")), a.tobytes())
+            with self.assertRaises(s4d.NotFoundError):
+                self.c.restore(f"py-arr-{n}")
+
+    def test_replaced_by_a_smaller_array(self):
+        self.c.park("py-shrink", bytes(range(256)) * 100)
+        self.c.park("py-shrink", b"abc")
+        self.assertEqual(bytes(self.c.restore("py-shrink", keep=True)), b"abc")
+        # Only the header and one page remain.
+        st = self.c.stats("park:py-shrink")
+        self.assertEqual(st["pools"][0]["pages"], 2)
+
+    def test_bad_input(self):
+        with self.assertRaises(ValueError):
+            self.c.park("", b"x")
+        with self.assertRaises(TypeError):
+            self.c.park("py-bad-park", object())
+        with self.assertRaises(s4d.BadPoolError):
+            self.c.park("has space", b"x")
+        self.c.put("park:py-not-parked", [0], bytes(self.ps))
+        with self.assertRaises(s4d.MalformedError):
+            self.c.restore("py-not-parked")
+        with self.assertRaises(s4d.NotFoundError):
+            self.c.restore("py-never-parked")
+
+    def test_restore_in_another_process(self):
+        import array
+        a = array.array("i", range(100000))
+        self.c.park("py-other-proc", a)
+        code = ("import s4d, sys, hashlib; c = s4d.Client(sys.argv[1]); r = c.restore('py-other-proc');"
+                "print(hashlib.sha256(bytes(r)).hexdigest(), tuple(r.shape))")
+        r = subprocess.run([sys.executable, "-c", code, SOCKET], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(s4d.__file__))))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        import hashlib
+        self.assertEqual(r.stdout.split()[0], hashlib.sha256(a.tobytes()).hexdigest())
+
+    @unittest.skipIf(numpy is None, "NumPy is not importable")
+    def test_numpy(self):
+        np = numpy
+        cases = [np.arange(3 * 5 * 7, dtype=np.float32).reshape(3, 5, 7),
+                 np.arange(40000, dtype=np.int64).reshape(200, 200)[::3, 1::2],  # not contiguous
+                 np.array([1 + 2j, 3 - 4j], dtype=">c16"),
+                 np.zeros((0, 4), dtype=np.uint16),
+                 np.array(7.5),
+                 np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8", (2,))])]
+        cases[-1]["a"] = [1, 2, 3]
+        for i, x in enumerate(cases):
+            h = self.c.park(f"py-np-{i}", x)
+            y = h.restore()
+            self.assertEqual((y.dtype, y.shape), (x.dtype, x.shape), i)
+            self.assertEqual(y.tobytes(), np.ascontiguousarray(x).tobytes(), i)
+        with self.assertRaises(TypeError):
+            self.c.park("py-np-obj", np.array([object()]))
+        # An array in a client buffer is parked without a copy; get_into
+        # fills a NumPy array in place.
+        with self.c.buffer(64 * self.ps) as buf:
+            v = np.frombuffer(buf, dtype=np.float64)
+            v[:] = np.linspace(0, 1, v.size)
+            self.c.park("py-np-buf", v)
+            self.assertTrue((self.c.restore("py-np-buf") == v).all())
+            self.c.put("py-np-pages", range(64), v)
+            w = np.empty_like(v)
+            self.c.get_into("py-np-pages", range(64), w)
+            self.assertTrue((w == v).all())
+            del v
+
+
 CHILD = r"""
 import sys, s4d
 c = s4d.Client(sys.argv[1])

@@ -1,0 +1,203 @@
+"""Park and restore: an array set aside in the daemon and given back bit for
+bit, by this process or another of the same user.
+
+A parked array lives in the pool "park:NAME": key 0 holds a header page
+(magic, then JSON: dtype, shape, byte count), keys 1.. its bytes, the last
+page padded with zeros. The header is written last, so a restore never
+reads a header newer than the pages it describes."""
+
+from __future__ import annotations
+
+import ast
+import json
+import struct
+
+from .errors import MalformedError, NotFoundError
+
+MAGIC = b"S4DPARK1"
+
+try:  # NumPy is optional: without it, restore gives a memoryview.
+    import numpy as _np
+except ImportError:  # pragma: no cover - depends on the host
+    _np = None
+
+
+def pool_of(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError("a parked array needs a non-empty name")
+    return "park:" + name
+
+
+def _describe(obj):
+    """(bytes view, header dict) for an array, tensor or buffer object."""
+    if _np is not None and (isinstance(obj, _np.ndarray) or not _has_buffer(obj)):
+        if hasattr(obj, "detach") and hasattr(obj, "numpy"):  # a PyTorch CPU tensor
+            obj = obj.detach().numpy()
+        arr = _np.asarray(obj)
+        if not arr.flags.c_contiguous:  # (ascontiguousarray would make a 0-d array 1-d)
+            arr = arr.copy(order="C")
+        if arr.dtype.hasobject:
+            raise TypeError("arrays of Python objects cannot be parked: their bytes are pointers")
+        # repr, read back by literal_eval: a structured dtype's tuples
+        # would come back from JSON as lists.
+        descr = repr(_np.lib.format.dtype_to_descr(arr.dtype))
+        return memoryview(arr.reshape(-1)).cast("B"), {
+            "kind": "numpy", "dtype": descr, "shape": list(arr.shape), "nbytes": arr.nbytes}
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise TypeError(f"cannot park a {type(obj).__name__}: it has no buffer (and NumPy is not importable)") from None
+    if not mv.c_contiguous:
+        raise ValueError("cannot park a non-contiguous buffer; copy it first")
+    return mv.cast("B"), {"kind": "buffer", "format": mv.format, "itemsize": mv.itemsize,
+                          "shape": list(mv.shape), "nbytes": mv.nbytes}
+
+
+def _has_buffer(obj) -> bool:
+    try:
+        memoryview(obj).release()
+        return True
+    except TypeError:
+        return False
+
+
+def header_page(meta: dict, ps: int) -> bytes:
+    body = json.dumps(meta, separators=(",", ":")).encode()
+    page = MAGIC + struct.pack("<I", len(body)) + body
+    if len(page) > ps:
+        raise ValueError(f"the array's description takes {len(page)} bytes, over one page of {ps}")
+    return page + bytes(ps - len(page))
+
+
+def parse_header(page: bytes, name: str) -> dict:
+    if page[:8] != MAGIC:
+        raise MalformedError(f"pool {pool_of(name)!r} holds no parked array (no header page)")
+    (n,) = struct.unpack_from("<I", page, 8)
+    try:
+        meta = json.loads(page[12:12 + n])
+        nbytes = int(meta["nbytes"])
+        if nbytes < 0:
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise MalformedError(f"parked array {name!r} has a damaged header") from None
+    return meta
+
+
+def park(client, name: str, obj) -> "Parked":
+    pool = pool_of(name)
+    src, meta = _describe(obj)
+    ps = client.page_size
+    n = meta["nbytes"]
+    full, tail = divmod(n, ps)
+    npages = full + (1 if tail else 0)
+    meta["pages"] = npages
+    old = _old_pages(client, name)
+    if full:
+        client.put(pool, range(1, full + 1), src[:full * ps])
+    if tail:
+        client.put(pool, [full + 1], bytes(src[full * ps:]) + bytes(ps - tail))
+    client.put(pool, [0], header_page(meta, ps))
+    if old > npages:  # pages of a larger array parked here before
+        client.delete(pool, range(npages + 1, old + 1))
+    return Parked(client, name, meta)
+
+
+def _old_pages(client, name: str) -> int:
+    try:
+        page = client.get(pool_of(name), [0])
+    except NotFoundError:
+        return 0
+    try:
+        return int(parse_header(page, name).get("pages", 0))
+    except MalformedError:
+        return 0
+
+
+def restore(client, name: str, *, keep: bool = False):
+    """The array parked under name, bit for bit: a NumPy array when NumPy
+    is importable, else a memoryview. Unless keep, its pages are deleted."""
+    pool = pool_of(name)
+    ps = client.page_size
+    try:
+        meta = parse_header(client.get(pool, [0]), name)
+    except NotFoundError:
+        raise NotFoundError(f"no array is parked as {name!r}") from None
+    n = meta["nbytes"]
+    full, tail = divmod(n, ps)
+    if _np is not None:
+        out = _np.empty(n, dtype=_np.uint8)
+        dst = memoryview(out)
+    else:
+        out = bytearray(n)
+        dst = memoryview(out)
+    if full:
+        client.get_into(pool, range(1, full + 1), dst[:full * ps])
+    if tail:
+        dst[full * ps:] = client.get(pool, [full + 1])[:tail]
+    if not keep:
+        client.delete(pool, range(0, meta.get("pages", full + (1 if tail else 0)) + 1))
+    return _shape(out, dst, meta)
+
+
+def _shape(out, dst, meta):
+    shape = tuple(meta.get("shape", ()))
+    if _np is not None:
+        if meta.get("kind") == "numpy":
+            dt = _np.lib.format.descr_to_dtype(_descr(meta["dtype"]))
+        else:
+            try:
+                dt = _np.dtype(meta.get("format", "B"))
+            except TypeError:
+                dt = _np.dtype(("V", meta.get("itemsize", 1)))
+        return out.view(dt).reshape(shape)
+    fmt = meta.get("format") or _buffer_format(meta.get("dtype"))
+    try:
+        if fmt and 0 in shape:  # memoryview refuses shapes with a zero
+            return dst.cast(fmt)
+        return dst.cast(fmt, shape) if fmt else dst
+    except (TypeError, ValueError):
+        return dst  # a format memoryview cannot take: the bytes
+
+
+def _descr(d):
+    try:
+        return ast.literal_eval(d)
+    except (ValueError, SyntaxError):
+        raise MalformedError(f"parked array has a damaged dtype {d!r}") from None
+
+
+_FORMATS = {"|b1": "?", "|i1": "b", "|u1": "B", "<i2": "h", "<u2": "H", "<i4": "i", "<u4": "I",
+            "<i8": "q", "<u8": "Q", "<f2": "e", "<f4": "f", "<f8": "d"}
+
+
+def _buffer_format(dtype):
+    """The memoryview format of a NumPy dtype restored without NumPy."""
+    try:
+        return _FORMATS.get(ast.literal_eval(dtype)) if isinstance(dtype, str) else None
+    except (ValueError, SyntaxError):
+        return None
+
+
+class Parked:
+    """A parked array: restore() gives it back."""
+
+    def __init__(self, client, name: str, meta: dict):
+        self.client, self.name, self.meta = client, name, meta
+
+    @property
+    def shape(self):
+        return tuple(self.meta["shape"])
+
+    @property
+    def nbytes(self) -> int:
+        return self.meta["nbytes"]
+
+    def restore(self, *, keep: bool = False):
+        return restore(self.client, self.name, keep=keep)
+
+    def drop(self) -> None:
+        """Deletes the parked pages without reading them."""
+        self.client.delete(pool_of(self.name), range(0, self.meta["pages"] + 1))
+
+    def __repr__(self):
+        return f"<s4d.Parked {self.name!r} shape={self.shape} {self.nbytes} bytes>"
