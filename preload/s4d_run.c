@@ -51,6 +51,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+// libs4d's frame layer (clients/c), built into this library with every
+// function static: `s4d run` needs no other library, and the program's
+// own symbols are not interposed.
+#define S4D_FRAME_API static __attribute__((unused))
+#define S4D_LOCAL static __attribute__((unused))
+#include "../clients/c/s4d_frame.c"
+
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
@@ -223,68 +230,29 @@ __attribute__((constructor)) static void init(void) {
 	enabled = 1;
 }
 
-// xchg sends one request (descriptors on its first byte) and reads the
-// answer's status and up to 8 bytes of body into id.
+// xchg sends one request (descriptors on its first byte) through libs4d's
+// frame layer and reads the answer's status and up to 8 bytes of body
+// into id; -1 when the exchange itself failed.
 static int xchg(int fd, int op, const void *body, size_t blen, const int *fds, int nfds, uint64_t *id) {
-	unsigned char f[20 + 32];
-	uint32_t len = 16 + blen;
-	memset(f, 0, 20);
-	memcpy(f, &len, 4);
-	f[4] = 1, f[5] = op, f[12] = 1;
-	memcpy(f + 20, body, blen);
-	struct iovec iov = {f, 20 + blen};
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (nfds > 0) {
-		m.msg_control = u.buf, m.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	}
-	if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)(20 + blen))
+	unsigned char r[256];
+	size_t n = 0;
+	int status = s4d_exchange(fd, op, body, blen, fds, nfds, r, sizeof r, &n);
+	if (status < 0)
 		return -1;
-	unsigned char r[20 + 256];
-	size_t got = 0;
-	while (got < 20) {
-		ssize_t n = recv(fd, r + got, sizeof r - got, 0);
-		if (n <= 0)
-			return -1;
-		got += n;
-	}
-	uint32_t rlen;
-	memcpy(&rlen, r, 4);
-	size_t want = 4 + (size_t)rlen;
-	while (got < want && got < sizeof r) {
-		ssize_t n = recv(fd, r + got, sizeof r - got, 0);
-		if (n <= 0)
-			return -1;
-		got += n;
-	}
-	int status = r[6] | r[7] << 8;
-	if (status == 0 && id && got >= 28)
-		memcpy(id, r + 20, 8);
-	if (status != 0 && got > 22) {
-		int ml = r[20] | r[21] << 8;
-		if (ml > (int)got - 22)
-			ml = got - 22;
-		say("s4d run: the daemon refused a region (%.*s); using ordinary memory\n", ml, (char *)r + 22);
+	if (n > sizeof r)
+		n = sizeof r;
+	if (status == 0 && id && n >= 8)
+		memcpy(id, r, 8);
+	if (status != 0 && n >= 2) {
+		int ml = r[0] | r[1] << 8;
+		if (ml > (int)n - 2)
+			ml = n - 2;
+		say("s4d run: the daemon refused a region (%.*s); using ordinary memory\n", ml, (char *)r + 2);
 	}
 	return status;
 }
 
-static int dial(void) {
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	strcpy(a.sun_path, sock_path);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
+static int dial(void) { return s4d_dial(sock_path); }
 
 static uint64_t budget_of(size_t size) {
 	if (!resident_total)
