@@ -7,11 +7,12 @@ import (
 	"encoding/binary"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/routing"
-	"golang.org/x/sys/unix"
 )
 
 // get answers a GET; false means the connection must close. A reply over

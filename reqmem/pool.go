@@ -9,8 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/s4d-project/s4d/pagefmt"
 	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // spares keeps a few values of one kind for reuse. Unlike a sync.Pool it
