@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +36,9 @@ type swapSet struct {
 	devs   []*swapDev
 	next   int  // number of the next device's pool
 	locked bool // memory locked and heap bounded (guardMemory)
+	// spare is the memory the store keeps ready for swap-outs: the
+	// devices' reserves together (keepSpare refills it).
+	spare atomic.Uint64
 }
 
 type swapDev struct {
@@ -56,8 +62,12 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string) (ipc.SwapDevice, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d.guardMemory()
+	queues := req.Queues
+	if queues == 0 {
+		queues = min(runtime.NumCPU(), ublk.MaxQueues)
+	}
 	s.next++
-	st := &swapStore{d: d, pool: swapPool(s.next)}
+	st := newSwapStore(d, swapPool(s.next), queues)
 	if codec != "" {
 		c, err := pagefmt.ParseCodec(codec)
 		if err != nil {
@@ -68,7 +78,11 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string) (ipc.SwapDevice, err
 			return ipc.SwapDevice{}, storeErr(err, st.pool)
 		}
 	}
-	dev, err := ublk.Create(ublk.Options{Size: req.Size, Queues: req.Queues, Depth: req.Depth, Log: d.log}, st)
+	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, Log: d.log}
+	if err := d.setAside(st, req, opts.Batch()); err != nil {
+		return ipc.SwapDevice{}, err
+	}
+	dev, err := ublk.Create(opts, st)
 	if err != nil {
 		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "%v", err)
 	}
@@ -90,8 +104,13 @@ func (d *Daemon) guardMemory() {
 		return
 	}
 	d.swaps.locked = true
+	d.swapWatch()
 	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
 		d.log.Warn("mlockall failed (needs CAP_IPC_LOCK or a memlock limit): the daemon's own memory may be swapped out", "err", err)
+	} else if n, err := lockFiles(); err != nil {
+		d.log.Warn("locking the daemon's code", "err", err)
+	} else {
+		d.log.Info("daemon's code locked in memory", "bytes", n)
 	}
 	// Killing the daemon would kill every process with pages on its
 	// devices: the OOM killer must pick another.
@@ -101,11 +120,116 @@ func (d *Daemon) guardMemory() {
 	if !ublk.IsFlusher() {
 		d.log.Warn("the daemon is not an I/O flusher as a whole (needs CAP_SYS_RESOURCE at start): heavy swapping may deadlock in reclaim")
 	}
-	if debug.SetMemoryLimit(-1) == math.MaxInt64 {
-		limit := min(max(int64(settings.RAM()/8), 64<<20), 2<<30)
+	limit := debug.SetMemoryLimit(-1)
+	if limit == math.MaxInt64 {
+		limit = min(max(int64(settings.RAM()/8), 32<<20), 2<<30)
 		debug.SetMemoryLimit(limit)
-		d.log.Info("Go heap bounded for swap", "limit", limit)
 	}
+	// As much as the bound faulted in now and let go: the Go heap reuses those
+	// pages, and locked they stay present (the runtime's attempts to give
+	// them back fail), so the write path's allocations find memory
+	// without a page fault. A fault while the machine swaps may never be
+	// served: only the kernel's own reclaim may take its reserves.
+	// Threads made now, while memory is to be had: a thread the runtime
+	// starts later gets a fresh stack to fault in. Sixteen goroutines
+	// blocked in a system call at once leave as many idle threads.
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			ts := unix.Timespec{Nsec: 50e6}
+			unix.Nanosleep(&ts, nil)
+		})
+	}
+	wg.Wait()
+	prefault := make([]byte, limit)
+	for i := 0; i < len(prefault); i += os.Getpagesize() {
+		prefault[i] = 1
+	}
+	runtime.KeepAlive(prefault)
+	prefault = nil
+	runtime.GC()
+	d.log.Info("Go heap bounded and faulted in for swap", "limit", limit, "faulted", limit)
+	go d.keepSpare()
+}
+
+// setAside reserves memory for the device's compressed pages and grows
+// the write path's buffers to a batch's size, while memory is to be had:
+// once the machine swaps, it has none to give (slab.Arena.Reserve).
+// The reserve is req.Reserve, by default a quarter of RAM (what a
+// workload twice the RAM needs at a ratio of 5), at most half the device
+// and within the memory limit.
+func (d *Daemon) setAside(st *swapStore, req ipc.SwapRequest, batch int) error {
+	want := req.Reserve
+	if want == 0 {
+		want = min(settings.RAM()/4, req.Size/2)
+	}
+	if lim := d.cfg.MemLimit; lim > 0 {
+		want = min(want, lim)
+	}
+	got, err := d.store.Reserve(want)
+	if err != nil {
+		return errorf(ipc.CodeNoSpace, "setting aside %d bytes for swap: %v", want, err)
+	}
+	if err := st.warm(batch); err != nil {
+		return errorf(ipc.CodeFailed, "swap write path: %v", err)
+	}
+	d.swaps.spare.Add(got)
+	d.log.Info("memory set aside for swap", "bytes", got, "spare", d.store.Spare(), "batch_pages", batch)
+	return nil
+}
+
+// keepSpare refills the store's spare memory when swap-outs have used
+// half of it, an eighth of the reserve at a time, from a goroutine of its
+// own: if memory is short it waits (in a system call, MapReserve) while
+// the devices go on serving from what is left, and every swap-out they
+// finish frees a page for it.
+func (d *Daemon) keepSpare() {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.quit:
+			return
+		case <-tick.C:
+		}
+		want := d.swaps.spare.Load()
+		if want == 0 || d.store.Spare() >= want/2 {
+			continue
+		}
+		if _, err := d.store.Reserve(max(want/8, 1<<20)); err != nil {
+			d.log.Warn("refilling swap's spare memory", "err", err)
+		}
+	}
+}
+
+// lockFiles locks and faults in every file the daemon maps (its code and
+// libraries): ONFAULT leaves a page of code not run yet to a later fault,
+// and where the binary lies on tmpfs (an initramfs) that page can be on
+// swap, on the very device the fault would have to wait for.
+func lockFiles() (uint64, error) {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var total uint64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 6 || fs[4] == "0" || !strings.HasPrefix(fs[5], "/") || !strings.ContainsAny(fs[1], "rx") {
+			continue
+		}
+		var lo, hi uintptr
+		if _, err := fmt.Sscanf(fs[0], "%x-%x", &lo, &hi); err != nil || hi <= lo {
+			continue
+		}
+		if _, _, e := unix.Syscall(unix.SYS_MLOCK, lo, hi-lo, 0); e != 0 {
+			return total, fmt.Errorf("mlock %s: %w", fs[5], e)
+		}
+		total += uint64(hi - lo)
+	}
+	return total, sc.Err()
 }
 
 // delSwap removes the device named (all with ""), refusing one in use.

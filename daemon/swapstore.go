@@ -15,6 +15,41 @@ type swapStore struct {
 	d     *Daemon
 	pool  string
 	codec pagefmt.Codec // the pool's; 0 the daemon's
+	// Compression outputs of its own, one per queue, kept for the
+	// device's life: the request pool's are unmapped when idle, and a
+	// swap-out must not need fresh memory to grow them again (warm).
+	outs chan *pagefmt.Compressed
+}
+
+func newSwapStore(d *Daemon, pool string, queues int) *swapStore {
+	s := &swapStore{d: d, pool: pool, outs: make(chan *pagefmt.Compressed, queues)}
+	for range queues {
+		s.outs <- new(pagefmt.Compressed)
+	}
+	return s
+}
+
+// warm runs a batch of n pages through Put and Delete at keys [0, n), so
+// that the compression outputs and the router's buffers have grown to a
+// batch's size before the first swap-out needs them.
+func (s *swapStore) warm(n int) error {
+	keys := make([]uint64, n)
+	pages := make([]byte, n*s.d.cfg.PageSize)
+	for i := range keys {
+		keys[i] = uint64(i)
+		// Compressible, not zero: the engines do their whole work.
+		for j := 0; j < s.d.cfg.PageSize; j += 64 {
+			pages[i*s.d.cfg.PageSize+j] = byte(i + j)
+		}
+	}
+	// The outputs are taken in turn (a channel is first in, first out):
+	// one Put per queue grows each.
+	for range cap(s.outs) {
+		if err := s.Put(keys, pages); err != nil {
+			return err
+		}
+	}
+	return s.Delete(keys)
 }
 
 // swapPool names device n's pool. The space keeps clients from naming
@@ -27,8 +62,8 @@ func (s *swapStore) Put(keys []uint64, pages []byte) error {
 	d := s.d
 	res := make([]pagecache.Result, len(keys))
 	batch := &pagefmt.Batch{PageSize: d.cfg.PageSize, Pages: pages, Codec: s.codec}
-	out := d.bufs.GetOut()
-	defer d.bufs.PutOut(out)
+	out := <-s.outs
+	defer func() { s.outs <- out }()
 	_, err := d.router.Compress(d.ctx, batch, out, func(backend string, lo int, part *pagefmt.Compressed) error {
 		b := batch.Part(lo, len(part.Class))
 		return d.store.Put(0, s.pool, keys[lo:lo+len(part.Class)], &b, part, d.store.BackendID(backend), res[lo:lo+len(part.Class)])

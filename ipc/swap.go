@@ -22,6 +22,9 @@ type SwapRequest struct {
 	Size   uint64 `json:"size,omitempty"`
 	Queues int    `json:"queues,omitempty"`
 	Depth  int    `json:"depth,omitempty"`
+	// add: memory set aside now for its compressed pages, in bytes (0: a
+	// quarter of RAM, at most half the device).
+	Reserve uint64 `json:"reserve,omitempty"`
 	// del: the device (/dev/ublkbN or ublkbN); "" for every device.
 	Device string `json:"device,omitempty"`
 }
@@ -30,18 +33,18 @@ type SwapRequest struct {
 // answer to every action is a JSON list of them: the device added, the
 // devices deleted, or all of them.
 type SwapDevice struct {
-	Name     string `json:"name"`      // /dev/ublkbN
-	DiskSize uint64 `json:"disksize"`  // bytes
-	Pool     string `json:"pool"`      // where its pages are kept
-	Pages    uint64 `json:"pages"`     // pages stored
-	Data     uint64 `json:"data"`      // their bytes uncompressed
-	Compr    uint64 `json:"compr"`     // their stored bytes
-	Total    uint64 `json:"total"`     // stored bytes plus the device's I/O buffers
-	Streams  int    `json:"streams"`   // queues, each served by its own thread
-	Depth    int    `json:"depth"`     // requests in flight per queue
-	Zero     uint64 `json:"zero"`      // pages stored as zero or same-filled
-	Huge     uint64 `json:"huge"`      // pages stored raw
-	ReadIOs  uint64 `json:"read_ios"`  // store calls for reads (one per gathered batch)
+	Name     string `json:"name"`     // /dev/ublkbN
+	DiskSize uint64 `json:"disksize"` // bytes
+	Pool     string `json:"pool"`     // where its pages are kept
+	Pages    uint64 `json:"pages"`    // pages stored
+	Data     uint64 `json:"data"`     // their bytes uncompressed
+	Compr    uint64 `json:"compr"`    // their stored bytes
+	Total    uint64 `json:"total"`    // stored bytes plus the device's I/O buffers
+	Streams  int    `json:"streams"`  // queues, each served by its own thread
+	Depth    int    `json:"depth"`    // requests in flight per queue
+	Zero     uint64 `json:"zero"`     // pages stored as zero or same-filled
+	Huge     uint64 `json:"huge"`     // pages stored raw
+	ReadIOs  uint64 `json:"read_ios"` // store calls for reads (one per gathered batch)
 	ReadPgs  uint64 `json:"read_pages"`
 	WriteIOs uint64 `json:"write_ios"` // store calls for writes
 	WritePgs uint64 `json:"write_pages"`

@@ -63,8 +63,15 @@ type gatherer struct {
 func newGatherer(st Store, blockSize, depth, maxIO int, stats *Stats) *gatherer {
 	n := depth * (maxIO / blockSize)
 	return &gatherer{st: st, shift: uint(bits.TrailingZeros(uint(blockSize))), blockSize: blockSize, stats: stats,
-		keys: make([]uint64, 0, max(n, deleteChunk)), pages: make([]byte, n*blockSize), missing: make([]bool, n),
+		keys: make([]uint64, 0, max(n, deleteChunk)), pages: touched(n*blockSize), missing: make([]bool, n),
 		idx: make([]int, 0, n)}
+}
+
+// touched is a buffer whose pages are present now (see Touch).
+func touched(n int) []byte {
+	b := make([]byte, n)
+	Touch(b)
+	return b
 }
 
 // blocks returns the first block and the count of a request, or an error.

@@ -30,6 +30,15 @@ const (
 	MaxMaxIO  = 1 << 20
 )
 
+// Batch is the most pages one queue hands its Store at once: a request
+// of the largest size on every tag (defaults filled in).
+func (o Options) Batch() int {
+	if o.fill() != nil {
+		return 0
+	}
+	return o.Depth * o.MaxIO / o.BlockSize
+}
+
 func (o *Options) fill() error {
 	if o.BlockSize == 0 {
 		o.BlockSize = 4096

@@ -114,9 +114,20 @@ func (q *queue) setup() error {
 	if q.bufs, err = unix.Mmap(-1, 0, q.depth*q.maxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE); err != nil {
 		return fmt.Errorf("queue %d: I/O buffers: %w", q.id, err)
 	}
+	Touch(q.bufs)
 	q.reqs = make([]Request, 0, q.depth)
 	q.res = make([]int32, q.depth)
 	return nil
+}
+
+// Touch writes every page of b. MAP_POPULATE does nothing in a process
+// locked with MCL_ONFAULT (the kernel leaves such mappings to fault), and
+// a buffer the kernel must fault in while the machine swaps may wait for
+// memory forever: the kernel copies a swap-out into it.
+func Touch(b []byte) {
+	for i := 0; i < len(b); i += os.Getpagesize() {
+		b[i] = 0
+	}
 }
 
 func (q *queue) teardown() {

@@ -24,7 +24,8 @@ import (
 )
 
 var flags = []cli.Flag{
-	&cli.StringFlag{Name: "socket", EnvVars: []string{"S4D_SOCKET"}, Usage: "daemon socket (default " + ipc.DefaultSocketPath + ")"},
+	// No EnvVars: see ctl's socketFlag; the client reads $S4D_SOCKET.
+	&cli.StringFlag{Name: "socket", Usage: "daemon socket (default $S4D_SOCKET, else " + ipc.DefaultSocketPath + ")"},
 	&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"},
 }
 
@@ -42,11 +43,12 @@ var Command = &cli.Command{
 var addCommand = &cli.Command{
 	Name:      "add",
 	Usage:     "create a swap device and print its name",
-	UsageText: "s4d swap add --size SIZE [--queues N] [--depth N]",
+	UsageText: "s4d swap add --size SIZE [--queues N] [--depth N] [--reserve SIZE]",
 	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "size", Required: true, Usage: "the device's size, bytes with K/M/G/T suffix (at least 1M)"},
 		&cli.IntFlag{Name: "queues", Usage: "hardware queues, each served by its own thread; 0 = one per CPU"},
 		&cli.IntFlag{Name: "depth", Usage: "requests in flight per queue; 0 = 64"},
+		&cli.StringFlag{Name: "reserve", Usage: "memory set aside now for its compressed pages (once the machine swaps there is none to be had); default a quarter of RAM, at most half the size"},
 	}, flags...),
 	Action: func(cx *cli.Context) error {
 		if cx.NArg() > 0 {
@@ -63,7 +65,13 @@ var addCommand = &cli.Command{
 		if q < 0 || q > 64 || depth < 0 || depth > 1024 {
 			return exitcode.UsageErr(fmt.Errorf("--queues wants 0-64 and --depth 0-1024"))
 		}
-		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapAdd, Size: size, Queues: q, Depth: depth})
+		var reserve uint64
+		if cx.IsSet("reserve") {
+			if reserve, err = bytesize.Parse(cx.String("reserve")); err != nil {
+				return exitcode.UsageErr(fmt.Errorf("--reserve: %w", err))
+			}
+		}
+		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapAdd, Size: size, Queues: q, Depth: depth, Reserve: reserve})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,61 @@
+package slab
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+const madvPopulateWrite = 23 // MADV_POPULATE_WRITE, Linux 5.14
+
+// MapReserve maps n bytes (whole slabs of slabSize) with every page
+// present, for AddReserve. It takes no lock: it may wait for memory, and
+// the store must keep serving meanwhile. The pages are faulted in by
+// madvise, a system call, so a goroutine waiting here does not hold up
+// the Go runtime's stops; MAP_POPULATE would do nothing in a process
+// locked with MCL_ONFAULT.
+func MapReserve(n uint64, slabSize int) ([]byte, error) {
+	slabs := int(n / uint64(slabSize))
+	if slabs == 0 {
+		return nil, nil
+	}
+	r, err := unix.Mmap(-1, 0, slabs*slabSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("reserving slab memory: %w", err)
+	}
+	if err := unix.Madvise(r, madvPopulateWrite); err != nil {
+		if !errors.Is(err, unix.EINVAL) {
+			unix.Munmap(r)
+			return nil, fmt.Errorf("reserving slab memory: %w", err)
+		}
+		for i := 0; i < len(r); i += 4096 { // a kernel before 5.14
+			r[i] = 0
+		}
+	}
+	return r, nil
+}
+
+// AddReserve files memory from MapReserve for new slabs to use before any
+// fresh memory. A swap device needs it: its writes come when the machine
+// has no free memory left, and a process that must fault in new pages to
+// store them may get none (only the kernel's own reclaim may take its
+// reserves). With the daemon's memory locked the pages stay present,
+// emptied slabs included (a locked page cannot be given back), so what
+// is reserved is kept. The caller holds the arena's lock.
+func (a *Arena) AddReserve(r []byte) uint64 {
+	m := &a.mem
+	m.maps.all = append(m.maps.all, r)
+	m.maps.register(r, m.pin)
+	slabs := len(r) / a.slabSize
+	for i := 0; i < slabs; i++ {
+		m.free = append(m.free, r[i*a.slabSize:(i+1)*a.slabSize:(i+1)*a.slabSize])
+	}
+	return uint64(slabs * a.slabSize)
+}
+
+// Spare is the slab memory ready for new slabs without a fault: reserved
+// or emptied and kept.
+func (a *Arena) Spare() uint64 {
+	return uint64(len(a.mem.free)+len(a.kept)+len(a.keptOld)) * uint64(a.slabSize)
+}
