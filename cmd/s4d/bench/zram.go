@@ -36,7 +36,7 @@ import (
 // fits such a heap. What made it look slow was wall time on a shared
 // 2-core machine: one writer's run took 0.26-1.97 GB/s at the same CPU
 // per GB, off the CPU up to 88% of the time while other programs ran
-// (hence --repeat, and the best-of and median runs in tests/zram_test.go).
+// (hence --repeat, and the medians of paired runs in tests/zram_test.go).
 // Smaller things it did unlike a C program, changed here: each I/O went
 // through the runtime's syscall entry, 10-15% more CPU per GB (see pio);
 // its goroutines were started inside the clock, sharing a few OS threads
