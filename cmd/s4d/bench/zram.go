@@ -223,11 +223,11 @@ func zramPhase(dev string, fds []int, buf []byte, ioSize int, write bool) (secs,
 
 // pio is one pwrite(2) (or pread(2)) as a raw system call: the worker keeps
 // its P through it, as a C thread simply blocks. Through the runtime's
-// ordinary entry, sysmon takes the P of any call that lasts over 20 us
-// (all of these) and the thread has to get one back after each I/O,
-// waking others on the way: 10-15% more CPU per GB than the C program
-// on one thread, measured interleaved on a 64 MiB mixed corpus (write
-// 1.40 against 1.26 core-s/GB raw, read 0.53 against 0.45).
+// ordinary entry (unix.Pwrite), the process spent 10-15% more CPU per GB
+// on one thread, runs of the two taking turns on a 64 MiB mixed corpus
+// (medians of 20: write 1.58 and 1.50 against 1.38 and 1.35 core-s/GB
+// raw, read 0.57 against 0.51-0.53), where the raw call matches the C
+// program of tests/zram_test.go.
 func pio(write bool, fd int, b []byte, off int64) (int, error) {
 	nr := uintptr(unix.SYS_PREAD64)
 	if write {
