@@ -25,9 +25,10 @@ import (
 //
 // Why it is written the way it is. An earlier version read back into
 // freshly mapped memory, so every read also faulted its destination in
-// (the kernel pins each user page for O_DIRECT, faulting it first): on a
-// 128 MiB heap with many zero pages it read at 0.23-0.48 GB/s and 2-3.4
-// core-s/GB where a C program read at 0.9-1.4 GB/s and 0.25; now both
+// (the kernel pins each user page for O_DIRECT, faulting it first): on
+// 128 MiB of a Python heap with three pages in four zeroed it read at
+// 0.23-0.48 GB/s and 2-3.4 core-s/GB where a C program read at 0.9-1.4
+// GB/s and 0.25 (the heap as it is: 0.68-1.0 against 0.47-0.54); now both
 // buffers are faulted in first, as s4d's are (runInproc touches its
 // outputs; the daemon's arena is warm). Its write side was not slower
 // than C's in CPU: 1.30 against 1.26 core-s/GB (medians of 8 runs each,
