@@ -1,0 +1,40 @@
+# Remote cold tier (issue 32): Valkey in cluster mode for the tests in
+# remote/. valkey-server and valkey-tools (valkey-cli) 8.0 come from
+# bookworm-backports; where backports has no valkey (or the system is not
+# Debian), Redis 7 speaks the same protocol and the tests accept its
+# redis-server/redis-cli. The backports list is the one mk/webgpu.mk and
+# mk/guest.mk write, same content.
+DEPS_TARGETS += deps-remote
+
+.PHONY: deps-remote test-remote
+deps-remote:
+	@set -e; \
+	if command -v valkey-server >/dev/null && command -v valkey-cli >/dev/null; then exit 0; fi; \
+	codename=$$(. /etc/os-release && echo $$VERSION_CODENAME); \
+	distro=$$(. /etc/os-release && echo $$ID); \
+	list=/etc/apt/sources.list.d/s4d-backports.sources; \
+	if [ "$$distro" = debian ] && [ ! -f $$list ]; then \
+		uri=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null); \
+		[ -n "$$uri" ] || uri=$$(awk '$$1=="deb" && $$0 !~ /security/ {print $$2; exit}' /etc/apt/sources.list 2>/dev/null); \
+		[ -n "$$uri" ] || uri=http://deb.debian.org/debian; \
+		printf 'Types: deb\nURIs: %s\nSuites: %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+			"$$uri" "$$codename" > $$list; \
+		echo "added $$codename-backports from $$uri"; \
+	fi; \
+	apt-get update -qq; \
+	cand=$$(apt-cache policy valkey-server 2>/dev/null | sed -n 's/^ *Candidate: //p'); \
+	if [ -n "$$cand" ] && [ "$$cand" != "(none)" ]; then \
+		if [ "$$distro" = debian ]; then t="-t $$codename-backports"; else t=; fi; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$t valkey-server valkey-tools; \
+	else \
+		echo "no valkey-server in apt; installing Redis 7 (same protocol)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server redis-tools; \
+	fi; \
+	systemctl disable --now valkey-server redis-server >/dev/null 2>&1 || true; \
+	(valkey-server --version 2>/dev/null || redis-server --version) | head -n 1
+
+# The remote package's tests alone (they start their own cluster on
+# loopback ports), with the benchmark.
+test-remote: deps-remote
+	$(GO) test -count=1 -v ./remote
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 2s ./remote
