@@ -10,3 +10,39 @@ deps-clients:
 		echo "installing:" $$missing; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+
+# libs4d: bin/libs4d.so.0 (soname libs4d.so.0) and the libs4d.so link for
+# building against it; install adds s4d.h and s4d.pc for pkg-config.
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+LIBS4D_SRC  := clients/c/s4d.c clients/c/s4d_frame.c
+LIBS4D_HDR  := clients/c/s4d.h clients/c/s4d_internal.h
+LIBS4D      := bin/libs4d.so.0
+LIBS4D_CFLAGS ?= -O2 -g0
+
+.PHONY: libs4d install-libs4d uninstall-libs4d
+build: libs4d
+libs4d: $(LIBS4D) bin/libs4d.so
+$(LIBS4D): $(LIBS4D_SRC) $(LIBS4D_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBS4D_CFLAGS) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
+		-Wl,-soname,libs4d.so.0 $(LDFLAGS_LIB) -o $@ $(LIBS4D_SRC) -lpthread
+bin/libs4d.so: $(LIBS4D)
+	ln -sf libs4d.so.0 $@
+# The preload library of `s4d run` includes libs4d's frame layer.
+bin/libs4d-run.so: clients/c/s4d_frame.c $(LIBS4D_HDR)
+
+INSTALL_TARGETS += install-libs4d
+UNINSTALL_TARGETS += uninstall-libs4d
+install-libs4d: libs4d
+	install -D -m 0644 $(LIBS4D) $(DESTDIR)$(LIBDIR)/libs4d.so.0
+	ln -sf libs4d.so.0 $(DESTDIR)$(LIBDIR)/libs4d.so
+	install -D -m 0644 clients/c/s4d.h $(DESTDIR)$(INCLUDEDIR)/s4d.h
+	install -d $(DESTDIR)$(PKGCONFIGDIR)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+		'Name: s4d' 'Description: client library of the s4d compressed page store' 'Version: $(VERSION)' \
+		'Libs: -L$${libdir} -ls4d' 'Cflags: -I$${includedir}' > $(DESTDIR)$(PKGCONFIGDIR)/s4d.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/s4d.pc
+uninstall-libs4d:
+	rm -f $(DESTDIR)$(LIBDIR)/libs4d.so.0 $(DESTDIR)$(LIBDIR)/libs4d.so $(DESTDIR)$(INCLUDEDIR)/s4d.h $(DESTDIR)$(PKGCONFIGDIR)/s4d.pc

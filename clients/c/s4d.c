@@ -96,6 +96,9 @@ static int ensure(s4d *c) {
 	return rc;
 }
 
+// Why the last s4d_connect of this thread failed: s4d_message(NULL).
+static __thread char connect_msg[512];
+
 S4D_API s4d *s4d_connect(const char *socket, int *err) {
 	if (!socket || !*socket)
 		socket = getenv("S4D_SOCKET");
@@ -114,8 +117,7 @@ S4D_API s4d *s4d_connect(const char *socket, int *err) {
 				*err = 0;
 			return c;
 		}
-		if (rc == S4D_ECONNECT || rc > 0)
-			fprintf(stderr, "libs4d: %s\n", c->msg);
+		snprintf(connect_msg, sizeof connect_msg, "%s", c->msg);
 	}
 	if (err)
 		*err = rc;
@@ -131,7 +133,7 @@ S4D_API void s4d_close(s4d *c) {
 	free(c);
 }
 
-S4D_API const char *s4d_message(const s4d *c) { return c ? c->msg : ""; }
+S4D_API const char *s4d_message(const s4d *c) { return c ? c->msg : connect_msg; }
 S4D_API uint32_t s4d_page_size(const s4d *c) { return c ? c->ps : 0; }
 S4D_API uint32_t s4d_max_batch(const s4d *c) { return c ? c->max_batch : 0; }
 

@@ -76,7 +76,8 @@ S4D_FRAME_API const char *s4d_strerror(int code);
  * default. NULL on failure, with *err (if given) set. */
 S4D_API s4d *s4d_connect(const char *socket, int *err);
 S4D_API void s4d_close(s4d *c);
-/* The daemon's message for the last error of this handle ("" if none). */
+/* The daemon's message for the last error of this handle ("" if none);
+ * with NULL, why this thread's last s4d_connect failed. */
 S4D_API const char *s4d_message(const s4d *c);
 /* What HELLO announced. */
 S4D_API uint32_t s4d_page_size(const s4d *c);
