@@ -96,16 +96,20 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string) (ipc.SwapDevice, err
 }
 
 // guardMemory, at the first device: a swap backend that needs memory to
-// free memory deadlocks, so the daemon's pages are locked as they fault
-// in (ONFAULT: the Go runtime reserves address space it never touches)
-// and the Go heap gets a soft bound unless GOMEMLIMIT set one.
+// free memory deadlocks, and a user process may get none at all once the
+// machine is at its min watermark (the kernel's reclaim, zram's, may dip
+// into the reserves). So every page the daemon maps is made present and
+// locked now and as it maps more (found in the guest: with MCL_ONFAULT,
+// first touches of zero pages, Go runtime metadata and code on tmpfs
+// stalled the I/O path); the OOM killer is told to spare the daemon; the
+// Go heap gets a soft bound unless GOMEMLIMIT set one.
 func (d *Daemon) guardMemory() {
 	if d.swaps.locked {
 		return
 	}
 	d.swaps.locked = true
 	d.swapWatch()
-	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
+	if err := unix.Mlockall(lockFlags()); err != nil {
 		d.log.Warn("mlockall failed (needs CAP_IPC_LOCK or a memlock limit): the daemon's own memory may be swapped out", "err", err)
 	} else if n, err := lockFiles(); err != nil {
 		d.log.Warn("locking the daemon's code", "err", err)
@@ -125,14 +129,9 @@ func (d *Daemon) guardMemory() {
 		limit = min(max(int64(settings.RAM()/8), 32<<20), 2<<30)
 		debug.SetMemoryLimit(limit)
 	}
-	// As much as the bound faulted in now and let go: the Go heap reuses those
-	// pages, and locked they stay present (the runtime's attempts to give
-	// them back fail), so the write path's allocations find memory
-	// without a page fault. A fault while the machine swaps may never be
-	// served: only the kernel's own reclaim may take its reserves.
 	// Threads made now, while memory is to be had: a thread the runtime
-	// starts later gets a fresh stack to fault in. Sixteen goroutines
-	// blocked in a system call at once leave as many idle threads.
+	// starts later gets a fresh stack. Sixteen goroutines blocked in a
+	// system call at once leave as many idle threads.
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
@@ -141,14 +140,7 @@ func (d *Daemon) guardMemory() {
 		})
 	}
 	wg.Wait()
-	prefault := make([]byte, limit)
-	for i := 0; i < len(prefault); i += os.Getpagesize() {
-		prefault[i] = 1
-	}
-	runtime.KeepAlive(prefault)
-	prefault = nil
-	runtime.GC()
-	d.log.Info("Go heap bounded and faulted in for swap", "limit", limit, "faulted", limit)
+	d.log.Info("Go heap bounded for swap", "limit", limit)
 	go d.keepSpare()
 }
 
@@ -410,4 +402,15 @@ func swapoff(path string) error {
 		return fmt.Errorf("swapoff %s: %w", path, e)
 	}
 	return nil
+}
+
+// lockFlags: every page the daemon maps present and locked (MCL_FUTURE
+// populates each new mapping whole), unless S4D_SWAP_LOCK=onfault asks
+// to lock pages only as they are touched (less memory, but a first touch
+// under pressure may wait for memory that never comes).
+func lockFlags() int {
+	if os.Getenv("S4D_SWAP_LOCK") == "onfault" {
+		return unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT
+	}
+	return unix.MCL_CURRENT | unix.MCL_FUTURE
 }
