@@ -42,9 +42,10 @@ type swapSet struct {
 }
 
 type swapDev struct {
-	n   int
-	dev *ublk.Device
-	st  *swapStore
+	n      int
+	dev    *ublk.Device
+	st     *swapStore
+	active bool // in /proc/swaps when last looked (followSwapoff)
 }
 
 // addSwap creates a device of req.Size bytes.
@@ -142,6 +143,7 @@ func (d *Daemon) guardMemory() {
 	wg.Wait()
 	d.log.Info("Go heap bounded for swap", "limit", limit)
 	go d.keepSpare()
+	go d.followSwapoff()
 }
 
 // setAside reserves memory for the device's compressed pages and grows
@@ -265,10 +267,16 @@ func (d *Daemon) removeSwap(sd *swapDev) {
 	if err := sd.dev.Close(); err != nil {
 		d.log.Error("swap device", "device", sd.dev.BlockPath(), "err", err)
 	}
+	d.dropBlocks(sd, 0)
+	d.log.Info("swap device removed", "device", sd.dev.BlockPath(), "pool", sd.st.pool)
+}
+
+// dropBlocks deletes the device's pages from block first on.
+func (d *Daemon) dropBlocks(sd *swapDev, first uint64) {
 	blocks := sd.dev.Size() / 4096
 	keys := make([]uint64, 0, 16384)
 	res := make([]pagecache.Result, cap(keys))
-	for k := uint64(0); k < blocks; {
+	for k := first; k < blocks; {
 		keys = keys[:0]
 		for ; k < blocks && len(keys) < cap(keys); k++ {
 			keys = append(keys, k)
@@ -277,7 +285,36 @@ func (d *Daemon) removeSwap(sd *swapDev) {
 			break // no pool: nothing was ever written
 		}
 	}
-	d.log.Info("swap device removed", "device", sd.dev.BlockPath(), "pool", sd.st.pool)
+}
+
+// followSwapoff empties a device's pool when it stops being swap: after
+// swapoff no block holds anything in use, but the kernel discards only
+// whole free clusters, and a slot freed by an exiting process is never
+// reported to a ublk device (zram has a hook for it). Block 0, the swap
+// header, stays: a later swapon without mkswap needs it.
+func (d *Daemon) followSwapoff() {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.quit:
+			return
+		case <-tick.C:
+		}
+		active := activeSwaps()
+		s := &d.swaps
+		s.mu.Lock()
+		for _, sd := range s.devs {
+			now := active[sd.dev.BlockPath()]
+			if sd.active && !now {
+				before := d.describeSwap(sd).Pages
+				d.dropBlocks(sd, 1)
+				d.log.Info("swapoff seen: pages dropped", "device", sd.dev.BlockPath(), "pages", before-d.describeSwap(sd).Pages)
+			}
+			sd.active = now
+		}
+		s.mu.Unlock()
+	}
 }
 
 // stopSwaps removes every device when the daemon stops. A device still in
