@@ -1,0 +1,489 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const numSlots = 16384
+
+type shard struct {
+	master   string
+	replicas []string
+}
+
+// Cluster routes commands to the masters of a Valkey/Redis cluster (or to
+// one node that has cluster support disabled), following MOVED and ASK and
+// riding out a failover for up to Options.RetryFor. Safe for concurrent use.
+type Cluster struct {
+	o Options
+
+	mu     sync.RWMutex
+	slots  [numSlots]*shard
+	shards map[string]*shard // by master address
+	nodes  map[string]*node
+
+	refreshMu sync.Mutex
+}
+
+// Dial reads the cluster's slot map from the first seed that answers.
+func Dial(ctx context.Context, o Options) (*Cluster, error) {
+	o = o.withDefaults()
+	if len(o.Addrs) == 0 {
+		return nil, errors.New("remote: no seed addresses")
+	}
+	c := &Cluster{o: o, shards: map[string]*shard{}, nodes: map[string]*node{}}
+	if err := c.refresh(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close drops the idle connections; in-flight calls finish on their own.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		n.closeIdle()
+	}
+}
+
+func (c *Cluster) node(addr string) *node {
+	c.mu.RLock()
+	n := c.nodes[addr]
+	c.mu.RUnlock()
+	if n != nil {
+		return n
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n = c.nodes[addr]; n == nil {
+		n = &node{addr: addr, idle: make(chan *conn, c.o.PoolSize)}
+		c.nodes[addr] = n
+	}
+	return n
+}
+
+// Masters lists the masters of the current slot map.
+func (c *Cluster) Masters() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for a := range c.shards {
+		out = append(out, a)
+	}
+	return out
+}
+
+// refresh replaces the slot map with one node's CLUSTER SLOTS, asking the
+// known nodes first, then the seeds. A refused authentication ends it at
+// once: every node has the same users.
+func (c *Cluster) refresh(ctx context.Context) error {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	var cands []string
+	seen := map[string]bool{}
+	add := func(a string) {
+		if !seen[a] {
+			seen[a] = true
+			cands = append(cands, a)
+		}
+	}
+	c.mu.RLock()
+	for _, s := range c.shards {
+		add(s.master)
+		for _, r := range s.replicas {
+			add(r)
+		}
+	}
+	c.mu.RUnlock()
+	for _, a := range c.o.Addrs {
+		add(a)
+	}
+	var errs []error
+	for _, addr := range cands {
+		shards, err := c.fetchSlots(ctx, addr)
+		if err == nil {
+			c.install(shards)
+			return nil
+		}
+		if errors.Is(err, ErrAuthFailed) || ctx.Err() != nil {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("remote: no node gave the slot map: %w", errors.Join(errs...))
+}
+
+type slotRange struct {
+	lo, hi int
+	sh     *shard
+}
+
+func (c *Cluster) fetchSlots(ctx context.Context, addr string) ([]slotRange, error) {
+	n := c.node(addr)
+	cn, err := n.get(ctx, &c.o)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := cn.pipeline(ctx, [][][]byte{args("CLUSTER", "SLOTS")})
+	n.put(cn)
+	if err != nil {
+		return nil, fmt.Errorf("remote: %s: %w", addr, err)
+	}
+	v := vs[0]
+	if e := v.Err(); e != nil {
+		if strings.Contains(strings.ToLower(e.Error()), "cluster support disabled") {
+			return []slotRange{{0, numSlots - 1, &shard{master: addr}}}, nil
+		}
+		return nil, fmt.Errorf("remote: %s: CLUSTER SLOTS: %w", addr, e)
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	var out []slotRange
+	for _, e := range v.Elems {
+		if len(e.Elems) < 3 || e.Elems[0].Kind != ':' || e.Elems[1].Kind != ':' {
+			return nil, protoErr("CLUSTER SLOTS entry from %s", addr)
+		}
+		lo, hi := int(e.Elems[0].Int), int(e.Elems[1].Int)
+		if lo < 0 || hi >= numSlots || lo > hi {
+			return nil, protoErr("CLUSTER SLOTS range %d-%d from %s", lo, hi, addr)
+		}
+		var nodes []string
+		for _, nd := range e.Elems[2:] {
+			if len(nd.Elems) < 2 || nd.Elems[1].Kind != ':' {
+				return nil, protoErr("CLUSTER SLOTS node from %s", addr)
+			}
+			h := string(nd.Elems[0].Str)
+			if h == "?" {
+				continue // endpoint unknown to this node
+			}
+			if h == "" {
+				h = host
+			}
+			nodes = append(nodes, net.JoinHostPort(h, strconv.FormatInt(nd.Elems[1].Int, 10)))
+		}
+		if len(nodes) == 0 {
+			continue
+		}
+		out = append(out, slotRange{lo, hi, &shard{master: nodes[0], replicas: nodes[1:]}})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("remote: %s: no slots assigned", addr)
+	}
+	return out, nil
+}
+
+func (c *Cluster) install(ranges []slotRange) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slots = [numSlots]*shard{}
+	c.shards = map[string]*shard{}
+	for _, r := range ranges {
+		sh := c.shards[r.sh.master]
+		if sh == nil {
+			sh = r.sh
+			c.shards[sh.master] = sh
+		}
+		for s := r.lo; s <= r.hi; s++ {
+			c.slots[s] = sh
+		}
+	}
+}
+
+// moved records one MOVED answer until the next refresh.
+func (c *Cluster) moved(slot int, addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sh := c.shards[addr]
+	if sh == nil {
+		sh = &shard{master: addr}
+		c.shards[addr] = sh
+	}
+	c.slots[slot] = sh
+}
+
+func (c *Cluster) route(key []byte) (string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	sh := c.slots[Slot(key)]
+	if sh == nil {
+		return "", false
+	}
+	return sh.master, true
+}
+
+func (c *Cluster) replicaCount(addr string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if sh := c.shards[addr]; sh != nil {
+		return len(sh.replicas)
+	}
+	return 0
+}
+
+// Cmd is one command and the key that routes it.
+type Cmd struct {
+	Key   []byte
+	Args  [][]byte
+	Write bool // counts only once MinReplicas replicas acknowledge it (WAIT)
+}
+
+// Reply is one command's answer: a value, or why there is none. An error
+// reply from the server is in Err, not Val.
+type Reply struct {
+	Val Value
+	Err error
+}
+
+// ErrNotReplicated is a write its master took but too few replicas
+// acknowledged within WaitTimeout: it may be lost with the master.
+var ErrNotReplicated = errors.New("remote: write not acknowledged by enough replicas")
+
+// ErrNoRoute is a key whose slot no node serves.
+var ErrNoRoute = errors.New("remote: no node serves the slot")
+
+type pending struct {
+	i      int
+	addr   string
+	asking bool
+	err    error // why it is being retried
+}
+
+type roundOut struct {
+	mu      sync.Mutex
+	retry   []pending
+	refresh bool
+	sleep   bool
+}
+
+func (r *roundOut) again(p pending, err error, refresh, sleep bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p.err = err
+	r.retry = append(r.retry, p)
+	r.refresh = r.refresh || refresh
+	r.sleep = r.sleep || sleep
+}
+
+// Do runs cmds, pipelined: one connection per master and round, every
+// master at once. Commands redirected or refused during a failover are
+// retried until Options.RetryFor, so they must be idempotent (SET, GET,
+// DEL are). Each command gets its own Reply.
+func (c *Cluster) Do(ctx context.Context, cmds []Cmd) []Reply {
+	out := make([]Reply, len(cmds))
+	todo := make([]pending, len(cmds))
+	for i := range cmds {
+		todo[i] = pending{i: i}
+	}
+	deadline := time.Now().Add(c.o.RetryFor)
+	backoff := 10 * time.Millisecond
+	for {
+		groups := map[string][]pending{}
+		var ro roundOut
+		for _, p := range todo {
+			if !p.asking {
+				addr, ok := c.route(cmds[p.i].Key)
+				if !ok {
+					ro.again(p, ErrNoRoute, true, true)
+					continue
+				}
+				p.addr = addr
+			}
+			groups[p.addr] = append(groups[p.addr], p)
+		}
+		var wg sync.WaitGroup
+		for addr, g := range groups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.runGroup(ctx, addr, cmds, g, out, &ro)
+			}()
+		}
+		wg.Wait()
+		todo = ro.retry
+		if len(todo) == 0 {
+			return out
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			for _, p := range todo {
+				out[p.i].Err = fmt.Errorf("remote: gave up after %v: %w", c.o.RetryFor, p.err)
+			}
+			return out
+		}
+		if ro.refresh {
+			c.refresh(ctx) // failing here is fine: the next round retries
+		}
+		if ro.sleep {
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			backoff = min(2*backoff, 250*time.Millisecond)
+		}
+	}
+}
+
+func (c *Cluster) runGroup(ctx context.Context, addr string, cmds []Cmd, g []pending, out []Reply, ro *roundOut) {
+	n := c.node(addr)
+	cn, err := n.get(ctx, &c.o)
+	if err != nil {
+		for _, p := range g {
+			if errors.Is(err, ErrAuthFailed) {
+				out[p.i].Err = err
+			} else {
+				ro.again(p, err, true, true)
+			}
+		}
+		return
+	}
+	list := make([][][]byte, 0, len(g)+1)
+	pos := make([]int, len(g))
+	writes := false
+	for j, p := range g {
+		if p.asking {
+			list = append(list, args("ASKING"))
+		}
+		pos[j] = len(list)
+		list = append(list, cmds[p.i].Args)
+		writes = writes || cmds[p.i].Write
+	}
+	want := 0
+	if writes && c.o.MinReplicas > 0 {
+		want = min(c.o.MinReplicas, c.replicaCount(addr))
+	}
+	if want > 0 {
+		ms := strconv.FormatInt(c.o.WaitTimeout.Milliseconds(), 10)
+		list = append(list, args("WAIT", strconv.Itoa(want), ms))
+	}
+	vals, err := cn.pipeline(ctx, list)
+	n.put(cn)
+	if err != nil {
+		for _, p := range g {
+			ro.again(p, fmt.Errorf("remote: %s: %w", addr, err), true, true)
+		}
+		return
+	}
+	acked, waitErr := want, error(nil)
+	if want > 0 {
+		w := vals[len(vals)-1]
+		if waitErr = w.Err(); waitErr == nil {
+			acked = int(w.Int)
+		}
+	}
+	for j, p := range g {
+		v := vals[pos[j]]
+		e := v.Err()
+		if e == nil {
+			if cmds[p.i].Write && acked < want {
+				out[p.i] = Reply{Val: v, Err: fmt.Errorf("%w: %d of %d replicas of %s (%v)", ErrNotReplicated, acked, want, addr, waitErr)}
+			} else {
+				out[p.i] = Reply{Val: v}
+			}
+			continue
+		}
+		se := e.(ServerError)
+		switch se.Code() {
+		case "MOVED", "ASK":
+			f := strings.Fields(string(se))
+			slot, perr := strconv.Atoi(f[min(1, len(f)-1)])
+			if len(f) != 3 || perr != nil {
+				out[p.i].Err = protoErr("bad redirect %q", string(se))
+				continue
+			}
+			to := f[2]
+			if h, port, err := net.SplitHostPort(to); err == nil && h == "" {
+				host, _, _ := net.SplitHostPort(addr)
+				to = net.JoinHostPort(host, port)
+			}
+			if se.Code() == "MOVED" {
+				c.moved(slot, to)
+				ro.again(pending{i: p.i}, e, true, false)
+			} else {
+				ro.again(pending{i: p.i, addr: to, asking: true}, e, false, false)
+			}
+		case "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "BUSY":
+			ro.again(pending{i: p.i}, e, false, true)
+		case "READONLY":
+			ro.again(pending{i: p.i}, e, true, true)
+		default:
+			out[p.i].Err = fmt.Errorf("remote: %s: %w", addr, e)
+		}
+	}
+}
+
+// Slot is the cluster hash slot of key (CRC16/XMODEM of the key, or of
+// its {hash tag}).
+func Slot(key []byte) int {
+	if i := indexByte(key, '{'); i >= 0 {
+		if j := indexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for _, b := range key {
+		crc ^= uint16(b) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % numSlots
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// CheckNoEviction asks every node for its maxmemory-policy and refuses
+// any other than noeviction: a block evicted is a page lost. A user that
+// may not run CONFIG GET gets an error that says so; the operator must
+// then state the policy (the caller's flag) instead.
+func (c *Cluster) CheckNoEviction(ctx context.Context) error {
+	c.mu.RLock()
+	var addrs []string
+	for _, s := range c.shards {
+		addrs = append(addrs, s.master)
+		addrs = append(addrs, s.replicas...)
+	}
+	c.mu.RUnlock()
+	for _, addr := range addrs {
+		n := c.node(addr)
+		cn, err := n.get(ctx, &c.o)
+		if err != nil {
+			return fmt.Errorf("remote: checking maxmemory-policy: %w", err)
+		}
+		vs, err := cn.pipeline(ctx, [][][]byte{args("CONFIG", "GET", "maxmemory-policy")})
+		n.put(cn)
+		if err != nil {
+			return fmt.Errorf("remote: checking maxmemory-policy on %s: %w", addr, err)
+		}
+		if e := vs[0].Err(); e != nil {
+			return fmt.Errorf("remote: cannot read maxmemory-policy on %s (%v): grant the user +config|get, or state the policy with the flag", addr, e)
+		}
+		el := vs[0].Elems
+		if len(el) != 2 || string(el[0].Str) != "maxmemory-policy" {
+			return protoErr("CONFIG GET maxmemory-policy from %s", addr)
+		}
+		if p := string(el[1].Str); p != "noeviction" {
+			return fmt.Errorf("remote: %s has maxmemory-policy %s; the cold tier needs noeviction (an evicted block is a lost page): CONFIG SET maxmemory-policy noeviction on every node", addr, p)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package remote
+
+import (
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Options configure a Cluster. Zero fields take the defaults below.
+type Options struct {
+	Addrs    []string // seed nodes, host:port
+	User     string   // ACL user; "default" when empty
+	Password string   // empty: no AUTH
+	TLS      *tls.Config
+	RESP2    bool // speak RESP2 (plain AUTH, no HELLO 3)
+
+	DialTimeout time.Duration // 2 s
+	IOTimeout   time.Duration // 5 s with no progress on a connection
+	RetryFor    time.Duration // 15 s: how long redirects, failover and refused connections are retried
+	PoolSize    int           // 4 idle connections kept per node
+	Limits      Limits        // DefaultLimits
+
+	// MinReplicas is how many replicas must acknowledge a write (WAIT)
+	// before it counts, capped by the replicas its master has: 1 by
+	// default, -1 for none.
+	MinReplicas int
+	WaitTimeout time.Duration // 2 s
+}
+
+func (o *Options) user() string {
+	if o.User == "" {
+		return "default"
+	}
+	return o.User
+}
+
+func (o Options) withDefaults() Options {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 2 * time.Second
+	}
+	if o.IOTimeout <= 0 {
+		o.IOTimeout = 5 * time.Second
+	}
+	if o.RetryFor <= 0 {
+		o.RetryFor = 15 * time.Second
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = 4
+	}
+	if o.Limits == (Limits{}) {
+		o.Limits = DefaultLimits
+	}
+	if o.MinReplicas == 0 {
+		o.MinReplicas = 1
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = 2 * time.Second
+	}
+	return o
+}
+
+// ParseURL reads valkey://host:port[,host:port...] (valkeys:// for TLS;
+// redis:// and rediss:// are accepted too). Credentials in the URL are
+// refused: they belong in a file, not on a command line.
+func ParseURL(s string) (addrs []string, useTLS bool, err error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, false, fmt.Errorf("remote: %q: %w", s, err)
+	}
+	switch u.Scheme {
+	case "valkey", "redis":
+	case "valkeys", "rediss":
+		useTLS = true
+	default:
+		return nil, false, fmt.Errorf("remote: %q: scheme must be valkey:// or valkeys://", s)
+	}
+	if u.User != nil {
+		return nil, false, fmt.Errorf("remote: %q: no credentials in the URL; give a credentials file", s)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return nil, false, fmt.Errorf("remote: %q: only host:port[,host:port...] after the scheme", s)
+	}
+	for _, a := range strings.Split(u.Host, ",") {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || port == "" {
+			return nil, false, fmt.Errorf("remote: %q: %q is not host:port", s, a)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, useTLS, nil
+}
+
+// readSecret reads a small secret file (a systemd credential is one) and
+// refuses one that anybody on the machine may read or write.
+func readSecret(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Size() > 4096 {
+		return nil, fmt.Errorf("remote: %s: not a small regular file", path)
+	}
+	if st.Mode().Perm()&0o007 != 0 {
+		return nil, fmt.Errorf("remote: %s: mode %v lets others read it; chmod o-rwx", path, st.Mode().Perm())
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil && st.Size() > 0 {
+		return nil, fmt.Errorf("remote: %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// ReadCredentials reads an ACL user and password: two lines, user then
+// password; a single line is the password of user "default".
+func ReadCredentials(path string) (user, password string, err error) {
+	b, err := readSecret(path)
+	if err != nil {
+		return "", "", err
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\r\n"), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSuffix(lines[i], "\r")
+	}
+	switch {
+	case len(lines) == 1 && lines[0] != "":
+		return "default", lines[0], nil
+	case len(lines) == 2 && lines[0] != "" && lines[1] != "" && !strings.ContainsAny(lines[0], " \t"):
+		return lines[0], lines[1], nil
+	}
+	return "", "", fmt.Errorf("remote: %s: want \"user\\npassword\\n\" or \"password\\n\"", path)
+}
+
+// KeySize is the master key's size: AES-256.
+const KeySize = 32
+
+// ReadKey reads the master key: 32 raw bytes, or 64 hex digits and an
+// optional newline.
+func ReadKey(path string) ([]byte, error) {
+	b, err := readSecret(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) == KeySize {
+		return b, nil
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if len(s) == 2*KeySize {
+		if k, err := hex.DecodeString(s); err == nil {
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("remote: %s: want %d raw bytes or %d hex digits (e.g. head -c32 /dev/urandom > FILE)", path, KeySize, 2*KeySize)
+}
