@@ -1,0 +1,34 @@
+"""Pages through a memfd buffer: bench.py FILE ITERATIONS stores the file's
+pages (PUT_FD) and fetches them back (GET_FD) ITERATIONS times each and
+prints "put GB/s get GB/s". Run by BenchmarkClientsMemfd in tests/."""
+
+import sys
+import time
+
+import s4d
+
+
+def main():
+    path, iters = sys.argv[1], int(sys.argv[2])
+    with s4d.Client() as c, open(path, "rb") as f:
+        ps = c.page_size
+        data = f.read()
+        n = len(data) // ps
+        buf, back = c.buffer(n * ps), c.buffer(n * ps)
+        buf[:] = data[:n * ps]
+        keys = range(n)
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            c.put("bench", keys, buf)
+        t1 = time.perf_counter()
+        for _ in range(iters):
+            c.get_into("bench", keys, back)
+        t2 = time.perf_counter()
+        if back[:] != buf[:]:
+            sys.exit("pages came back different")
+        total = n * ps * iters
+        print(f"{total / (t1 - t0) / 1e9:.3f} {total / (t2 - t1) / 1e9:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/client"
+)
+
+// BenchmarkClientsMemfd moves the same pages (text, 64 MiB) through a memfd
+// with each client in one run, into the same pool and keys so that each
+// finds the daemon in the same state: PUT_FD and GET_FD of the whole
+// batch, b.N times each, the GB/s each client measures reported as put_GB/s and
+// get_GB/s, so that Python and C can be set against Go on the same daemon:
+//
+//	go test -run '^$' -bench ClientsMemfd -benchtime 20x ./tests
+func BenchmarkClientsMemfd(b *testing.B) {
+	const n = 16384
+	d := start(b)
+	ps := 4096
+	pages := corpus.Pages(corpus.Text, n, ps, 1)
+	file := filepath.Join(b.TempDir(), "pages")
+	if err := os.WriteFile(file, pages, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("go", func(b *testing.B) {
+		c := d.client()
+		buf, err := client.NewPageBuffer(len(pages))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer buf.Close()
+		back, err := client.NewPageBuffer(len(pages))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer back.Close()
+		copy(buf.Bytes(), pages)
+		ks := keys(0, n)
+		t0 := time.Now()
+		for i := 0; i < b.N; i++ {
+			codes, err := c.PutBuffer(ctx(b), "bench", ks, buf, 0, ps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			allOK(b, "put", ks, codes)
+		}
+		t1 := time.Now()
+		for i := 0; i < b.N; i++ {
+			codes, err := c.GetBuffer(ctx(b), "bench", ks, back, 0, ps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			allOK(b, "get", ks, codes)
+		}
+		t2 := time.Now()
+		if string(back.Bytes()) != string(pages) {
+			b.Fatal("pages came back different")
+		}
+		total := float64(len(pages) * b.N)
+		b.ReportMetric(total/t1.Sub(t0).Seconds()/1e9, "put_GB/s")
+		b.ReportMetric(total/t2.Sub(t1).Seconds()/1e9, "get_GB/s")
+	})
+	b.Run("python", func(b *testing.B) {
+		py, err := exec.LookPath("python3")
+		if err != nil {
+			b.Skip("no python3")
+		}
+		src, _ := filepath.Abs("../clients/python")
+		cmd := exec.Command(py, filepath.Join(src, "tests", "bench.py"), file, fmt.Sprint(b.N))
+		cmd.Env = append(os.Environ(), "S4D_SOCKET="+d.socket, "PYTHONPATH="+src)
+		reportExternal(b, cmd)
+	})
+	b.Run("c", func(b *testing.B) {
+		prog := buildCBench(b)
+		cmd := exec.Command(prog, file, fmt.Sprint(b.N))
+		cmd.Env = append(os.Environ(), "S4D_SOCKET="+d.socket)
+		reportExternal(b, cmd)
+	})
+}
+
+func reportExternal(b *testing.B, cmd *exec.Cmd) {
+	b.Helper()
+	out, err := cmd.Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			b.Fatalf("%s: %v\n%s", cmd.Args[0], err, ee.Stderr)
+		}
+		b.Fatal(err)
+	}
+	var put, get float64
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "%g %g", &put, &get); err != nil {
+		b.Fatalf("%s said %q", cmd.Args[0], out)
+	}
+	b.ReportMetric(put, "put_GB/s")
+	b.ReportMetric(get, "get_GB/s")
+}
+
+func buildCBench(b *testing.B) string {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		b.Skip("no C compiler")
+	}
+	src, _ := filepath.Abs("../clients/c")
+	dir := b.TempDir()
+	prog := filepath.Join(dir, "s4d_bench")
+	args := []string{"-O2", "-I" + src, "-o", prog, filepath.Join(src, "tests", "s4d_bench.c"),
+		filepath.Join(src, "s4d.c"), filepath.Join(src, "s4d_frame.c"), "-fvisibility=hidden", "-lpthread"}
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		b.Fatalf("cc: %v\n%s", err, out)
+	}
+	return prog
+}
