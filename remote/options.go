@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -68,24 +67,25 @@ func (o Options) withDefaults() Options {
 // redis:// and rediss:// are accepted too). Credentials in the URL are
 // refused: they belong in a file, not on a command line.
 func ParseURL(s string) (addrs []string, useTLS bool, err error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return nil, false, fmt.Errorf("remote: %q: %w", s, err)
-	}
-	switch u.Scheme {
-	case "valkey", "redis":
-	case "valkeys", "rediss":
+	// Parsed by hand: net/url refuses several hosts with IPv6 literals.
+	scheme, rest, ok := strings.Cut(s, "://")
+	switch {
+	case !ok:
+		return nil, false, fmt.Errorf("remote: %q: want valkey://host:port[,host:port...]", s)
+	case scheme == "valkey" || scheme == "redis":
+	case scheme == "valkeys" || scheme == "rediss":
 		useTLS = true
 	default:
 		return nil, false, fmt.Errorf("remote: %q: scheme must be valkey:// or valkeys://", s)
 	}
-	if u.User != nil {
+	if strings.Contains(rest, "@") {
 		return nil, false, fmt.Errorf("remote: %q: no credentials in the URL; give a credentials file", s)
 	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+	rest = strings.TrimSuffix(rest, "/")
+	if strings.ContainsAny(rest, "/?#") {
 		return nil, false, fmt.Errorf("remote: %q: only host:port[,host:port...] after the scheme", s)
 	}
-	for _, a := range strings.Split(u.Host, ",") {
+	for _, a := range strings.Split(rest, ",") {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil || host == "" || port == "" {
 			return nil, false, fmt.Errorf("remote: %q: %q is not host:port", s, a)
