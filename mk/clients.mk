@@ -27,7 +27,7 @@ libs4d: $(LIBS4D) bin/libs4d.so
 $(LIBS4D): $(LIBS4D_SRC) $(LIBS4D_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBS4D_CFLAGS) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
-		-Wl,-soname,libs4d.so.0 $(LDFLAGS_LIB) -o $@ $(LIBS4D_SRC) -lpthread
+		-Wl,-soname,libs4d.so.0 -Wl,-z,relro -Wl,-z,now $(LDFLAGS_LIB) -o $@ $(LIBS4D_SRC) -lpthread
 bin/libs4d.so: $(LIBS4D)
 	ln -sf libs4d.so.0 $@
 # The preload library of `s4d run` includes libs4d's frame layer.
@@ -46,3 +46,10 @@ install-libs4d: libs4d
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/s4d.pc
 uninstall-libs4d:
 	rm -f $(DESTDIR)$(LIBDIR)/libs4d.so.0 $(DESTDIR)$(LIBDIR)/libs4d.so $(DESTDIR)$(INCLUDEDIR)/s4d.h $(DESTDIR)$(PKGCONFIGDIR)/s4d.pc
+
+# `make deb` also builds libs4d0, libs4d-dev and python3-s4d beside s4d's
+# package (packaging/deb/clients.sh).
+.PHONY: deb-clients
+deb: deb-clients
+deb-clients: $(LIBS4D)
+	sh packaging/deb/clients.sh '$(VERSION)' '$(DEB_ARCH)' '$(COMMIT)' '$(DEB_COMPRESS)' $(LIBS4D) bin
