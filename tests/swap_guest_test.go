@@ -10,7 +10,7 @@ import (
 // Swap on s4d (#28), in the guest of guest_test.go: the daemon serves a
 // ublk device, which becomes swap under the checksummed workload; swapoff
 // empties its pool. The same workload then runs on zram swap with the
-// daemon stopped (its locked memory given back), for the ratios.
+// daemon still up (its memory locked as before), for the ratios.
 //
 // The workload is 110 MiB, not the baseline's twice the RAM: the daemon
 // keeps ~160 MiB of the 212 MiB guest locked (code, Go heap, I/O
@@ -48,10 +48,11 @@ echo "S4D-RESULT tag=s4d-swap kind=pool pages_after_swapoff=$pages"
 [ "$pages" -le 1 ]
 s4d swap del $dev
 [ ! -e $dev ]
-kill $daemon; wait $daemon || true
+# zram with the daemon still up: the same memory left to the workload.
 guest_zram_swap 1G
 S4D_WL_MIB=` + swapScenarioMiB + ` guest_workload s4d-swap-zram
 guest_zram_off "$GUEST_ZRAM"
+kill $daemon; wait $daemon || true
 `,
 	Bins: func(t *testing.T) []string { return []string{guestS4D(t)} },
 	Check: func(t *testing.T, r guestResults) {

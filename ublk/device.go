@@ -103,6 +103,9 @@ func Create(opts Options, st Store) (*Device, error) {
 		ctrl.Close()
 		return nil, err
 	}
+	// The kernel may give fewer queues (at most one per CPU) or a
+	// shallower depth than asked.
+	opts.Queues, opts.Depth = int(info.NrHwQueues), int(info.QueueDepth)
 	d := &Device{ID: info.DevID, opts: opts, ctrl: ctrl, cdev: -1, done: make(chan struct{})}
 	if err := d.start(st, info); err != nil {
 		d.remove()
