@@ -9,14 +9,15 @@ import (
 
 // Swap on s4d (#28), in the guest of guest_test.go: the daemon serves a
 // ublk device, which becomes swap under the checksummed workload; swapoff
-// empties its pool. The same workload then runs on zram swap with the
-// daemon still up (its memory locked as before), for the ratios.
+// empties its pool. TestGuest logs its swap throughput and latency against
+// the zram baseline's (a larger workload: per-second figures compare).
 //
 // The workload is 110 MiB, not the baseline's twice the RAM: the daemon
 // keeps ~160 MiB of the 212 MiB guest locked (code, Go heap, I/O
 // buffers, the memory set aside for compressed pages; see README, "Swap
 // on s4d"), and at twice the RAM the kernel kills the workload for want
-// of memory.
+// of memory. (zram run beside the daemon, with the same memory left,
+// had its 110 MiB workload killed too.)
 const swapScenarioMiB = "110"
 
 var s4dSwapScenario = guestScenario{
@@ -48,17 +49,11 @@ echo "S4D-RESULT tag=s4d-swap kind=pool pages_after_swapoff=$pages"
 [ "$pages" -le 1 ]
 s4d swap del $dev
 [ ! -e $dev ]
-# zram with the daemon still up: the same memory left to the workload.
-guest_zram_swap 1G
-S4D_WL_MIB=` + swapScenarioMiB + ` guest_workload s4d-swap-zram
-guest_zram_off "$GUEST_ZRAM"
 kill $daemon; wait $daemon || true
 `,
 	Bins: func(t *testing.T) []string { return []string{guestS4D(t)} },
 	Check: func(t *testing.T, r guestResults) {
 		checkSwapWorkload(t, r, "s4d-swap")
-		checkSwapWorkload(t, r, "s4d-swap-zram")
-		logSwapPair(t, r, "s4d-swap", "s4d-swap-zram")
 	},
 }
 
@@ -79,18 +74,4 @@ var ublkDeviceScenario = guestScenario{
 func init() {
 	registerGuestScenario(ublkDeviceScenario)
 	registerGuestScenario(s4dSwapScenario)
-}
-
-// logSwapPair logs a's workload against b's, run at the same size.
-func logSwapPair(t *testing.T, r guestResults, a, b string) {
-	sa, sb := r.get(a, "swap"), r.get(b, "swap")
-	wa, wb := r.get(a, "workload"), r.get(b, "workload")
-	if len(sa) != 1 || len(sb) != 1 || len(wa) == 0 || len(wb) == 0 {
-		return
-	}
-	ratio := func(x, y map[string]string, k string) float64 { return num(t, x, k) / max(num(t, y, k), 1e-9) }
-	t.Logf("%s / %s (same workload): time %.2fx, write %.2fx, verify %.2fx, swap-out MiB/s %.2fx, swap-in MiB/s %.2fx, swap-in p50 %.2fx, p99 %.2fx",
-		a, b, ratio(sa[0], sb[0], "wall_s"), ratio(wa[0], wb[0], "write_s"), ratio(wa[0], wb[0], "verify_s"),
-		ratio(wa[0], wb[0], "write_out_mib_s"), ratio(wa[0], wb[0], "verify_in_mib_s"),
-		ratio(wa[0], wb[0], "swapin_p50_us"), ratio(wa[0], wb[0], "swapin_p99_us"))
 }
