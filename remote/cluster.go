@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,16 @@ type Cluster struct {
 	nodes  map[string]*node
 
 	refreshMu sync.Mutex
+	stats     struct{ moved, ask, retried, refreshed atomic.Uint64 }
+}
+
+// Stats counts the cluster's redirects and retries since Dial.
+type Stats struct {
+	Moved, Ask, Retried, Refreshed uint64
+}
+
+func (c *Cluster) Stats() Stats {
+	return Stats{c.stats.moved.Load(), c.stats.ask.Load(), c.stats.retried.Load(), c.stats.refreshed.Load()}
 }
 
 // Dial reads the cluster's slot map from the first seed that answers.
@@ -111,6 +122,7 @@ func (c *Cluster) refresh(ctx context.Context) error {
 	for _, addr := range cands {
 		shards, err := c.fetchSlots(ctx, addr)
 		if err == nil {
+			c.stats.refreshed.Add(1)
 			c.install(shards)
 			return nil
 		}
@@ -311,6 +323,7 @@ func (c *Cluster) Do(ctx context.Context, cmds []Cmd) []Reply {
 		if len(todo) == 0 {
 			return out
 		}
+		c.stats.retried.Add(uint64(len(todo)))
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			for _, p := range todo {
 				out[p.i].Err = fmt.Errorf("remote: gave up after %v: %w", c.o.RetryFor, p.err)
@@ -405,9 +418,11 @@ func (c *Cluster) runGroup(ctx context.Context, addr string, cmds []Cmd, g []pen
 				to = net.JoinHostPort(host, port)
 			}
 			if se.Code() == "MOVED" {
+				c.stats.moved.Add(1)
 				c.moved(slot, to)
 				ro.again(pending{i: p.i}, e, true, false)
 			} else {
+				c.stats.ask.Add(1)
 				ro.again(pending{i: p.i, addr: to, asking: true}, e, false, false)
 			}
 		case "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "BUSY":
