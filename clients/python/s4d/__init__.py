@@ -9,14 +9,14 @@
 """
 
 from .buffer import Buffer
-from .client import Client
+from .client import Client, Pipeline
 from .park import Parked
 from ._conn import DEFAULT_SOCKET, default_socket
 from .errors import *  # noqa: F401,F403  (the exception classes and status codes)
 from .errors import S4DError, S4DConnectionError, S4DTimeout, status_name
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Buffer", "Parked", "DEFAULT_SOCKET", "default_socket", "S4DError", "S4DConnectionError",
+__all__ = ["Client", "Pipeline", "Buffer", "Parked", "DEFAULT_SOCKET", "default_socket", "S4DError", "S4DConnectionError",
            "S4DTimeout", "status_name", "MalformedError", "VersionError", "UnknownOpError",
            "PageSizeError", "EmptyBatchError", "DuplicateKeyError", "NotFoundError",
            "PermissionDeniedError", "NoSpaceError", "TooLargeError", "BadPoolError", "InternalError",

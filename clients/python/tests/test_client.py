@@ -223,6 +223,27 @@ class RoundTrips(unittest.TestCase):
                 self.c.writeback("all")
         self.assertIn("pages_moved", self.c.compact())
 
+    def test_pipeline(self):
+        ps = self.ps
+        p = self.c.pipeline()
+        for i in range(300):  # more than the window: answers are read while sending
+            p.put("py-pipe", [i], bytes([i % 256]) * ps)
+        p.get("py-pipe", [7, 8]).get("py-pipe", [99999]).delete("py-pipe", [5, 77777])
+        p.put("bad pool", [1], bytes(ps)).get("py-pipe", [9])
+        self.assertEqual(len(p), 305)
+        r = p.execute()
+        self.assertEqual(len(p), 0)
+        self.assertEqual(r[:300], [None] * 300)
+        self.assertEqual(r[300], bytes([7]) * ps + bytes([8]) * ps)
+        self.assertIsInstance(r[301], s4d.NotFoundError)
+        self.assertEqual(r[302], 1)
+        self.assertIsInstance(r[303], s4d.BadPoolError)
+        self.assertEqual(r[304], bytes([9]) * ps)  # after an error, the rest still ran
+        with self.assertRaises(s4d.BadPoolError):
+            self.c.pipeline().put("bad pool", [1], bytes(ps)).execute(raise_first=True)
+        with self.assertRaises(ValueError):
+            self.c.pipeline().put("py-pipe", [1], bytes(ps - 1))
+
     def test_threads_share_a_client(self):
         errs = []
 
