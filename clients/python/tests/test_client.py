@@ -121,6 +121,31 @@ class RoundTrips(unittest.TestCase):
         info = self.c.pools()
         self.assertIn("py-buf", [p["name"] for p in info])
 
+    def test_which_path_moves_the_pages(self):
+        """A Buffer (or a view of one) goes by descriptor with no copy;
+        small batches through the socket; large ones by one copy into the
+        scratch memfd."""
+        conn = self.c._connect()
+        sent = []
+        real = conn.send
+
+        def spy(op, rid, parts, fds=None):
+            sent.append((op, bool(fds), sum(len(p) for p in parts)))
+            return real(op, rid, parts, fds)
+        conn.send = spy
+        n = 64
+        data = pages(n, self.ps, seed=3)
+        with self.c.buffer(n * self.ps) as buf:
+            buf[:] = data
+            self.c.put("py-path", range(n), buf)
+            self.c.get_into("py-path", range(n), memoryview(buf)[:])
+            self.assertEqual(sent, [(9, True, sent[0][2]), (10, True, sent[1][2])])
+            self.assertLess(sent[0][2], 1024)  # keys only: no page in the frame
+        sent.clear()
+        self.c.put("py-path", range(2), data[:2 * self.ps])
+        self.c.put("py-path", range(n), data)
+        self.assertEqual([(op, fd) for op, fd, _ in sent], [(2, False), (9, True)])
+
     def test_batches_over_the_daemon_limit_are_split(self):
         n = self.c.hello()["max_batch_pages"] + 100
         data = bytes(n * self.ps)  # zero pages: cheap to store
@@ -142,6 +167,16 @@ class RoundTrips(unittest.TestCase):
         self.assertEqual(bytes(dst[:self.ps]), bytes(self.ps))
         self.assertEqual(bytes(dst[self.ps:3 * self.ps]), pages(2, self.ps))
         self.assertEqual(bytes(dst[3 * self.ps:]), bytes(37 * self.ps))
+        # Through the socket, and by GET_FD straight into a Buffer: a
+        # missing page's place is zeroed whatever it held.
+        small = bytearray(b"\xff" * (3 * self.ps))
+        self.c.get_into("py-miss", [1, 5, 2], small, missing_ok=True)
+        self.assertEqual(bytes(small[self.ps:2 * self.ps]), bytes(self.ps))
+        with self.c.buffer(3 * self.ps) as buf:
+            buf[:] = b"\xff" * (3 * self.ps)
+            self.c.get_into("py-miss", [1, 5, 2], buf, missing_ok=True)
+            self.assertEqual(buf[self.ps:2 * self.ps], bytes(self.ps))
+            self.assertEqual(buf[2 * self.ps:], pages(2, self.ps)[self.ps:])
         self.assertEqual(self.c.delete("py-miss", [1, 9]), 1)
         with self.assertRaises(s4d.NotFoundError):
             self.c.get("py-no-such-pool", [0])
