@@ -388,7 +388,14 @@ func (c *Cluster) runGroup(ctx context.Context, addr string, cmds []Cmd, g []pen
 	acked, waitErr := want, error(nil)
 	if want > 0 {
 		w := vals[len(vals)-1]
-		if waitErr = w.Err(); waitErr == nil {
+		// Anything but an integer reply (an error, a NOPERM) counts as no
+		// replica: a write is durable only on the cluster's say-so.
+		switch waitErr = w.Err(); {
+		case waitErr != nil:
+			acked = 0
+		case w.Kind != ':':
+			acked, waitErr = 0, protoErr("WAIT answered type %q", w.Kind)
+		default:
 			acked = int(w.Int)
 		}
 	}

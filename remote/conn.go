@@ -44,6 +44,7 @@ func dial(ctx context.Context, addr string, o *Options) (*conn, error) {
 			nc.Close()
 			return nil, fmt.Errorf("remote: TLS with %s: %w", addr, err)
 		}
+		tc.SetDeadline(time.Time{})
 		nc = tc
 	}
 	c := &conn{nc: nc, r: newReader(nc, o.Limits), w: bufio.NewWriterSize(nc, 64<<10), addr: addr, o: o}
@@ -114,11 +115,14 @@ func (c *conn) pipeline(ctx context.Context, cmds [][][]byte) ([]Value, error) {
 		for _, cmd := range cmds {
 			c.nc.SetWriteDeadline(dl())
 			if c.scratch, werr = writeCmd(c.w, c.scratch, cmd); werr != nil {
+				c.nc.Close() // the reader would wait for replies that never come
 				return
 			}
 		}
 		c.nc.SetWriteDeadline(dl())
-		werr = c.w.Flush()
+		if werr = c.w.Flush(); werr != nil {
+			c.nc.Close()
+		}
 	}()
 	out := make([]Value, 0, len(cmds))
 	var rerr error
@@ -132,7 +136,7 @@ func (c *conn) pipeline(ctx context.Context, cmds [][][]byte) ([]Value, error) {
 		out = append(out, v)
 	}
 	if rerr != nil {
-		c.close() // unblocks the writer
+		c.nc.Close() // unblocks the writer
 	}
 	wg.Wait()
 	if werr == nil {
