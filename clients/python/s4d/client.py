@@ -220,6 +220,8 @@ class Client:
         karr = w.key_array(keys)
         n = len(karr)
         pool_b = w.pool_name(pool)
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative number of bytes, not {offset!r}")
         bv = self._buffer_view(pages)
         if bv is not None:
             buf, boff = bv
