@@ -84,7 +84,7 @@ var Table = []Setting{
 	boolean("backing-verify", "", "read every write to the backing file back before the pages leave RAM: a device that drops writes while reporting success (a loop device over a full tmpfs does) then loses nothing; false saves the reads", false, func(c *Config) *bool { return &c.BackingVerify }),
 	boolean("persist", "", "keep pages across a planned restart: a stop writes every page to --backing-file, the next start restores them", false, func(c *Config) *bool { return &c.Persist }),
 	integer("writeback-headroom", "", "with --backing-file, the percent of --mem-limit kept free in the background by writing the coldest pages to the file, so that PUTs seldom wait for a writeback; 0 = only when a PUT needs room", false, func(c *Config) *int { return &c.WritebackHeadroom }),
-	duration("checkpoint-interval", "", "with persist, how often the pages on the backing file are recorded, so that a crash loses only what came after; 0 = only at a stop", false, func(c *Config) *time.Duration { return &c.CheckpointEvery }),
+	duration("checkpoint-interval", "", "with persist, how often the index of the pages on the backing file is recorded. A crash (kill -9) loses every page still only in RAM, however old, and every page written to the file since; 0 = only at a stop", false, func(c *Config) *time.Duration { return &c.CheckpointEvery }),
 	{Name: "log-level", Env: "S4D_LOG_LEVEL", Usage: "debug, info, warn or error", Reload: true,
 		parse: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) },
 		show:  func(c *Config) string { return strings.ToLower(c.LogLevel.String()) }},
