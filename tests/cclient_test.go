@@ -111,6 +111,41 @@ func TestCClientDaemonRestart(t *testing.T) {
 	}
 }
 
+// A call to a daemon that does not answer fails with S4D_ETIMEDOUT after
+// the handle's timeout; once the daemon goes on, the next call works.
+func TestCClientTimeout(t *testing.T) {
+	prog := buildCClient(t)
+	d := start(t)
+	cmd := exec.Command(prog, "timeout")
+	cmd.Env = append(os.Environ(), "S4D_SOCKET="+d.socket)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewReader(stdout)
+	want := func(s string) {
+		t.Helper()
+		l, err := lines.ReadString('\n')
+		if err != nil || l != s+"\n" {
+			t.Fatalf("C client said %q (%v), want %q\n%s", l, err, s, stderr.String())
+		}
+	}
+	want("ready")
+	stopProcess(t, d.cmd.Process.Pid)
+	io.WriteString(stdin, "call\n")
+	want("timed out")
+	syscall.Kill(d.cmd.Process.Pid, syscall.SIGCONT)
+	io.WriteString(stdin, "again\n")
+	want("ok")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("C client: %v\n%s", err, stderr.String())
+	}
+}
+
 // stopProcess sends SIGSTOP and waits until every thread has stopped (the
 // signal reaches them asynchronously, and a running one could still answer).
 func stopProcess(t *testing.T, pid int) {

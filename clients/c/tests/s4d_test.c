@@ -1,7 +1,8 @@
 // Checks libs4d against a real daemon at $S4D_SOCKET; run by
 // tests/cclient_test.go. Modes: all (default), own (make pool c-alice),
 // other (every operation on c-alice is refused), restart (a call in flight
-// while the test kills the daemon, then the next calls on a new one).
+// while the test kills the daemon, then the next calls on a new one),
+// timeout (a call to a stopped daemon times out; the next one works).
 #include <s4d.h>
 
 #include <stdio.h>
@@ -138,6 +139,21 @@ int main(int argc, char **argv) {
 		RC(s4d_put(c, "c-alice", &k, 1, page, NULL), S4D_PERMISSION);
 		RC(s4d_delete(c, "c-alice", &k, 1, &d), S4D_PERMISSION);
 		RC(s4d_stats(c, "c-alice", &json), S4D_PERMISSION);
+	} else if (!strcmp(mode, "timeout")) {
+		char line[16];
+		RC(s4d_set_timeout(c, 300), S4D_OK);
+		RC(s4d_set_timeout(c, -1), S4D_EINVAL);
+		RC(s4d_put(c, "c-slow", &k, 1, page, NULL), S4D_OK);
+		printf("ready\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin)) // the daemon is stopped
+			return 1;
+		RC(s4d_get_into(c, "c-slow", &k, 1, back, NULL), S4D_ETIMEDOUT);
+		printf("timed out\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin)) // the daemon goes on
+			return 1;
+		RC(s4d_get_into(c, "c-slow", &k, 1, back, NULL), S4D_OK); // on a new connection
 	} else if (!strcmp(mode, "restart")) {
 		char line[16];
 		RC(s4d_put(c, "c-restart", &k, 1, page, NULL), S4D_OK);
