@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -229,4 +230,27 @@ func (s *Store) Delete(ctx context.Context, ns Namespace, ids []uint64) []error 
 		}
 	}
 	return errs
+}
+
+// HostPrefix starts the store key of every block of host, whatever its
+// pool: a sweep of a host's blocks scans HostPrefix(host)+"*".
+func (s *Store) HostPrefix(host string) string {
+	return "s4d:" + s.tag("host", host) + ":"
+}
+
+// List returns the IDs of the blocks the cluster holds for ns, in no
+// order (see Cluster.Scan for what a failover during it may do).
+func (s *Store) List(ctx context.Context, ns Namespace) ([]uint64, error) {
+	prefix := s.Prefix(ns)
+	var ids []uint64
+	err := s.c.Scan(ctx, prefix+"*", func(k []byte) error {
+		rest, ok := bytes.CutPrefix(k, []byte(prefix))
+		id, err := strconv.ParseUint(string(rest), 16, 64)
+		if !ok || err != nil {
+			return fmt.Errorf("remote: key %q under %s is not a block of ours", k, prefix)
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	return ids, err
 }
