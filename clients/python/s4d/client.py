@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 import threading
@@ -17,6 +18,16 @@ from .errors import (MalformedError, NOT_FOUND, OK, S4DConnectionError, S4DError
 _SMALL = 64 << 10      # batches up to this many bytes travel through the socket
 _SLOT = 8 << 20        # copied batches go through the scratch memfd in pieces of this size
 _WINDOW = 4            # requests of one chunked batch in flight at once
+
+
+def _locked(f):
+    """Runs a method under the client's lock: a call that copies through
+    the scratch memfd, or dials, must not interleave with another thread's."""
+    @functools.wraps(f)
+    def wrapper(self, *args, **kw):
+        with self._lock:
+            return f(self, *args, **kw)
+    return wrapper
 
 
 class _Req:
@@ -71,6 +82,7 @@ class Client:
             self._conn.close()
             self._conn = None
 
+    @_locked
     def _connect(self) -> Conn:
         c = self._conn
         if c is not None:
@@ -210,6 +222,7 @@ class Client:
             self._scratch = s = Buffer(size, "s4d-scratch")
         return s
 
+    @_locked
     def put(self, pool: str, keys, pages, *, offset: int = 0) -> None:
         """Stores pages under keys in pool (created on first use). pages is
         len(keys) pages back to back: a Buffer from client.buffer() (or a
@@ -338,6 +351,7 @@ class Client:
             raise ValueError("get_into: the buffer is not contiguous")
         self._get_into(pool, karr, mv.cast("B"), ps, missing_ok)
 
+    @_locked
     def _get_into(self, pool, karr, dst, ps: int, missing_ok: bool) -> None:
         n = len(karr)
         dv = memoryview(dst).cast("B")

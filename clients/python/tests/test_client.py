@@ -284,10 +284,13 @@ class RoundTrips(unittest.TestCase):
 
         def work(t):
             try:
-                data = pages(20, self.ps, seed=100 + t)
-                for _ in range(10):
-                    self.c.put(f"py-thr-{t}", range(20), data)
-                    if self.c.get(f"py-thr-{t}", range(20)) != data:
+                # Small batches through the socket, large ones through the
+                # client's one scratch memfd.
+                n = 20 if t % 2 else 3000
+                data = pages(n, self.ps, seed=100 + t)
+                for _ in range(5):
+                    self.c.put(f"py-thr-{t}", range(n), data)
+                    if self.c.get(f"py-thr-{t}", range(n)) != data:
                         errs.append(f"thread {t}: wrong pages")
             except Exception as e:  # reported below
                 errs.append(repr(e))
