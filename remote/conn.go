@@ -139,15 +139,18 @@ func (c *conn) pipeline(ctx context.Context, cmds [][][]byte) ([]Value, error) {
 		c.nc.Close() // unblocks the writer
 	}
 	wg.Wait()
-	if werr == nil {
-		werr = rerr
+	// Whichever side failed first closed the socket under the other: report
+	// the cause, not the "use of closed network connection" it led to.
+	err := rerr
+	if werr != nil && (err == nil || errors.Is(err, net.ErrClosed)) {
+		err = werr
 	}
-	if werr != nil {
+	if err != nil {
 		c.close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, werr
+		return nil, err
 	}
 	return out, nil
 }

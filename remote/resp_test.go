@@ -3,11 +3,15 @@ package remote
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func parse(t *testing.T, in string, lim Limits) (Value, error) {
@@ -153,5 +157,75 @@ func TestSecretFiles(t *testing.T) {
 		if _, err := ReadKey(w("k3", bad, 0o600)); err == nil {
 			t.Errorf("key %q accepted", bad)
 		}
+	}
+}
+
+// Arbitrary bytes never panic the reader, and what it accepts stays
+// within its limits.
+func FuzzReadReply(f *testing.F) {
+	for _, s := range []string{"+OK\r\n", "$3\r\nabc\r\n", "*2\r\n:1\r\n%1\r\n+a\r\n_\r\n", "|1\r\n+a\r\n+b\r\n:7\r\n", "=8\r\ntxt:abcd\r\n"} {
+		f.Add([]byte(s))
+	}
+	lim := Limits{MaxBulk: 1000, MaxElems: 50, MaxDepth: 4, MaxReply: 4000}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := newReader(bytes.NewReader(in), lim)
+		for range 4 {
+			v, err := r.next()
+			if err != nil {
+				return
+			}
+			var walk func(Value, int)
+			walk = func(v Value, d int) {
+				if d > lim.MaxDepth || len(v.Str) > lim.MaxBulk || len(v.Elems) > lim.MaxElems {
+					t.Fatalf("reply over the limits: depth %d, %d bytes, %d elements", d, len(v.Str), len(v.Elems))
+				}
+				for _, e := range v.Elems {
+					walk(e, d+1)
+				}
+			}
+			walk(v, 0)
+		}
+	})
+}
+
+// A server that accepts and never answers, or answers without end, costs
+// the client one IOTimeout and bounded memory, not a hang.
+func TestSilentAndEndlessServers(t *testing.T) {
+	for name, serve := range map[string]func(net.Conn){
+		"silent":  func(c net.Conn) { io.Copy(io.Discard, c) },
+		"endless": func(c net.Conn) { c.Write([]byte("*65536\r\n")); c.Write(bytes.Repeat([]byte("*65536\r\n"), 1<<16)) },
+		"huge": func(c net.Conn) {
+			c.Write([]byte("$16777216\r\n"))
+			c.Write(make([]byte, 1<<20))
+			io.Copy(io.Discard, c)
+		},
+	} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); serve(c) }()
+			}
+		}()
+		start := time.Now()
+		_, err = Dial(context.Background(), Options{Addrs: []string{l.Addr().String()}, IOTimeout: 300 * time.Millisecond,
+			Limits: Limits{MaxBulk: 1 << 20, MaxElems: 1000, MaxDepth: 4, MaxReply: 1 << 20}})
+		l.Close()
+		if err == nil {
+			t.Fatalf("%s server: Dial succeeded", name)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("%s server: Dial took %v", name, d)
+		}
+		if name != "silent" && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("%s server: %v, want ErrProtocol", name, err)
+		}
+		t.Logf("%s server: %v", name, err)
 	}
 }
