@@ -63,7 +63,7 @@ type gatherer struct {
 func newGatherer(st Store, blockSize, depth, maxIO int, stats *Stats) *gatherer {
 	n := depth * (maxIO / blockSize)
 	return &gatherer{st: st, shift: uint(bits.TrailingZeros(uint(blockSize))), blockSize: blockSize, stats: stats,
-		keys: make([]uint64, 0, max(n, deleteChunk)), pages: touched(n*blockSize), missing: make([]bool, n),
+		keys: make([]uint64, 0, max(n, deleteChunk)), pages: touched(n * blockSize), missing: make([]bool, n),
 		idx: make([]int, 0, n)}
 }
 

@@ -61,7 +61,7 @@ func TestDocsFromDefinitions(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	for _, c := range []struct{ words, want []string }{
-		{[]string{"s4d", ""}, []string{"daemon ctl bench run --help -h --version -v"}},
+		{[]string{"s4d", ""}, []string{"daemon ctl bench run swap --help -h --version -v"}},
 		{[]string{"s4d", "ctl", "wa"}, []string{"watch"}},
 		{[]string{"s4d", "ctl", "--socket", "/x", "stats", "--no"}, []string{"--noheadings"}},
 		{[]string{"s4d", "daemon", "--metrics"}, []string{"--metrics-listen"}},
