@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import struct
 import threading
+import weakref
 from collections import deque
 
 from . import _wire as w
@@ -18,6 +20,22 @@ from .errors import (MalformedError, NOT_FOUND, OK, S4DConnectionError, S4DError
 _SMALL = 64 << 10      # batches up to this many bytes travel through the socket
 _SLOT = 8 << 20        # copied batches go through the scratch memfd in pieces of this size
 _WINDOW = 4            # requests of one chunked batch in flight at once
+
+
+# A child of fork must not speak on its parent's connection (their frames
+# would interleave): it forgets it, and dials its own on first use.
+_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for c in list(_clients):
+        c._lock = threading.RLock()  # another thread may have held it
+        if c._conn is not None:
+            c._conn.close()  # the child's copy of the descriptor only
+            c._conn = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _locked(f):
@@ -57,6 +75,7 @@ class Client:
         self._conn: Conn | None = None
         self._lock = threading.RLock()
         self._scratch: Buffer | None = None
+        _clients.add(self)
 
     # -- connection -------------------------------------------------------
 

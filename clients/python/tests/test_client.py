@@ -301,6 +301,25 @@ class RoundTrips(unittest.TestCase):
             t.join()
         self.assertEqual(errs, [])
 
+    def test_fork(self):
+        """A child of fork dials its own connection: parent and child then
+        call at the same time, neither reading the other's answers."""
+        a, b = pages(1, self.ps, seed=1), pages(1, self.ps, seed=2)
+        self.c.put("py-fork", [0, 1], a + b)
+        pid = os.fork()
+        if pid == 0:
+            ok = False
+            try:
+                ok = all(self.c.get("py-fork", [1]) == b for _ in range(300))
+            finally:
+                os._exit(0 if ok else 1)
+        try:
+            for _ in range(300):
+                self.assertEqual(self.c.get("py-fork", [0]), a)
+        finally:
+            _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+
     def test_close_and_context_manager(self):
         with s4d.Client(SOCKET) as c:
             c.put("py-cm", [0], bytes(self.ps))
