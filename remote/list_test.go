@@ -1,8 +1,12 @@
 package remote
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -43,5 +47,42 @@ func TestList(t *testing.T) {
 	s.Delete(testCtx(t), ns, ids)
 	if got, err := s.List(testCtx(t), ns); err != nil || len(got) != 0 {
 		t.Fatalf("after delete: %v %v", got, err)
+	}
+}
+
+// Many goroutines share one Store: the connection pools and the slot map
+// under concurrent use (run with -race), every block back byte for byte.
+func TestConcurrentUse(t *testing.T) {
+	tc := getCluster(t)
+	s := newTestStore(t, tc, testKey, func(o *Options) { o.PoolSize = 2 })
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ns := Namespace{"host-conc", fmt.Sprint(g)}
+			for round := range 10 {
+				bs := randBlocks(20, 3000, uint64(round))
+				for i, err := range s.Put(context.Background(), ns, bs) {
+					if err != nil {
+						errs <- fmt.Errorf("put %d: %w", i, err)
+						return
+					}
+				}
+				data, gerrs := s.Get(context.Background(), ns, refs(bs))
+				for i := range bs {
+					if gerrs[i] != nil || !bytes.Equal(data[i], bs[i].Data) {
+						errs <- fmt.Errorf("goroutine %d round %d block %d: %v", g, round, i, gerrs[i])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
