@@ -110,7 +110,7 @@ func (d *Daemon) guardMemory() {
 	}
 	d.swaps.locked = true
 	d.swapWatch()
-	if err := unix.Mlockall(lockFlags()); err != nil {
+	if err := lockAll(); err != nil {
 		d.log.Warn("mlockall failed (needs CAP_IPC_LOCK or a memlock limit): the daemon's own memory may be swapped out", "err", err)
 	} else if n, err := lockFiles(); err != nil {
 		d.log.Warn("locking the daemon's code", "err", err)
@@ -441,13 +441,64 @@ func swapoff(path string) error {
 	return nil
 }
 
-// lockFlags: every page the daemon maps present and locked (MCL_FUTURE
-// populates each new mapping whole), unless S4D_SWAP_LOCK=onfault asks
-// to lock pages only as they are touched (less memory, but a first touch
-// under pressure may wait for memory that never comes).
-func lockFlags() int {
-	if os.Getenv("S4D_SWAP_LOCK") == "onfault" {
-		return unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT
+// lockAll locks the daemon's memory: every page of every mapping made
+// from now on present and locked (MCL_FUTURE populates each new mapping
+// whole), and of the current ones every page present now or touched
+// later, with the writable ones faulted in now — all but the program's
+// zero-initialised data: the Go runtime's heap index there is 32 MiB of
+// which it touches a few pages. S4D_SWAP_LOCK=onfault locks pages only as
+// they are touched (less memory; in the guest, first touches under
+// pressure stalled the I/O path), =all populates everything.
+func lockAll() error {
+	switch os.Getenv("S4D_SWAP_LOCK") {
+	case "onfault":
+		return unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT)
+	case "all":
+		return unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE)
 	}
-	return unix.MCL_CURRENT | unix.MCL_FUTURE
+	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_ONFAULT); err != nil {
+		return err
+	}
+	// MCL_FUTURE alone leaves the current mappings as they are.
+	if err := unix.Mlockall(unix.MCL_FUTURE); err != nil {
+		return err
+	}
+	return populateAnon()
+}
+
+// populateAnon faults in the writable anonymous mappings, but the one
+// right after the executable's (its zero-initialised data and brk).
+func populateAnon() error {
+	exe, _ := os.Executable()
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var exeEnd uintptr
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		var lo, hi uintptr
+		if len(fs) < 5 || !strings.HasPrefix(fs[1], "rw") {
+			if len(fs) >= 6 && fs[5] == exe {
+				fmt.Sscanf(fs[0], "%x-%x", &lo, &exeEnd)
+			}
+			continue
+		}
+		if _, err := fmt.Sscanf(fs[0], "%x-%x", &lo, &hi); err != nil || hi <= lo {
+			continue
+		}
+		if len(fs) >= 6 {
+			if fs[5] == exe {
+				exeEnd = hi
+			}
+			continue // files: lockFiles; [stack], [vdso] and the like
+		}
+		if lo == exeEnd {
+			continue
+		}
+		unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, 23) // MADV_POPULATE_WRITE; a PROT_NONE range fails, as it should
+	}
+	return sc.Err()
 }
