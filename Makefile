@@ -20,7 +20,7 @@ UNINSTALL_TARGETS :=
 # Native fuzz targets, package:target; `make test` gives each FUZZTIME.
 FUZZ_TARGETS := ./ipc:FuzzReadFrame ./ipc:FuzzFrameReader ./ipc:FuzzDecodePut ./ipc:FuzzDecodePutFD ./daemon:FuzzHandle ./clientmem:FuzzMapPages \
 	./backends/cpu:FuzzDecodePage ./backends/cpu:FuzzRoundTrip ./backends/pagelz4:FuzzRoundTrip ./backing:FuzzDecodeIndex \
-	./backends/all:FuzzDifferential
+	./backends/all:FuzzDifferential ./remote:FuzzReadReply
 FUZZTIME ?= 10s
 # Runs spent shrinking each new input: by default Go spends up to a minute
 # on each, and FuzzDifferential (every engine, both ways) finds new inputs
