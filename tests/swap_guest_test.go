@@ -13,11 +13,10 @@ import (
 // the zram baseline's (a larger workload: per-second figures compare).
 //
 // The workload is 110 MiB, not the baseline's twice the RAM: the daemon
-// keeps ~160 MiB of the 212 MiB guest locked (code, Go heap, I/O
+// keeps ~105 MiB of the 212 MiB guest locked (code, Go heap, I/O
 // buffers, the memory set aside for compressed pages; see README, "Swap
-// on s4d"), and at twice the RAM the kernel kills the workload for want
-// of memory. (zram run beside the daemon, with the same memory left,
-// had its 110 MiB workload killed too.)
+// on s4d"), and at twice the RAM the guest stalls. (zram run beside the
+// daemon, with the same memory left, had its 110 MiB workload killed.)
 const swapScenarioMiB = "110"
 
 var s4dSwapScenario = guestScenario{
