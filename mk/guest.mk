@@ -16,7 +16,7 @@ QEMU_MIN      := 10
 deps-guest: deps-guest-pkgs deps-guest-kernel
 
 # The backports suite reuses the URI of the machine's own Debian source (a
-# mirror or snapshot); the list is the one mk/webgpu.mk writes, same content.
+# mirror or snapshot): mk/add-backports.sh, shared with webgpu.mk and remote.mk.
 # busybox must be the static one: the guest has no libc of its own.
 deps-guest-pkgs:
 	@set -e; \
@@ -30,15 +30,7 @@ deps-guest-pkgs:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 busybox-static cpio; \
 		exit 0; \
 	fi; \
-	list=/etc/apt/sources.list.d/s4d-backports.sources; \
-	if [ ! -f $$list ]; then \
-		uri=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null); \
-		[ -n "$$uri" ] || uri=$$(awk '$$1=="deb" && $$0 !~ /security/ {print $$2; exit}' /etc/apt/sources.list 2>/dev/null); \
-		[ -n "$$uri" ] || uri=http://deb.debian.org/debian; \
-		printf 'Types: deb\nURIs: %s\nSuites: %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-			"$$uri" "$$codename" > $$list; \
-		echo "added $$codename-backports from $$uri"; \
-	fi; \
+	sh mk/add-backports.sh; \
 	apt-get update -qq; \
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static cpio; \
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -t $$codename-backports qemu-system-x86; \

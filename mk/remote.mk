@@ -2,8 +2,7 @@
 # remote/. valkey-server and valkey-tools (valkey-cli) 8.0 come from
 # bookworm-backports; where backports has no valkey (or the system is not
 # Debian), Redis 7 speaks the same protocol and the tests accept its
-# redis-server/redis-cli. The backports list is the one mk/webgpu.mk and
-# mk/guest.mk write, same content.
+# redis-server/redis-cli. The backports list: mk/add-backports.sh.
 DEPS_TARGETS += deps-remote
 
 .PHONY: deps-remote test-remote
@@ -12,15 +11,7 @@ deps-remote:
 	if command -v valkey-server >/dev/null && command -v valkey-cli >/dev/null; then exit 0; fi; \
 	codename=$$(. /etc/os-release && echo $$VERSION_CODENAME); \
 	distro=$$(. /etc/os-release && echo $$ID); \
-	list=/etc/apt/sources.list.d/s4d-backports.sources; \
-	if [ "$$distro" = debian ] && [ ! -f $$list ]; then \
-		uri=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null); \
-		[ -n "$$uri" ] || uri=$$(awk '$$1=="deb" && $$0 !~ /security/ {print $$2; exit}' /etc/apt/sources.list 2>/dev/null); \
-		[ -n "$$uri" ] || uri=http://deb.debian.org/debian; \
-		printf 'Types: deb\nURIs: %s\nSuites: %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-			"$$uri" "$$codename" > $$list; \
-		echo "added $$codename-backports from $$uri"; \
-	fi; \
+	sh mk/add-backports.sh; \
 	apt-get update -qq; \
 	cand=$$(apt-cache policy valkey-server 2>/dev/null | sed -n 's/^ *Candidate: //p'); \
 	if [ -n "$$cand" ] && [ "$$cand" != "(none)" ]; then \

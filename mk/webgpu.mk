@@ -46,21 +46,13 @@ deps-vulkan:
 	if dpkg -s libvulkan1 >/dev/null 2>&1 && [ -n "$$major" ] && [ "$$major" -ge $(MESA_MIN) ]; then exit 0; fi; \
 	codename=$$(. /etc/os-release && echo $$VERSION_CODENAME); \
 	distro=$$(. /etc/os-release && echo $$ID); \
-	list=/etc/apt/sources.list.d/s4d-backports.sources; \
 	if [ "$$distro" != debian ]; then \
 		apt-get update -qq; \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvulkan1 mesa-vulkan-drivers; \
 		echo "mesa-vulkan-drivers $$(dpkg-query -W -f='$${Version}' mesa-vulkan-drivers) (Dawn needs >= $(MESA_MIN) for lavapipe)"; \
 		exit 0; \
 	fi; \
-	if [ ! -f $$list ]; then \
-		uri=$$(awk '/^URIs:/ {print $$2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null); \
-		[ -n "$$uri" ] || uri=$$(awk '$$1=="deb" && $$0 !~ /security/ {print $$2; exit}' /etc/apt/sources.list 2>/dev/null); \
-		[ -n "$$uri" ] || uri=http://deb.debian.org/debian; \
-		printf 'Types: deb\nURIs: %s\nSuites: %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-			"$$uri" "$$codename" > $$list; \
-		echo "added $$codename-backports from $$uri"; \
-	fi; \
+	sh mk/add-backports.sh; \
 	apt-get update -qq; \
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvulkan1; \
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t $$codename-backports mesa-vulkan-drivers; \
