@@ -12,11 +12,19 @@ DAWN_SO        := libwebgpu_wrapper.so
 # Where the daemon looks first (backends/webgpu searches here by default).
 WEBGPU_LIBDIR  ?= /usr/local/lib/s4d
 DAWN_CACHE     := .deps/webgpu
+# The second implementation: wgpu-native, from the `wgpu` wheel on PyPI,
+# pinned by the wheel's sha256.
+WGPU_VERSION   := 0.32.0
+WGPU_WHEEL     := wgpu-$(WGPU_VERSION)-py3-none-manylinux_2_28_x86_64.whl
+WGPU_SHA256    := 6499a31b5a29a10b4f1089fea4a0806411f42605fa86b6c0b543a07ca0de8568
+WGPU_WHEEL_SO  := wgpu/resources/libwgpu_native-release.so
+WGPU_SO        := libwgpu_native.so
+WGPU_CACHE     := .deps/wgpu-native
 MESA_MIN       := 25
 
-.PHONY: deps-webgpu deps-dawn deps-vulkan install-webgpu uninstall-webgpu
+.PHONY: deps-webgpu deps-dawn deps-wgpu deps-vulkan install-webgpu uninstall-webgpu
 
-deps-webgpu: deps-dawn deps-vulkan
+deps-webgpu: deps-dawn deps-wgpu deps-vulkan
 
 # npm pack downloads the tarball; its integrity is compared with the pinned
 # hash before anything is unpacked or installed.
@@ -36,6 +44,27 @@ deps-dawn:
 	[ "$$so" = $(DAWN_CACHE)/package/$(DAWN_SO) ] || cp "$$so" $(DAWN_CACHE)/package/$(DAWN_SO); \
 	install -D -m 0644 $(DAWN_CACHE)/package/$(DAWN_SO) $(WEBGPU_LIBDIR)/$(DAWN_SO); \
 	touch $(DAWN_CACHE)/ok; echo "installed $(WEBGPU_LIBDIR)/$(DAWN_SO) from $(DAWN_NPM)"
+
+# pip download fetches the wheel alone (no dependencies, no sdist); its
+# sha256 is compared with the pinned one before the library is extracted.
+deps-wgpu:
+	@set -e; \
+	if [ -f $(WEBGPU_LIBDIR)/$(WGPU_SO) ] && [ -f $(WGPU_CACHE)/ok ] && \
+	   cmp -s $(WGPU_CACHE)/$(WGPU_SO) $(WEBGPU_LIBDIR)/$(WGPU_SO); then exit 0; fi; \
+	mkdir -p $(WGPU_CACHE); rm -f $(WGPU_CACHE)/ok $(WGPU_CACHE)/$(WGPU_SO); \
+	[ -f $(WGPU_CACHE)/$(WGPU_WHEEL) ] || python3 -m pip download -q --no-deps --only-binary=:all: \
+		--platform manylinux_2_28_x86_64 --python-version 3.12 -d $(WGPU_CACHE) wgpu==$(WGPU_VERSION); \
+	[ -f $(WGPU_CACHE)/$(WGPU_WHEEL) ] || { echo "wgpu $(WGPU_VERSION): pip did not fetch $(WGPU_WHEEL)" >&2; exit 1; }; \
+	got=$$(sha256sum $(WGPU_CACHE)/$(WGPU_WHEEL) | cut -d' ' -f1); \
+	if [ "$$got" != "$(WGPU_SHA256)" ]; then \
+		echo "$(WGPU_WHEEL): sha256 $$got, want $(WGPU_SHA256)" >&2; rm -f $(WGPU_CACHE)/$(WGPU_WHEEL); exit 1; \
+	fi; \
+	python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' \
+		$(WGPU_CACHE)/$(WGPU_WHEEL) $(WGPU_WHEEL_SO) > $(WGPU_CACHE)/$(WGPU_SO).tmp; \
+	[ -s $(WGPU_CACHE)/$(WGPU_SO).tmp ] || { echo "$(WGPU_WHEEL_SO) not in $(WGPU_WHEEL)" >&2; exit 1; }; \
+	mv $(WGPU_CACHE)/$(WGPU_SO).tmp $(WGPU_CACHE)/$(WGPU_SO); \
+	install -D -m 0644 $(WGPU_CACHE)/$(WGPU_SO) $(WEBGPU_LIBDIR)/$(WGPU_SO); \
+	touch $(WGPU_CACHE)/ok; echo "installed $(WEBGPU_LIBDIR)/$(WGPU_SO) from wgpu $(WGPU_VERSION)"
 
 # libvulkan1 plus Mesa's Vulkan drivers >= $(MESA_MIN). The backports suite
 # reuses the URI of the machine's own Debian source (a mirror or snapshot).
@@ -63,22 +92,25 @@ install-webgpu:
 	@if [ -f $(DAWN_CACHE)/package/$(DAWN_SO) ]; then \
 		install -D -m 0644 $(DAWN_CACHE)/package/$(DAWN_SO) $(DESTDIR)$(WEBGPU_LIBDIR)/$(DAWN_SO); \
 	fi
+	@if [ -f $(WGPU_CACHE)/$(WGPU_SO) ]; then \
+		install -D -m 0644 $(WGPU_CACHE)/$(WGPU_SO) $(DESTDIR)$(WEBGPU_LIBDIR)/$(WGPU_SO); \
+	fi
 
 uninstall-webgpu:
-	rm -f $(DESTDIR)$(WEBGPU_LIBDIR)/$(DAWN_SO)
+	rm -f $(DESTDIR)$(WEBGPU_LIBDIR)/$(DAWN_SO) $(DESTDIR)$(WEBGPU_LIBDIR)/$(WGPU_SO)
 	-rmdir $(DESTDIR)$(WEBGPU_LIBDIR) 2>/dev/null
 
 # Everything the GPU machine needs for the suite and the benchmarks, in
 # .carry/webgpu (git-ignored): the test binary, Dawn, the Vulkan loader and
-# glvnd debs (the NVIDIA ICD needs them), the lz4 wheel for the reference
+# glvnd debs (the NVIDIA ICD needs them), wgpu-native, the lz4 wheel for the reference
 # decoder, and the run script. There: bash .carry/webgpu/gpu-run.sh
 WEBGPU_CARRY := .carry/webgpu
 APT_AMD64 := -oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64
 .PHONY: webgpu-carry
-webgpu-carry: deps-dawn
+webgpu-carry: deps-dawn deps-wgpu
 	mkdir -p $(WEBGPU_CARRY)/debs $(WEBGPU_CARRY)/whl /tmp/amd64/partial
 	$(GO) test -c -o $(WEBGPU_CARRY)/webgpu.test ./backends/webgpu
-	cp $(DAWN_CACHE)/package/$(DAWN_SO) backends/webgpu/testdata/gpu-run.sh backends/webgpu/testdata/dumppages.py $(WEBGPU_CARRY)/
+	cp $(DAWN_CACHE)/package/$(DAWN_SO) $(WGPU_CACHE)/$(WGPU_SO) backends/webgpu/testdata/gpu-run.sh backends/webgpu/testdata/dumppages.py $(WEBGPU_CARRY)/
 	apt-get $(APT_AMD64) update -qq
 	cd $(WEBGPU_CARRY)/debs && apt-get $(APT_AMD64) download libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0
 	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

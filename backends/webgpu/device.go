@@ -25,6 +25,10 @@ import (
 // DefaultLib is where `make deps` installs Dawn.
 const DefaultLib = "/usr/local/lib/s4d/libwebgpu_wrapper.so"
 
+// WgpuNativeLib is where `make deps` installs wgpu-native, the second
+// implementation, tried when Dawn is absent.
+const WgpuNativeLib = "/usr/local/lib/s4d/libwgpu_native.so"
+
 // libCandidates lists where a webgpu.h implementation is looked for: an
 // explicit path alone if one is given, else the install path, next to the
 // binary, then the usual sonames.
@@ -37,7 +41,7 @@ func libCandidates(explicit string) []string {
 		dir := filepath.Dir(exe)
 		c = append(c, filepath.Join(dir, "libwebgpu_wrapper.so"), filepath.Join(dir, "../lib/s4d/libwebgpu_wrapper.so"))
 	}
-	return append(c, "libwebgpu_wrapper.so", "libwebgpu_dawn.so", "libwgpu_native.so")
+	return append(c, WgpuNativeLib, "libwebgpu_wrapper.so", "libwebgpu_dawn.so", "libwgpu_native.so")
 }
 
 // A library is loaded once per process and never unloaded: Dawn keeps
@@ -46,6 +50,9 @@ var (
 	libMu         sync.Mutex
 	libProcs      = map[string]*C.s4d_procs{}
 	togglesUsedFn = map[*C.s4d_procs]unsafe.Pointer{}
+	// wgpuNative marks libraries that export wgpuGetVersion, which only
+	// wgpu-native does: its feature values differ from Dawn's.
+	wgpuNative = map[*C.s4d_procs]bool{}
 )
 
 // defaultToggles are the Dawn device toggles asked for unless
@@ -91,6 +98,9 @@ func loadLib(explicit string) (*C.s4d_procs, string, error) {
 	if f, err := lib.Sym("_ZN4dawn6native14GetTogglesUsedEP14WGPUDeviceImpl"); err == nil {
 		togglesUsedFn[p] = f
 	}
+	if _, err := lib.Sym("wgpuGetVersion"); err == nil {
+		wgpuNative[p] = true
+	}
 	return p, lib.Path, nil
 }
 
@@ -111,6 +121,8 @@ type device struct {
 	closed  bool
 	// subgroups: the device was opened with the subgroups feature.
 	subgroups bool
+	// native: the library is wgpu-native (see wgpuNative).
+	native bool
 	// toggles: the Dawn toggles asked for that the device uses.
 	toggles string
 	// Waits registered by await, completed by the loop (device thread).
@@ -268,7 +280,7 @@ func openDevice(libPath string, allowCPU, noSubgroups bool, toggles string) (*de
 	if err != nil {
 		return nil, err
 	}
-	d := &device{p: p, jobs: make(chan func())}
+	d := &device{p: p, jobs: make(chan func()), native: wgpuNative[p]}
 	go d.loop()
 	err = d.do(func() error { return d.init(allowCPU, noSubgroups, toggles) })
 	if err != nil {
@@ -278,6 +290,17 @@ func openDevice(libPath string, allowCPU, noSubgroups bool, toggles string) (*de
 	}
 	d.desc += " [" + filepath.Base(path) + "]"
 	return d, nil
+}
+
+// subgroupFeatures lists the feature values that mean subgroups. Dawn's
+// webgpu.h revisions put Subgroups at 0x11 or 0x12; in wgpu-native's
+// header 0x11 is DualSourceBlending and 0x12 the standard Subgroups,
+// beside its own native Subgroup feature (0x00030021).
+func subgroupFeatures(native bool) []uint32 {
+	if native {
+		return []uint32{0x12, 0x00030021}
+	}
+	return []uint32{0x11, 0x12}
 }
 
 func (d *device) init(allowCPU, noSubgroups bool, toggles string) error {
@@ -323,15 +346,14 @@ func (d *device) init(allowCPU, noSubgroups bool, toggles string) error {
 		return backends.Unavailable("webgpu: adapter limits unavailable")
 	}
 	d.st = (*C.s4d_devstate)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4d_devstate{}))))
-	// The subgroups feature's value differs between webgpu.h revisions
-	// (0x11 or 0x12 next to core-features-and-limits); both are asked for
-	// where the adapter has them, and the kernel with subgroups is only
-	// used if it compiles.
+	// The subgroups feature's value differs between implementations and
+	// webgpu.h revisions; those the adapter has are asked for, and the
+	// kernel with subgroups is only used if it compiles.
 	feats := (*[4]C.uint32_t)(C.calloc(4, 4))
 	defer C.free(unsafe.Pointer(feats))
 	nf := 0
 	if !noSubgroups {
-		for _, f := range []uint32{0x11, 0x12} {
+		for _, f := range subgroupFeatures(d.native) {
 			if C.s4d_has_feature(p, d.adapter, C.uint32_t(f)) != 0 {
 				feats[nf] = C.uint32_t(f)
 				nf++
@@ -444,6 +466,18 @@ var stopPhase, tuneBits = 0, 0
 
 // kernelParams sets the compress kernel's constants, or says why the
 // adapter's workgroup memory is too small for it.
+// source returns a kernel's WGSL for this device. wgpu-native's shader
+// compiler (Naga, wgpu 0.32) rejects the `enable subgroups;` directive as
+// not yet implemented, yet takes the subgroup builtins once the device has
+// its Subgroup feature, so the directive is left out there.
+func (d *device) source(src string, kp wgsl.Params) string {
+	s := wgsl.Source(src, kp)
+	if d.native && kp.Subgroups {
+		s = strings.Replace(s, "enable subgroups;", "", 1)
+	}
+	return s
+}
+
 func kernelParams(pageSize int, wgStorage uint32, subgroups bool) (wgsl.Params, error) {
 	p := wgsl.Params{PageWords: pageSize / 4, Subgroups: subgroups, Stop: stopPhase, Tune: tuneBits}
 	if need := wgsl.WorkgroupBytes(p); need > int(wgStorage) {

@@ -118,7 +118,7 @@ func (b *Backend) setup() error {
 		if kerr != nil {
 			return backends.Unavailable("%v", kerr)
 		}
-		if b.compress, err = d.pipeline(wgsl.Source(wgsl.Compress, kp), "compress"); err == nil {
+		if b.compress, err = d.pipeline(d.source(wgsl.Compress, kp), "compress"); err == nil {
 			b.kp = kp
 			break
 		}
@@ -126,7 +126,7 @@ func (b *Backend) setup() error {
 	if err != nil {
 		return err
 	}
-	if b.decomp, err = d.pipeline(wgsl.Source(wgsl.Decompress, b.kp), "decompress"); err != nil {
+	if b.decomp, err = d.pipeline(d.source(wgsl.Decompress, b.kp), "decompress"); err != nil {
 		return err
 	}
 	for range numSlots {
