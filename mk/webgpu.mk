@@ -123,3 +123,11 @@ webgpu-carry: deps-dawn deps-wgpu
 test: test-webgpu-fallback
 test-webgpu-fallback: deps
 	S4D_WEBGPU_NO_SUBGROUPS=1 $(GO) test -count=1 ./backends/webgpu
+
+# The whole suite again on wgpu-native (subgroup kernel where offered),
+# so CI covers both implementations; ~20 s on lavapipe. REQUIRE makes a
+# missing library fail rather than skip.
+.PHONY: test-webgpu-wgpu
+test: test-webgpu-wgpu
+test-webgpu-wgpu: deps
+	S4D_WEBGPU_LIB=$(WEBGPU_LIBDIR)/$(WGPU_SO) S4D_REQUIRE_WEBGPU=1 $(GO) test -count=1 ./backends/webgpu

@@ -16,7 +16,10 @@ echo "VK_DRIVER_FILES=$VK_DRIVER_FILES"
 export PYTHONPATH=/tmp/site
 /usr/bin/python3 -c 'import lz4.block; print("lz4", lz4.library_version_string())'
 nvidia-smi -L; nproc; command -v zstd || echo "no zstd CLI"
-export S4D_WEBGPU_LIB=$PWD/$C/libwebgpu_wrapper.so S4D_REQUIRE_WEBGPU=1
+# Dawn unless S4D_WEBGPU_LIB names another implementation, e.g.
+# S4D_WEBGPU_LIB=$PWD/.carry/webgpu/libwgpu_native.so for wgpu-native.
+export S4D_WEBGPU_LIB=${S4D_WEBGPU_LIB:-$PWD/$C/libwebgpu_wrapper.so} S4D_REQUIRE_WEBGPU=1
+echo "S4D_WEBGPU_LIB=$S4D_WEBGPU_LIB"
 [ -s /tmp/pages.bin ] || (PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -3
 T=$PWD/$C/webgpu.test
 TESTS='TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestDeviceLost|FuzzCompress|FuzzDecompress'
