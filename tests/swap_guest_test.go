@@ -15,8 +15,12 @@ import (
 // The workload is 110 MiB, not the baseline's twice the RAM: the daemon
 // keeps ~105 MiB of the 212 MiB guest locked (code, Go heap, I/O
 // buffers, the memory set aside for compressed pages; see README, "Swap
-// on s4d"), and at twice the RAM the guest stalls. (zram run beside the
-// daemon, with the same memory left, had its 110 MiB workload killed.)
+// on s4d"), and at twice the RAM the guest stalls: alone in a boot it
+// passed 3 times of 4, but here, after the zram baseline, it stalled
+// and the rest of the boot was lost; with anything forking beside it, it
+// always stalls (README has the stacks: a mapping populated in direct
+// reclaim while the I/O path waits). (zram run beside the daemon, with
+// the same memory left, had its 110 MiB workload killed.)
 const swapScenarioMiB = "110"
 
 var s4dSwapScenario = guestScenario{

@@ -1,0 +1,120 @@
+// lockwatch: a watcher that still runs when the guest stalls for memory.
+//
+//   lockwatch EVERY AT [PID]
+//
+// Every EVERY seconds it prints memory and swap counters (lines starting
+// "WATCH "); once, AT seconds in, it prints every thread of PID with its
+// state, system call and kernel stack ("WATCH-TASK"), then asks the kernel
+// for all tasks' stacks and its memory report (sysrq t and m; seen on the
+// console with loglevel=7). Build it static (cc -static) and start it
+// before the pressure: it locks itself in memory and allocates nothing
+// after, so it needs no page the stall holds back. A shell loop cannot
+// do this: each command it forks needs fresh memory, and its program may
+// have been swapped out to the very device that stalls (a loop beside
+// the workload was enough to stall the guest, see README "Swap on s4d").
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static char buf[1 << 16];
+static char dents[1 << 14];
+static char out[4096];
+
+// slurp reads a /proc file into buf; 0 bytes if it cannot.
+static int slurp(const char *path) {
+	int fd = open(path, O_RDONLY), n = 0;
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+	}
+	if (n < 0)
+		n = 0;
+	buf[n] = 0;
+	return n;
+}
+
+// keys prints the lines of path that start with one of keys, on one line.
+static void keys(const char *path, const char **keys) {
+	int o = 0;
+	slurp(path);
+	for (char *s = buf, *e; s && *s; s = e ? e + 1 : 0) {
+		if ((e = strchr(s, '\n')))
+			*e = 0;
+		for (const char **k = keys; *k; k++)
+			if (!strncmp(s, *k, strlen(*k)) && o < (int)sizeof out - 200)
+				o += snprintf(out + o, sizeof out - o, "%s | ", s);
+	}
+	dprintf(1, "WATCH %.*s\n", o, out);
+}
+
+struct dirent64 {
+	unsigned long long ino;
+	long long off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+// tasks prints each thread of pid: its stat line, system call and stack.
+static void tasks(int pid) {
+	char path[128];
+	snprintf(path, sizeof path, "/proc/%d/task", pid);
+	int fd = open(path, O_RDONLY | O_DIRECTORY);
+	if (fd < 0) {
+		dprintf(1, "WATCH-TASK none: %s\n", path);
+		return;
+	}
+	long n;
+	while ((n = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0) {
+		for (long i = 0; i < n;) {
+			struct dirent64 *d = (struct dirent64 *)(dents + i);
+			i += d->reclen;
+			if (d->name[0] == '.')
+				continue;
+			char p[192];
+			snprintf(p, sizeof p, "%s/%s/stat", path, d->name);
+			slurp(p);
+			dprintf(1, "WATCH-TASK %s", buf);
+			snprintf(p, sizeof p, "%s/%s/syscall", path, d->name);
+			slurp(p);
+			dprintf(1, "WATCH-SYSCALL %s", buf);
+			snprintf(p, sizeof p, "%s/%s/stack", path, d->name);
+			slurp(p);
+			dprintf(1, "%s", buf);
+		}
+	}
+	close(fd);
+}
+
+int main(int argc, char **argv) {
+	if (argc < 3 || atoi(argv[1]) <= 0) {
+		dprintf(2, "usage: lockwatch EVERY AT [PID] (seconds; PID's threads dumped at AT)\n");
+		return 2;
+	}
+	int every = atoi(argv[1]), at = atoi(argv[2]), pid = argc > 3 ? atoi(argv[3]) : 0;
+	if (mlockall(MCL_CURRENT | MCL_FUTURE))
+		perror("lockwatch: mlockall (it may stall with the rest)");
+	const char *mem[] = {"MemFree", "Mlocked", "SwapFree", "AnonPages", "Shmem:", "SwapCached", 0};
+	const char *vm[] = {"pswpin", "pswpout", "allocstall_normal", "oom_kill", "pgscan_direct ", "pgsteal_direct ", 0};
+	for (int t = every;; t += every) {
+		sleep(every);
+		keys("/proc/meminfo", mem);
+		keys("/proc/vmstat", vm);
+		if (t >= at && t - every < at) {
+			if (pid)
+				tasks(pid);
+			int fd = open("/proc/sysrq-trigger", O_WRONLY);
+			if (fd >= 0) {
+				write(fd, "t", 1);
+				sleep(2);
+				write(fd, "m", 1);
+				close(fd);
+			}
+		}
+	}
+}
