@@ -142,7 +142,11 @@ func (b *Backend) setup() error {
 	b.ds = dslot{wait: newWait(), errWait: newWait(), upWait: newWait()}
 	scan := "workgroup-memory scans"
 	if b.kp.Subgroups {
-		scan = fmt.Sprintf("subgroup scans (subgroups up to %d)", d.subMax)
+		// wgpu-native leaves the adapter's subgroup sizes at 0.
+		scan = "subgroup scans"
+		if d.subMax > 0 {
+			scan = fmt.Sprintf("subgroup scans (subgroups up to %d)", d.subMax)
+		}
 	}
 	d.desc += fmt.Sprintf(", workgroup memory %d B, %s", wgMem, scan)
 	if d.toggles != "" {
