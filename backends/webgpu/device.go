@@ -466,6 +466,19 @@ var stopPhase, tuneBits = 0, 0
 
 // kernelParams sets the compress kernel's constants, or says why the
 // adapter's workgroup memory is too small for it.
+// offersSubgroups reports whether the adapter lists one of the feature
+// values that mean subgroups for this implementation.
+func (d *device) offersSubgroups() bool {
+	ok := false
+	d.do(func() error {
+		for _, f := range subgroupFeatures(d.native) {
+			ok = ok || C.s4d_has_feature(d.p, d.adapter, C.uint32_t(f)) != 0
+		}
+		return nil
+	})
+	return ok
+}
+
 // source returns a kernel's WGSL for this device. wgpu-native's shader
 // compiler (Naga, wgpu 0.32) rejects the `enable subgroups;` directive as
 // not yet implemented, yet takes the subgroup builtins once the device has

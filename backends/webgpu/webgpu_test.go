@@ -386,6 +386,22 @@ func TestDeviceLost(t *testing.T) {
 // bytes. S4D_WEBGPU_NO_SUBGROUPS=1 forces the fallback (CI runs the whole
 // suite both ways); this test compares the two directly where the device
 // has subgroups.
+// Where the adapter offers subgroups, the subgroup kernel must be the one
+// in use: its compile failing (as `enable subgroups;` did on wgpu-native)
+// would otherwise fall back silently.
+func TestSubgroupsWhereOffered(t *testing.T) {
+	b := open(t)
+	if os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1" {
+		t.Skip("fallback forced")
+	}
+	if !b.d.offersSubgroups() {
+		t.Skipf("adapter offers no subgroups: %s", b.Describe())
+	}
+	if !b.Subgroups() {
+		t.Fatalf("adapter offers subgroups, kernel uses workgroup-memory scans: %s", b.Describe())
+	}
+}
+
 func TestSubgroupFallbackSame(t *testing.T) {
 	b := open(t)
 	if !b.Subgroups() {
