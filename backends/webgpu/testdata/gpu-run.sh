@@ -22,7 +22,7 @@ export S4D_WEBGPU_LIB=${S4D_WEBGPU_LIB:-$PWD/$C/libwebgpu_wrapper.so} S4D_REQUIR
 echo "S4D_WEBGPU_LIB=$S4D_WEBGPU_LIB"
 [ -s /tmp/pages.bin ] || (PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -3
 T=$PWD/$C/webgpu.test
-TESTS='TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestDeviceLost|FuzzCompress|FuzzDecompress'
+TESTS='TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestSubgroupsWhereOffered|TestDeviceLost|FuzzCompress|FuzzDecompress'
 (cd backends/webgpu && $T -test.v -test.count=1 -test.run "$TESTS") > $OUT/test.log 2>&1
 (cd backends/webgpu && S4D_WEBGPU_NO_SUBGROUPS=1 $T -test.v -test.count=1 -test.run "$TESTS") > $OUT/test-nosg.log 2>&1
 for l in test test-nosg; do echo "== $l"; grep -E '^(--- |ok|FAIL|PASS)|webgpu_test' $OUT/$l.log | grep -v '^    --- PASS' | head -20; done
