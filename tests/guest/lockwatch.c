@@ -60,8 +60,21 @@ struct dirent64 {
 	char name[];
 };
 
-// tasks prints each thread of pid: its stat line, system call and stack.
-static void tasks(int pid) {
+// The threads' files are opened, and read once, at the start: at the
+// stall, a path lookup in /proc needs kernel memory (a dentry, an inode)
+// and waits with the rest; an open seq_file read again from offset 0
+// reuses its buffer.
+enum { maxTasks = 128 };
+static int taskFd[maxTasks][3], ntasks;
+static const char *taskFile[3] = {"stat", "syscall", "stack"};
+
+static void reread(int fd) {
+	int n = pread(fd, buf, sizeof buf - 1, 0);
+	buf[n > 0 ? n : 0] = 0;
+}
+
+// openTasks opens stat, syscall and stack of each thread of pid now.
+static void openTasks(int pid) {
 	char path[128];
 	snprintf(path, sizeof path, "/proc/%d/task", pid);
 	int fd = open(path, O_RDONLY | O_DIRECTORY);
@@ -71,24 +84,33 @@ static void tasks(int pid) {
 	}
 	long n;
 	while ((n = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0) {
-		for (long i = 0; i < n;) {
+		for (long i = 0; i < n && ntasks < maxTasks;) {
 			struct dirent64 *d = (struct dirent64 *)(dents + i);
 			i += d->reclen;
 			if (d->name[0] == '.')
 				continue;
-			char p[192];
-			snprintf(p, sizeof p, "%s/%s/stat", path, d->name);
-			slurp(p);
-			dprintf(1, "WATCH-TASK %s", buf);
-			snprintf(p, sizeof p, "%s/%s/syscall", path, d->name);
-			slurp(p);
-			dprintf(1, "WATCH-SYSCALL %s", buf);
-			snprintf(p, sizeof p, "%s/%s/stack", path, d->name);
-			slurp(p);
-			dprintf(1, "%s", buf);
+			for (int f = 0; f < 3; f++) {
+				char p[192];
+				snprintf(p, sizeof p, "%s/%s/%s", path, d->name, taskFile[f]);
+				taskFd[ntasks][f] = open(p, O_RDONLY);
+				if (taskFd[ntasks][f] >= 0)
+					reread(taskFd[ntasks][f]);
+			}
+			ntasks++;
 		}
 	}
 	close(fd);
+}
+
+// tasks prints each thread opened: its stat line, system call and stack.
+static void tasks(void) {
+	static const char *tag[3] = {"WATCH-TASK ", "WATCH-SYSCALL ", ""};
+	for (int t = 0; t < ntasks; t++)
+		for (int f = 0; f < 3; f++)
+			if (taskFd[t][f] >= 0) {
+				reread(taskFd[t][f]);
+				dprintf(1, "%s%s", tag[f], buf);
+			}
 }
 
 int main(int argc, char **argv) {
@@ -99,6 +121,8 @@ int main(int argc, char **argv) {
 	int every = atoi(argv[1]), at = atoi(argv[2]), pid = argc > 3 ? atoi(argv[3]) : 0;
 	if (mlockall(MCL_CURRENT | MCL_FUTURE))
 		perror("lockwatch: mlockall (it may stall with the rest)");
+	if (pid)
+		openTasks(pid); // the threads there now: the daemon's, once it serves
 	const char *mem[] = {"MemFree", "Mlocked", "SwapFree", "AnonPages", "Shmem:", "SwapCached", 0};
 	const char *vm[] = {"pswpin", "pswpout", "allocstall_normal", "oom_kill", "pgscan_direct ", "pgsteal_direct ", 0};
 	for (int t = every;; t += every) {
@@ -106,8 +130,7 @@ int main(int argc, char **argv) {
 		keys("/proc/meminfo", mem);
 		keys("/proc/vmstat", vm);
 		if (t >= at && t - every < at) {
-			if (pid)
-				tasks(pid);
+			tasks();
 			int fd = open("/proc/sysrq-trigger", O_WRONLY);
 			if (fd >= 0) {
 				write(fd, "t", 1);
