@@ -16,7 +16,7 @@ import (
 // keeps ~105 MiB of the 212 MiB guest locked (code, Go heap, I/O
 // buffers, the memory set aside for compressed pages; see README, "Swap
 // on s4d"), and at twice the RAM the guest stalls: alone in a boot it
-// passed 3 times of 5, and here, after the zram baseline, it stalled
+// passed 3 times of 6, and here, after the zram baseline, it stalled
 // and the rest of the boot was lost; with anything forking beside it, it
 // always stalls (README has the stacks: a mapping populated in direct
 // reclaim while the I/O path waits). (zram run beside the daemon, with
