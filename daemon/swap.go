@@ -234,7 +234,7 @@ func (d *Daemon) delSwap(name string) ([]ipc.SwapDevice, error) {
 	if name != "" && !strings.HasPrefix(name, "/dev/") {
 		name = "/dev/" + name
 	}
-	active := activeSwaps()
+	active := ublk.ActiveSwaps()
 	var out []ipc.SwapDevice
 	keep := s.devs[:0]
 	var errs []error
@@ -301,7 +301,7 @@ func (d *Daemon) followSwapoff() {
 			return
 		case <-tick.C:
 		}
-		active := activeSwaps()
+		active := ublk.ActiveSwaps()
 		s := &d.swaps
 		s.mu.Lock()
 		for _, sd := range s.devs {
@@ -324,7 +324,7 @@ func (d *Daemon) stopSwaps() {
 	s := &d.swaps
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	active := activeSwaps()
+	active := ublk.ActiveSwaps()
 	for _, sd := range s.devs {
 		if path := sd.dev.BlockPath(); active[path] {
 			d.log.Info("swapoff before stopping", "device", path)
@@ -411,23 +411,6 @@ func (c *conn) swap(body []byte) ([]byte, error) {
 		return c.jsonBody(c.d.listSwaps())
 	}
 	return nil, errorf(ipc.CodeMalformed, "SWAP action %q: want add, del or list", req.Action)
-}
-
-// activeSwaps is the set of devices in /proc/swaps.
-func activeSwaps() map[string]bool {
-	out := map[string]bool{}
-	f, err := os.Open("/proc/swaps")
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 0 && strings.HasPrefix(fields[0], "/") {
-			out[fields[0]] = true
-		}
-	}
-	return out
 }
 
 func swapoff(path string) error {

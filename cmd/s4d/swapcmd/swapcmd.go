@@ -4,7 +4,6 @@
 package swapcmd
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -116,7 +115,7 @@ var CtlCommand = &cli.Command{
 		if cx.Bool("json") {
 			return printJSON(os.Stdout, devs)
 		}
-		printTable(os.Stdout, devs, activeSwaps())
+		printTable(os.Stdout, devs, ublk.ActiveSwaps())
 		if cx.Bool("batches") {
 			printBatches(os.Stdout, devs)
 		}
@@ -182,24 +181,6 @@ func printBatches(w io.Writer, devs []ipc.SwapDevice) {
 		fmt.Fprintf(w, "%s: %d requests in %d waits; writes %d calls/%d pages, reads %d calls/%d pages; pages per call %s\n",
 			d.Name, d.Requests, d.Waits, d.WriteIOs, d.WritePgs, d.ReadIOs, d.ReadPgs, strings.Join(parts, " "))
 	}
-}
-
-// activeSwaps is the set of devices in /proc/swaps (what zramctl's
-// MOUNTPOINT shows as [SWAP]).
-func activeSwaps() map[string]bool {
-	out := map[string]bool{}
-	f, err := os.Open("/proc/swaps")
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fs := strings.Fields(sc.Text()); len(fs) > 0 && strings.HasPrefix(fs[0], "/") {
-			out[fs[0]] = true
-		}
-	}
-	return out
 }
 
 func printJSON(w io.Writer, devs []ipc.SwapDevice) error {
