@@ -52,6 +52,7 @@ var (
 	uptime          = desc("uptime_seconds", "Seconds since the daemon started.")
 	refusedConns    = desc("connections_refused_total", "Connections refused at a connection limit (in all or per user).")
 	busy            = desc("requests_busy_total", "Requests answered BUSY: the request memory budget was taken.")
+	errorAnswers    = desc("error_answers_total", "Requests answered with an error, by the answer's code.", "code")
 	requestBytes    = desc("request_memory_bytes", "Memory reserved now by requests and replies in flight.")
 	requestBudget   = desc("request_memory_budget_bytes", "The budget of memory for requests and replies in flight.")
 	info            = desc("build_info", "Always 1; the labels say which s4d this is.", "version", "commit", "codec", "page_size")
@@ -75,7 +76,7 @@ var (
 
 var all = []*prometheus.Desc{storedPages, dataBytes, comprBytes, memUsed, memLimit, memUsedMax, metadataBytes,
 	pagesByClass, compacted, failedReads, failedWrites, invalidRequests, noSpace, fallbacks, checksumErrors, uptime,
-	refusedConns, busy, requestBytes, requestBudget,
+	refusedConns, busy, errorAnswers, requestBytes, requestBudget,
 	info, poolPages, poolData, poolCompr, poolClass, engineState, engineInUse, engineBatches, enginePages, engineIn,
 	engineOut, engineErrors, requestSeconds, calibration}
 
@@ -130,6 +131,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(checksumErrors, io.ChecksumErrors)
 	counter(refusedConns, io.RefusedConnections)
 	counter(busy, io.Busy)
+	for code, n := range io.Answers {
+		counter(errorAnswers, n, code)
+	}
 	gauge(requestBytes, float64(io.RequestBytes))
 	gauge(requestBudget, float64(io.RequestBudget))
 	hist := func(d *prometheus.Desc, h *ipc.Histogram, labels ...string) {

@@ -30,7 +30,7 @@ func (f *fake) CalibratedRates() []routing.Rate {
 func sample() *fake {
 	return &fake{ipc.Stats{Codec: "lz4", PageSize: 4096, Uptime: 5,
 		Mem: ipc.MemStats{Pages: 10, OrigDataSize: 40960, ComprDataSize: 8000, MemUsedTotal: 12288, MemLimit: 1 << 30, ZeroPages: 2},
-		IO:  ipc.IOStats{ChecksumErrors: 1, Fallbacks: 2},
+		IO:  ipc.IOStats{ChecksumErrors: 1, Fallbacks: 2, Answers: map[string]uint64{"not found": 4, "busy": 1}},
 		Backends: []ipc.BackendStats{{Name: "cpu", State: "ok", InUse: true, Counters: []ipc.CodecCounters{
 			{Codec: "lz4", Direction: "compress", Batches: 2, Pages: 10, BytesIn: 40960, BytesOut: 8000}}},
 			{Name: "cuda", State: "failed"}},
@@ -52,6 +52,10 @@ func TestCollectorSeries(t *testing.T) {
 # HELP s4d_checksum_errors_total Stored pages whose checksum did not match; never returned as data.
 # TYPE s4d_checksum_errors_total counter
 s4d_checksum_errors_total 1
+# HELP s4d_error_answers_total Requests answered with an error, by the answer's code.
+# TYPE s4d_error_answers_total counter
+s4d_error_answers_total{code="busy"} 1
+s4d_error_answers_total{code="not found"} 4
 # HELP s4d_engine_state 1 for the engine's state: ok, unavailable or failed.
 # TYPE s4d_engine_state gauge
 s4d_engine_state{engine="cpu",state="failed"} 0
@@ -71,7 +75,7 @@ s4d_pool_compressed_bytes{pool="demo",uid="1000"} 8000
 s4d_engine_input_bytes_total{codec="lz4",direction="compress",engine="cpu"} 40960
 `
 	if err := testutil.CollectAndCompare(NewCollector(sample(), "0.1.0", "abc"), strings.NewReader(want),
-		"s4d_checksum_errors_total", "s4d_engine_state", "s4d_memory_limit_bytes", "s4d_pool_compressed_bytes",
+		"s4d_checksum_errors_total", "s4d_error_answers_total", "s4d_engine_state", "s4d_memory_limit_bytes", "s4d_pool_compressed_bytes",
 		"s4d_engine_input_bytes_total"); err != nil {
 		t.Fatal(err)
 	}
