@@ -62,6 +62,8 @@ type Backend struct {
 	active atomic.Int64
 	d      *device
 	kp     wgsl.Params
+	// features: the adapter's, probed at setup (features.go).
+	features []Feature
 
 	fmu    sync.Mutex
 	failed error // set once a device error failed a batch
@@ -152,6 +154,8 @@ func (b *Backend) setup() error {
 	if d.toggles != "" {
 		d.desc += ", dawn toggles " + d.toggles
 	}
+	b.features = d.probeFeatures()
+	d.desc += ", " + zeroCopySummary(d.native, b.features)
 	return nil
 }
 
