@@ -36,7 +36,11 @@ type Options struct {
 	WebGPUNoSubgroups bool
 	NvcompLib         string // path of libnvcomp; "" searches
 	GPUMemLimit       int64  // bytes of device memory a GPU backend may hold; 0 = its default
-	Tuning            Tuning // knobs for comparisons (FromEnv)
+	GPUs              []int  // the GPUs to open (ordinals after CUDA_VISIBLE_DEVICES); nil = all
+	// bytes of host memory registered with the GPUs at once (client
+	// buffers, the store's slabs), across devices; 0 = a quarter of RAM
+	GPUPinLimit int64
+	Tuning      Tuning // knobs for comparisons (FromEnv)
 }
 
 // Opener opens a backend or says why it cannot. Return an error made by
@@ -94,6 +98,14 @@ func IsUnavailable(err error) bool {
 	return errors.As(err, &u)
 }
 
+// Multi is a backend that stands for several devices of one engine (a
+// GPU each). The set lists each device as a backend of its own, named by
+// the device (Name), so that routing ranks, balances, falls back and counts
+// per device; the Multi itself is what Get returns for the engine's name.
+type Multi interface {
+	Devices() []Backend
+}
+
 // Set holds the backends opened on this machine and their status.
 type Set struct {
 	mu       sync.Mutex
@@ -102,6 +114,8 @@ type Set struct {
 	openers  map[string]Opener
 	backends map[string]Backend
 	status   map[string]*Status
+	devices  map[string][]string // a Multi's name: its devices' names
+	multi    map[string]Backend  // a Multi, by its name
 }
 
 // Open probes every registered backend named in only (all when empty).
@@ -110,7 +124,8 @@ func Open(opts Options, only ...string) *Set {
 	regMu.Lock()
 	rs := append([]registration(nil), regs...)
 	regMu.Unlock()
-	s := &Set{opts: opts, openers: map[string]Opener{}, backends: map[string]Backend{}, status: map[string]*Status{}}
+	s := &Set{opts: opts, openers: map[string]Opener{}, backends: map[string]Backend{}, status: map[string]*Status{},
+		devices: map[string][]string{}, multi: map[string]Backend{}}
 	for _, r := range rs {
 		if len(only) > 0 && !slices.Contains(only, r.name) {
 			continue
@@ -130,6 +145,15 @@ func (s *Set) open(name string) {
 	switch {
 	case err == nil:
 		st.State, st.Describe, st.Reason = StateOK, b.Describe(), ""
+		if m, ok := b.(Multi); ok && len(m.Devices()) > 1 {
+			s.multi[name], s.devices[name] = b, nil
+			for _, d := range m.Devices() {
+				s.devices[name] = append(s.devices[name], d.Name())
+				s.backends[d.Name()] = d
+				s.status[d.Name()] = &Status{Name: d.Name(), State: StateOK, Describe: d.Describe()}
+			}
+			return
+		}
 		s.backends[name] = b
 	case IsUnavailable(err):
 		var u *UnavailableError
@@ -147,7 +171,8 @@ func (s *Set) Retry() []string {
 	defer s.mu.Unlock()
 	var back []string
 	for _, n := range s.order {
-		if s.status[n].State != StateFailed {
+		// A device of a Multi stays out once failed: its engine is open.
+		if s.status[n].State != StateFailed || s.devices[n] != nil {
 			continue
 		}
 		s.open(n)
@@ -173,8 +198,27 @@ func safeOpen(open Opener, opts Options) (b Backend, err error) {
 func (s *Set) Get(name string) (Backend, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if m, ok := s.multi[name]; ok {
+		return m, true
+	}
 	b, ok := s.backends[name]
 	return b, ok
+}
+
+// names is s.order with each Multi replaced by its devices; s.mu is held.
+func (s *Set) names() []string {
+	if len(s.devices) == 0 {
+		return s.order
+	}
+	var out []string
+	for _, n := range s.order {
+		if d, ok := s.devices[n]; ok {
+			out = append(out, d...)
+		} else {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Usable lists the ok backends, most preferred first.
@@ -182,7 +226,7 @@ func (s *Set) Usable() []Backend {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Backend
-	for _, n := range s.order {
+	for _, n := range s.names() {
 		if b, ok := s.backends[n]; ok {
 			out = append(out, b)
 		}
@@ -209,7 +253,7 @@ func (s *Set) Statuses() []Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Status, 0, len(s.order))
-	for _, n := range s.order {
+	for _, n := range s.names() {
 		out = append(out, *s.status[n])
 	}
 	return out
@@ -222,6 +266,10 @@ func (s *Set) Close() {
 	for n, b := range s.backends {
 		b.Close()
 		delete(s.backends, n)
+	}
+	for n, m := range s.multi {
+		m.Close()
+		delete(s.multi, n)
 	}
 }
 

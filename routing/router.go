@@ -40,6 +40,8 @@ type Router struct {
 	fallbacks atomic.Uint64
 	inFlight  atomic.Int64 // batches being compressed or decompressed now
 	progress  atomic.Int64 // unix nanoseconds of the last finished or first started batch
+	loads     loads        // batches in flight per backend (place.go)
+	memNode   func([]byte) int
 
 	mu       sync.Mutex
 	prefer   string // "auto" or a backend name
@@ -63,12 +65,15 @@ type Options struct {
 	Codec    pagefmt.Codec
 	PageSize int
 	Log      *slog.Logger
+	// NodeOf tells the NUMA node of a batch's memory, for placing it on
+	// the nearest device; nil asks the kernel (tests fake a topology).
+	NodeOf func(mem []byte) int
 }
 
 // New routes batches over the backends of set.
 func New(set *backends.Set, o Options) *Router {
 	return &Router{set: set, log: o.Log, codec: o.Codec, pageSize: o.PageSize, threshold: o.PageSize * 3 / 4,
-		prefer: o.Prefer, ctr: map[ctrKey]*counters{}}
+		prefer: o.Prefer, ctr: map[ctrKey]*counters{}, memNode: o.NodeOf}
 }
 
 // SetCalibration makes batch routing follow c and, if a large-batch
@@ -127,14 +132,15 @@ func (r *Router) chainFor(n int, decompress bool) []backends.Backend {
 		}
 		return rank(usable, cal.Order[cal.bucket(n)])
 	}
+	// The engine's name stands for all its devices.
 	out := make([]backends.Backend, 0, len(usable))
 	for _, b := range usable {
-		if b.Name() == pref {
+		if b.Name() == pref || engineOf(b) == pref {
 			out = append(out, b)
 		}
 	}
 	for _, b := range usable {
-		if b.Name() != pref {
+		if b.Name() != pref && engineOf(b) != pref {
 			out = append(out, b)
 		}
 	}
@@ -282,14 +288,17 @@ func (r *Router) compressWith(ctx context.Context, codec pagefmt.Codec, chain []
 	defer r.end()
 	b.Codec, b.Threshold, b.Sums, b.Placed = codec, r.threshold, true, deliver != nil
 	pages := b.Pages
-	chain = taking(chain, b.PageSize, codec)
+	chain = r.place(taking(chain, b.PageSize, codec), pages)
 	for i, be := range chain {
 		if i > 0 {
 			r.fallbacks.Add(1)
 		}
 		c := r.counters(be.Name(), codec, "compress")
 		c.batches.Add(1)
+		load := r.loads.of(be.Name())
+		load.Add(1)
 		stored, derr, err := r.run(ctx, be, b, out, deliver)
+		load.Add(-1)
 		if derr != nil {
 			return be.Name(), derr
 		}
@@ -360,6 +369,7 @@ func (r *Router) Decompress(ctx context.Context, dd *pagefmt.Decompression) erro
 	if anyLimited(chain) { // only then is it worth a look at every page's class
 		chain = taking(chain, dd.PageSize, dd.Codecs()...)
 	}
+	chain = r.place(chain, dd.Dst)
 	for i, be := range chain {
 		if i > 0 {
 			r.fallbacks.Add(1)
@@ -370,7 +380,10 @@ func (r *Router) Decompress(ctx context.Context, dd *pagefmt.Decompression) erro
 		}
 		c := r.counters(be.Name(), r.codec, "decompress")
 		c.batches.Add(1)
+		load := r.loads.of(be.Name())
+		load.Add(1)
 		err := be.Decompress(ctx, dd)
+		load.Add(-1)
 		if err == nil {
 			err = faultBackend(be.Name())
 		}

@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	backends.Register("cuda", 20, func(o backends.Options) (backends.Backend, error) { return Open(o) })
+	backends.Register("cuda", 20, OpenAll)
 }
 
 const (
@@ -66,12 +66,17 @@ type (
 
 func asOpts[T any](v T) cu.Opts { return *(*cu.Opts)(unsafe.Pointer(&v)) }
 
-// Backend runs batches on one GPU. All CUDA calls happen on one goroutine
+// Backend runs batches on one GPU (devices.go opens one per GPU). All CUDA calls happen on one goroutine
 // locked to its OS thread, where the primary context is current; callers
 // hand it work through a channel, which also serialises batches.
 type Backend struct {
 	opts     backends.Options
 	describe string
+	ordinal  int    // the device's CUDA ordinal
+	name     string // "cuda" alone, "cuda<ordinal>" among several
+	node     int    // NUMA node of its PCIe link, -1 unknown
+	bdf      string // its PCI address
+	grp      *group // the memory registered with the GPUs, shared by all devices
 	reqs     chan func()
 	quit     chan struct{}
 	done     chan struct{}
@@ -93,22 +98,30 @@ type Backend struct {
 	ownLZ4                                               bool    // LZ4 by our kernel (s4d_lz4), not nvCOMP
 	serialUp                                             bool    // pieces' uploads one after another (Tuning.CUDASharedUploads: not)
 
-	cfgMu  sync.RWMutex // held for reading by batches using cfg
-	pinMu  sync.RWMutex // guards pinned, which changes on the worker only
-	pinned []hostRange  // memory the GPU reads directly
+	cfgMu sync.RWMutex // held for reading by batches using cfg
 	// Time spent staging, submitting, waiting for the GPU and unpacking
 	// (index 3 unused), summed over batches, for tuning; read by tests.
 	trace  [5]atomic.Int64
 	stages stageClock // the breakdown by stage (Stages)
 }
 
-// Open loads the driver and nvCOMP, picks GPU 0 and prepares buffers for
-// o.PageSize. Missing pieces give a backends.Unavailable error.
+// Open loads the driver and nvCOMP, picks the first GPU of o.GPUs (GPU 0
+// by default) and prepares buffers for o.PageSize. Missing pieces give a
+// backends.Unavailable error. OpenAll opens every GPU.
 func Open(o backends.Options) (*Backend, error) {
+	ord := 0
+	if len(o.GPUs) > 0 {
+		ord = o.GPUs[0]
+	}
+	return openDevice(o, ord, "cuda", newGroup(o, false))
+}
+
+func openDevice(o backends.Options, ordinal int, name string, g *group) (*Backend, error) {
 	if o.PageSize == 0 {
 		o.PageSize = 4096
 	}
-	b := &Backend{opts: o, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
+	b := &Backend{opts: o, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{}),
+		ordinal: ordinal, name: name, node: -1, grp: g}
 	b.slotBytes, b.numSlots = slotBytes, numSlots
 	if t := o.Tuning; t.CUDASlots > 0 {
 		b.numSlots = t.CUDASlots
@@ -132,6 +145,7 @@ func Open(o backends.Options) (*Backend, error) {
 func (b *Backend) worker(started chan<- error) {
 	runtime.LockOSThread() // the context stays current on this thread only
 	defer close(b.done)
+	b.grp.add(b)
 	if err := b.setup(); err != nil {
 		b.teardown()
 		started <- err
@@ -163,7 +177,7 @@ func (b *Backend) do(ctx context.Context, fn func() error) error {
 	return <-errc
 }
 
-func (b *Backend) Name() string     { return "cuda" }
+func (b *Backend) Name() string     { return b.name }
 func (b *Backend) Describe() string { return b.describe }
 
 // Close frees every GPU resource. It is safe to call more than once.
@@ -197,10 +211,14 @@ func (b *Backend) setup() error {
 		return backends.Unavailable("NVIDIA driver supports CUDA %d.%d; need %d.%d or newer",
 			ver/1000, ver%1000/10, minDriver/1000, minDriver%1000/10)
 	}
-	if n, err := d.DeviceCount(); err != nil || n == 0 {
+	n, err := d.DeviceCount()
+	if err != nil || n == 0 {
 		return backends.Unavailable("no CUDA device (count %d, %v)", n, err)
 	}
-	if b.dev, err = d.Device(0); err != nil {
+	if b.ordinal >= n {
+		return backends.Unavailable("no CUDA device %d (%d visible)", b.ordinal, n)
+	}
+	if b.dev, err = d.Device(b.ordinal); err != nil {
 		return backends.Unavailable("%v", err)
 	}
 	major, _ := d.DeviceAttr(b.dev, 75) // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -209,6 +227,8 @@ func (b *Backend) setup() error {
 	if major*10+minor < 75 {
 		return backends.Unavailable("%s has compute capability %d.%d; need 7.5 or newer", name, major, minor)
 	}
+	b.node = b.numaNode()
+	b.drv.Portable = b.grp.multi
 	// Without it only the waits cost more; the backend works either way.
 	syncErr := d.BlockingSync(b.dev)
 	ctx, err := d.PrimaryCtx(b.dev)
@@ -249,8 +269,8 @@ func (b *Backend) setup() error {
 	if err := d.Sync(b.cfg.slots[0].s); err != nil {
 		return err
 	}
-	b.describe = fmt.Sprintf("%s (sm_%d%d) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d slots of %d pages, nvCOMP scratch %v",
-		name, major, minor, nmaj, nmin, npatch, ver/1000, ver%1000/10, b.numSlots, b.cfg.pages, b.cfg.temps)
+	b.describe = fmt.Sprintf("%s (sm_%d%d%s) via nvCOMP %d.%d.%d, CUDA driver %d.%d, %d slots of %d pages, nvCOMP scratch %v",
+		name, major, minor, b.where(), nmaj, nmin, npatch, ver/1000, ver%1000/10, b.numSlots, b.cfg.pages, b.cfg.temps)
 	if b.ownLZ4 {
 		b.describe += ", LZ4 by s4d_lz4 for pages up to 4 KiB"
 	}
@@ -261,23 +281,23 @@ func (b *Backend) setup() error {
 }
 
 func (b *Backend) teardown() {
-	if b.ctx != nil {
+	defer b.grp.drop(b)
+	if b.ctx == nil {
+		b.grp.leave(b)
+	} else {
 		// Batches in flight finish (or fail at their next worker call)
 		// before the buffers they use go.
 		b.cfgMu.Lock()
 		defer b.cfgMu.Unlock()
 		b.drv.EventDestroy(b.stages.epoch)
-		b.pinMu.Lock()
-		for _, p := range b.pinned {
-			p.release(&b.drv)
-		}
-		b.pinned = nil
-		b.pinMu.Unlock()
+		keepCtx := b.grp.leave(b)
 		b.cfg.free(&b.drv)
 		if b.mod != nil {
 			b.drv.UnloadModule(b.mod)
 		}
-		b.drv.ReleasePrimaryCtx(b.dev)
+		if !keepCtx {
+			b.drv.ReleasePrimaryCtx(b.dev)
+		}
 		b.ctx = nil
 	}
 	// The libraries stay loaded: nvCOMP's CUDA runtime registers exit
@@ -393,99 +413,3 @@ func (b *Backend) codec(c pagefmt.Codec) (*cu.Codec, cu.Opts, cu.Opts) {
 	return &b.lz4, lz4C, lz4D
 }
 
-// hostRange is host memory the GPU reads directly: a buffer from
-// HostBuffer (allocated pinned) or a caller's memory registered by Pin.
-type hostRange struct {
-	mem        []byte
-	registered bool
-	dev        cu.DevPtr // where kernels reach mem (0: copies only)
-}
-
-func (r hostRange) release(d *cu.Driver) {
-	if r.registered {
-		d.HostUnregister(r.mem)
-	} else {
-		d.HostFree(r.mem)
-	}
-}
-
-// HostBuffer returns n bytes of pinned host memory. Batches whose pages lie
-// inside such a buffer are uploaded from it directly, skipping the copy
-// into the backend's own staging buffers: a caller that receives pages
-// into it saves a pass over every byte. Release it with FreeHostBuffer;
-// Close frees those left.
-func (b *Backend) HostBuffer(n int) ([]byte, error) {
-	if n <= 0 {
-		return nil, fmt.Errorf("cuda: host buffer of %d bytes", n)
-	}
-	var buf []byte
-	err := b.do(context.Background(), func() error {
-		var err error
-		if buf, err = b.drv.HostAlloc(n); err == nil {
-			b.pinMu.Lock()
-			b.pinned = append(b.pinned, hostRange{mem: buf, dev: b.drv.HostDevPtr(buf)})
-			b.pinMu.Unlock()
-		}
-		return err
-	})
-	return buf, err
-}
-
-// FreeHostBuffer releases a buffer from HostBuffer.
-func (b *Backend) FreeHostBuffer(buf []byte) { b.unpin(buf) }
-
-// Pin page-locks mem (the caller's, page aligned) so that batches inside
-// it are uploaded straight from it; see backends.Pinner. Registering once
-// and reusing the memory is what makes this pay: registering per batch
-// measured slower than copying into staging buffers.
-func (b *Backend) Pin(mem []byte) (func(), error) {
-	if len(mem) == 0 || uintptr(unsafe.Pointer(&mem[0]))%4096 != 0 {
-		return nil, errors.New("cuda: Pin needs page-aligned memory")
-	}
-	err := b.do(context.Background(), func() error {
-		if err := b.drv.HostRegister(mem); err != nil {
-			return err
-		}
-		b.pinMu.Lock()
-		b.pinned = append(b.pinned, hostRange{mem: mem, registered: true, dev: b.drv.HostDevPtr(mem)})
-		b.pinMu.Unlock()
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return func() { b.unpin(mem) }, nil
-}
-
-func (b *Backend) unpin(mem []byte) {
-	b.do(context.Background(), func() error {
-		b.pinMu.Lock()
-		defer b.pinMu.Unlock()
-		for i, p := range b.pinned {
-			if len(mem) > 0 && len(p.mem) > 0 && &p.mem[0] == &mem[0] {
-				p.release(&b.drv)
-				b.pinned = append(b.pinned[:i], b.pinned[i+1:]...)
-				break
-			}
-		}
-		return nil
-	})
-}
-
-// inPinned reports whether all of s lies inside one pinned range.
-func (b *Backend) inPinned(s []byte) bool {
-	if len(s) == 0 {
-		return false
-	}
-	lo := uintptr(unsafe.Pointer(&s[0]))
-	hi := lo + uintptr(len(s))
-	b.pinMu.RLock()
-	defer b.pinMu.RUnlock()
-	for _, p := range b.pinned {
-		plo := uintptr(unsafe.Pointer(&p.mem[0]))
-		if lo >= plo && hi <= plo+uintptr(len(p.mem)) {
-			return true
-		}
-	}
-	return false
-}

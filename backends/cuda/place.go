@@ -95,11 +95,11 @@ type pinLookup struct {
 }
 
 func (b *Backend) lookup() pinLookup {
-	b.pinMu.RLock()
+	b.grp.mu.RLock()
 	return pinLookup{b: b, last: -1}
 }
 
-func (l *pinLookup) done() { l.b.pinMu.RUnlock() }
+func (l *pinLookup) done() { l.b.grp.mu.RUnlock() }
 
 // devAddr is the device address of m's first byte, or 0 when m does not
 // lie whole in one mapped range (with room to the next multiple of 4, as
@@ -108,13 +108,13 @@ func (l *pinLookup) devAddr(m []byte) cu.DevPtr {
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
 	hi := lo + uintptr((len(m)+3)&^3)
 	in := func(i int) bool {
-		r := &l.b.pinned[i]
+		r := &l.b.grp.pins[i]
 		plo := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem)))
-		return r.dev != 0 && lo >= plo && hi <= plo+uintptr(len(r.mem))
+		return l.b.grp.devPtr(r, l.b.ordinal) != 0 && lo >= plo && hi <= plo+uintptr(len(r.mem))
 	}
 	if l.last < 0 || !in(l.last) {
 		l.last = -1
-		for i := range l.b.pinned {
+		for i := range l.b.grp.pins {
 			if in(i) {
 				l.last = i
 				break
@@ -124,6 +124,6 @@ func (l *pinLookup) devAddr(m []byte) cu.DevPtr {
 			return 0
 		}
 	}
-	r := &l.b.pinned[l.last]
-	return r.dev + cu.DevPtr(lo-uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))))
+	r := &l.b.grp.pins[l.last]
+	return l.b.grp.devPtr(r, l.b.ordinal) + cu.DevPtr(lo-uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))))
 }

@@ -265,7 +265,7 @@ func (d *Driver) Free(p DevPtr) {
 // full PCIe speed without a bounce buffer.
 func (d *Driver) HostAlloc(n int) ([]byte, error) {
 	var p unsafe.Pointer
-	if err := d.check(C.t_hostalloc(d.hostAlloc, &p, C.size_t(n), 0), "cuMemHostAlloc"); err != nil {
+	if err := d.check(C.t_hostalloc(d.hostAlloc, &p, C.size_t(n), C.uint(d.portable())), "cuMemHostAlloc"); err != nil {
 		return nil, err
 	}
 	return unsafe.Slice((*byte)(p), n), nil
@@ -301,15 +301,22 @@ func (d *Driver) HostFree(b []byte) {
 // It is mapped into the device's address space too (DEVICEMAP), so that
 // kernels read and write it across PCIe (HostDevPtr gives the address).
 func (d *Driver) HostRegister(b []byte) error {
-	const deviceMap = 0x02
-	err := d.check(C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), deviceMap), "cuMemHostRegister")
+	deviceMap := 0x02 | d.portable()
+	err := d.check(C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), C.uint(deviceMap)), "cuMemHostRegister")
 	if err != nil {
 		const readOnly = 0x08
-		if C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), readOnly|deviceMap) == 0 {
+		if C.t_hostregister(d.hostRegister, unsafe.Pointer(&b[0]), C.size_t(len(b)), C.uint(readOnly|deviceMap)) == 0 {
 			return nil
 		}
 	}
 	return err
+}
+
+func (d *Driver) portable() int {
+	if d.Portable {
+		return 0x01 // CU_MEMHOSTALLOC_PORTABLE == CU_MEMHOSTREGISTER_PORTABLE
+	}
+	return 0
 }
 
 // HostDevPtr is the device address of pinned host memory (0 if it has none).

@@ -16,6 +16,10 @@ type Driver struct {
 	launch, errName, eventCreate, eventDestroy, eventRecord, streamWait,
 	hostRegister, hostUnregister, ctxSetFlags, hostDevPtr, eventElapsed,
 	streamCreatePrio, prioRange unsafe.Pointer
+	// Portable makes HostAlloc's and HostRegister's memory pinned for
+	// every context of the process (CU_MEMHOSTALLOC_PORTABLE, the same
+	// bit for registering): with several GPUs, one registration serves all.
+	Portable bool
 }
 
 // table names each entry point, by the versioned name the headers map it

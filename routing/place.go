@@ -1,0 +1,112 @@
+package routing
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/internal/topo"
+)
+
+// Device is a backend that is one device of an engine with several (a GPU
+// of the host: backends.Multi lists them). Devices of one engine are
+// peers: a batch goes to the peer nearest its memory and least busy, then
+// to the other peers, then down the rest of the chain.
+type Device interface {
+	Engine() string // the engine's name ("cuda"): --backend cuda means any of its devices
+	NUMANode() int  // the NUMA node of the device's link, -1 unknown
+}
+
+// farPenalty is how many batches deeper a near device's queue may be
+// before a batch goes to a far one instead: crossing the socket
+// interconnect costs less than waiting behind that many batches.
+const farPenalty = 2
+
+// loads counts the batches each backend has in flight.
+type loads struct{ m sync.Map } // name -> *atomic.Int64
+
+func (l *loads) of(name string) *atomic.Int64 {
+	if v, ok := l.m.Load(name); ok {
+		return v.(*atomic.Int64)
+	}
+	v, _ := l.m.LoadOrStore(name, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
+// Load is how many batches backend name has in flight now.
+func (r *Router) Load(name string) int64 { return r.loads.of(name).Load() }
+
+// engineOf is the engine a backend belongs to: its own name unless it is a
+// Device.
+func engineOf(be backends.Backend) string {
+	if d, ok := be.(Device); ok {
+		return d.Engine()
+	}
+	return be.Name()
+}
+
+// nodeOf is the NUMA node of the memory a batch is read from or written
+// to (a client's memfd, the store): Options.NodeOf, else the page's node
+// from the kernel.
+func (r *Router) nodeOf(mem []byte) int {
+	if r.memNode != nil {
+		return r.memNode(mem)
+	}
+	return topo.AddrNode(mem)
+}
+
+// place orders the peers of chain (the devices of one engine) for a batch
+// whose memory is on node (-1: unknown): gathered where the first of them
+// stood, nearest first, then by batches in flight, then as ranked. Chains
+// without peers are returned as they are, and the memory is not looked up.
+func (r *Router) place(chain []backends.Backend, mem []byte) []backends.Backend {
+	peers := 0
+	for _, be := range chain {
+		if _, ok := be.(Device); ok {
+			peers++
+		}
+	}
+	if peers < 2 {
+		return chain
+	}
+	node := r.nodeOf(mem)
+	out := make([]backends.Backend, 0, len(chain))
+	done := map[string]bool{}
+	for _, be := range chain {
+		eng := engineOf(be)
+		if _, ok := be.(Device); !ok {
+			out = append(out, be)
+			continue
+		}
+		if done[eng] {
+			continue
+		}
+		done[eng] = true
+		var group []backends.Backend
+		for _, p := range chain {
+			if _, ok := p.(Device); ok && engineOf(p) == eng {
+				group = append(group, p)
+			}
+		}
+		cost := func(be backends.Backend) int64 {
+			c := r.Load(be.Name())
+			if n := be.(Device).NUMANode(); node >= 0 && n >= 0 && n != node {
+				c += farPenalty
+			}
+			return c
+		}
+		slices.SortStableFunc(group, func(a, b backends.Backend) int {
+			ca, cb := cost(a), cost(b)
+			switch {
+			case ca < cb:
+				return -1
+			case ca > cb:
+				return 1
+			}
+			return 0
+		})
+		out = append(out, group...)
+	}
+	return out
+}
