@@ -101,7 +101,8 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		}
 	}()
 	set := backends.Open(backends.FromEnv(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
-		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, WebGPUNoSubgroups: cfg.WebGPUNoSG, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit}))
+		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, WebGPUNoSubgroups: cfg.WebGPUNoSG, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit,
+		GPUs: cfg.GPUs, GPUPinLimit: cfg.GPUPinLimit}))
 	undo = append(undo, func() { set.Close() })
 	for _, st := range set.Statuses() {
 		cfg.Log.Info("backend", "name", st.Name, "state", st.State, "reason", st.Reason, "describe", st.Describe)

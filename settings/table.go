@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,6 +64,8 @@ var Table = []Setting{
 	hidden(boolean("webgpu-no-subgroups", "S4D_WEBGPU_NO_SUBGROUPS", "webgpu: use the workgroup-memory scans even where the adapter has subgroups (the same bytes; for testing)", false, func(c *Config) *bool { return &c.WebGPUNoSG })),
 	text("nvcomp-lib", "S4D_NVCOMP_LIB", "path of libnvcomp.so; default: search", false, func(c *Config) *string { return &c.NvcompLib }),
 	size64("gpu-mem-limit", "", "device memory a GPU backend may use; 0 = its default", false, func(c *Config) *int64 { return &c.GPUMemLimit }),
+	ordinals("gpus", "", "the GPUs to use, by ordinal after CUDA_VISIBLE_DEVICES (0,2); empty = every visible one", false, func(c *Config) *[]int { return &c.GPUs }),
+	size64("gpu-pin-limit", "", "host memory registered with the GPUs at once (client buffers, the store's slabs), across devices (K/M/G/T); 0 = a quarter of RAM", false, func(c *Config) *int64 { return &c.GPUPinLimit }),
 	duration("coalesce-wait", "", "how long a small batch may wait to travel with others to a GPU; 0 = never", false, func(c *Config) *time.Duration { return &c.CoalesceWait }),
 	duration("poll-wait", "", "how long a connection polls for its next request before sleeping (lower latency for a client that sends small requests back to back, for CPU); 0 = never", false, func(c *Config) *time.Duration { return &c.PollWait }),
 	integer("max-connections", "", "connections served at once", false, func(c *Config) *int { return &c.MaxConns }),
@@ -244,6 +247,36 @@ func boolean(name, env, usage string, reload bool, f func(*Config) *bool) Settin
 			return nil
 		},
 		show: func(c *Config) string { return strconv.FormatBool(*f(c)) }}
+}
+
+// ordinals is a list of distinct device numbers: "0,2".
+func ordinals(name, env, usage string, reload bool, f func(*Config) *[]int) Setting {
+	return Setting{Name: name, Env: env, Usage: usage, Reload: reload,
+		parse: func(c *Config, v string) error {
+			var out []int
+			for _, part := range strings.Split(v, ",") {
+				if part = strings.TrimSpace(part); part == "" {
+					continue
+				}
+				n, err := strconv.Atoi(part)
+				if err != nil || n < 0 {
+					return fmt.Errorf("%q: want device numbers, like 0,2", v)
+				}
+				if slices.Contains(out, n) {
+					return fmt.Errorf("%q: device %d named twice", v, n)
+				}
+				out = append(out, n)
+			}
+			*f(c) = out
+			return nil
+		},
+		show: func(c *Config) string {
+			s := make([]string, len(*f(c)))
+			for i, n := range *f(c) {
+				s[i] = strconv.Itoa(n)
+			}
+			return strings.Join(s, ",")
+		}}
 }
 
 func size(name, env, usage string, reload bool, f func(*Config) *uint64) Setting {
