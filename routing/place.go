@@ -19,7 +19,7 @@ type Device interface {
 }
 
 // farPenalty is how many batches deeper a near device's queue may be
-// before a batch goes to a far one instead: crossing the socket
+// (and no more) before a batch goes to a far one instead: crossing the socket
 // interconnect costs less than waiting behind that many batches.
 const farPenalty = 2
 
