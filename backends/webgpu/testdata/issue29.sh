@@ -1,0 +1,79 @@
+#!/bin/bash
+# Issue 29 on the GPU machine, in one call (`make wgsl-carry`, then
+# `bash .carry/wgsl/issue29.sh`): the feature lists and the conformance
+# suite on Dawn and wgpu-native, the kernel benchmarks before/after (a
+# webgpu-old.test in the carry is the "before"), and the daemon with each
+# engine on the same pages of a live PyTorch process, with a CPU profile
+# of the daemon. Results go to $OUT: summary.txt, logs.tar.gz, the
+# profiles and the 64 MiB page dump (for CI-side ratio checks).
+cd "$(dirname "$0")/../.." || exit 1
+C=.carry/wgsl
+OUT=${OUT:-/tmp/s4d-wgsl}; mkdir -p "$OUT"; L=/tmp/wgsl-logs; mkdir -p $L
+SUM=$OUT/summary.txt
+say() { echo "$@" | tee -a $SUM; }
+for f in $C/*.xz; do xz -d -f "$f"; done; chmod +x $C/*.test $C/s4d*
+for f in $C/debs/*.deb; do dpkg -x $f /; done; ldconfig
+for j in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+  [ -f $j ] && export VK_DRIVER_FILES=$j && break
+done
+[ -x /usr/bin/python3 ] || ln -s "$(command -v python3)" /usr/bin/python3
+/usr/bin/python3 -m pip install -q --no-index --no-deps --target /tmp/site $C/whl/*.whl 2>&1 | tail -2
+export PYTHONPATH=/tmp/site S4D_REQUIRE_WEBGPU=1
+DAWN=$PWD/$C/libwebgpu_wrapper.so WGPU=$PWD/$C/libwgpu_native.so S=$PWD/$C/s4d
+say "$(nvidia-smi -L) cores $(nproc) VK_DRIVER_FILES=$VK_DRIVER_FILES $(date -u)"
+
+# 1. Features and the suite: Dawn (subgroups, then forced fallback) and
+# wgpu-native. TestSameBytesAsPagelz4 is left out: the kernel may store
+# other bytes than pagelz4 (any standard LZ4 block), which the fuzz and
+# round-trip tests check.
+TESTS='TestFeatures|TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestSubgroupsWhereOffered|TestDeviceLost|TestOverlappingBatches|FuzzCompress|FuzzDecompress'
+T=$PWD/$C/webgpu.test
+for run in dawn dawn-nosg wgpu; do
+  lib=$DAWN; ns=; [ $run = wgpu ] && lib=$WGPU; [ $run = dawn-nosg ] && ns=1
+  (cd backends/webgpu && S4D_WEBGPU_LIB=$lib S4D_WEBGPU_NO_SUBGROUPS=$ns timeout 200 $T -test.v -test.count=1 -test.run "$TESTS") > $L/suite-$run.log 2>&1
+  say "== suite $run rc $?"; grep -E '^(--- FAIL|FAIL|ok|PASS)' $L/suite-$run.log | head -10 | tee -a $SUM
+  grep -E 'features of' $L/suite-$run.log | head -1 | tee -a $SUM
+done
+
+# 2. Kernel and in-process benchmarks, old and new alternating, on 64 MiB
+# of a live PyTorch process (dumppages.py) and on the synthetic mix.
+[ -s /tmp/pages.bin ] || (PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -2 | tee -a $SUM
+B=${S4D_BENCH:-'Kernel64MiB/pages=16384/reps=8$|Compress64MiB$|CompressParallel64MiB$|Decompress64MiB$|DecompressKernel64MiB'}
+bins="new"; [ -x $C/webgpu-old.test ] && bins="old new old new"
+for pages in live mixed; do
+  for b in $bins; do
+    tb=$PWD/$C/webgpu.test; [ $b = old ] && tb=$PWD/$C/webgpu-old.test
+    env=; [ $pages = live ] && env=S4D_BENCH_PAGES=/tmp/pages.bin
+    (cd backends/webgpu && env $env S4D_WEBGPU_LIB=$DAWN timeout 150 $tb -test.run XXX -test.bench "$B" -test.benchtime ${BT:-10x}) > $L/bench-$pages-$b.log 2>&1
+    say "== bench $pages $b (Dawn)"; grep -E '^Benchmark' $L/bench-$pages-$b.log | sed -E 's/ +/ /g' | tee -a $SUM
+  done
+done
+
+# 3. Through the daemon: 1 GiB of a live PyTorch process, memfd, 8 and 16
+# clients, batches of 256 and 4096 pages; the engines one after another on
+# the same pages (the holder stays up). Daemon CPU profile per engine.
+PYTHONPATH= python3 $C/holdpages.py > $L/holder.log 2>&1 & HP=$!
+for i in $(seq 120); do grep -q ready $L/holder.log && break; sleep 1; done
+say "holder: $(cat $L/holder.log | tail -2)"
+daemon_run() { # name, daemon flags...
+  local name=$1; shift
+  rm -f /tmp/wgsl.sock
+  $S daemon --config /dev/null --socket /tmp/wgsl.sock --cpuprofile $OUT/prof-$name.pb "$@" > $L/daemon-$name.log 2>&1 & local DP=$!
+  for i in $(seq 300); do [ -S /tmp/wgsl.sock ] && break; sleep 0.1; done
+  grep -E 'msg=backend|serving' $L/daemon-$name.log | sed -E 's/^time=[^ ]+ //' | tee -a $SUM
+  for cl in 8 16; do
+    timeout 120 $S bench --socket /tmp/wgsl.sock --from-pid $HP --max-bytes 1G --clients $cl --batch 256,4096 --memfd --repeat 2 > $L/e2e-$name-$cl.log 2>&1
+    say "== daemon $name clients $cl rc $?"; grep -E '^(MODE|e2e|inproc)' $L/e2e-$name-$cl.log | head -5 | tee -a $SUM
+  done
+  kill -TERM $DP; wait $DP
+}
+daemon_run webgpu --backend webgpu --webgpu-lib $DAWN
+daemon_run cpu --backend cpu
+daemon_run wgpu --backend webgpu --webgpu-lib $WGPU
+daemon_run auto --backend auto --webgpu-lib $DAWN --nvcomp-lib /nonexistent/libnvcomp.so
+[ -x $C/s4d-old ] && S=$PWD/$C/s4d-old && daemon_run webgpu-old --backend webgpu --webgpu-lib $DAWN
+kill $HP
+
+xz -T4 -c /tmp/pages.bin > $OUT/pages.bin.xz 2>/dev/null; [ $(stat -c %s $OUT/pages.bin.xz) -lt 16000000 ] || rm -f $OUT/pages.bin.xz
+tar -czf $OUT/logs.tar.gz -C $L .
+say "done $(date -u)"
