@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/s4d-project/s4d/backends"
-	"github.com/s4d-project/s4d/backing"
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/routing"
@@ -22,14 +21,20 @@ type Pages interface {
 	Replace(refs []pagecache.PageRef, b *pagefmt.Batch, c *pagefmt.Compressed, backend uint8, keep []bool) pagecache.Replaced
 }
 
-// Store is what the tier's clock and backing file need of it besides.
+// Store is what the tier's clock and its levels below RAM need of it
+// besides: the store's API for moving pages (pagecache/move.go) and the
+// hook through which the store calls them (pagecache.Tier).
 type Store interface {
 	Pages
 	AgeTick()
-	AttachBacking(f *backing.File, idx *backing.Index, persist bool) (int, error)
-	KeepRoom(percent int) error
-	Checkpoint() error
-	PersistAll() (uint64, error)
+	SetTier(t pagecache.Tier)
+	Arena() pagecache.ArenaUse
+	Pick(take func(r pagecache.PageRef) bool, limit int) []pagecache.PageRef
+	DrainColdest(want uint64, score func(age int) uint32, cursor *uint32) (refs []pagecache.PageRef, undrain func())
+	CopyObjects(refs []pagecache.PageRef, slot func(i int) []byte) int
+	Relocate(refs []pagecache.PageRef, locs []pagecache.Loc) (moved []bool)
+	Records(then func()) (backends []string, pools []pagecache.PoolRecord)
+	Restore(backends []string, pools []pagecache.PoolRecord, claim func(loc pagecache.Loc, size int) error) (int, error)
 }
 
 // Compressor is what recompression needs of the router: batches both ways,

@@ -1,7 +1,7 @@
-// Package cold is the cold tier's background work on the page store:
-// recompressing idle and huge pages with a stronger codec, so that memory
-// the foreground does not touch holds fewer bytes.
 package cold
+
+// Recompression: idle and huge pages compressed again with a stronger
+// codec, so that memory the foreground does not touch holds fewer bytes.
 
 import (
 	"context"

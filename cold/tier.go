@@ -2,6 +2,7 @@ package cold
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -25,7 +26,7 @@ type Tier struct {
 	cfg    settings.Config // a copy: what it reads takes effect at a restart only
 	store  Store
 	log    *slog.Logger
-	file   *backing.File   // nil without a backing file
+	file   *fileLevel      // nil without a backing file
 	ctx    context.Context // ends when Stop begins
 	cancel context.CancelFunc
 	jobs   sync.WaitGroup // the clock and recompressions
@@ -51,12 +52,11 @@ func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool
 		return nil, err
 	}
 	f.SetVerify(cfg.BackingVerify)
-	n, err := store.AttachBacking(f, idx, cfg.Persist)
-	if err != nil {
+	var n int
+	if t.file, n, err = attachFile(store, f, idx, cfg.Persist); err != nil {
 		f.Close()
 		return nil, err
 	}
-	t.file = f
 	st := f.Stats()
 	log.Info("backing file", "path", f.Path(), "size", st.Size, "free", st.FreeBytes, "persist", cfg.Persist, "verify", cfg.BackingVerify,
 		"pages_restored", n, "bytes_on_file", st.Bytes, "took", time.Since(t0))
@@ -158,7 +158,7 @@ func (t *Tier) keepRoom(percent int) {
 		case <-t.stop:
 			return
 		case <-tk.C:
-			if err := t.store.KeepRoom(percent); err != nil {
+			if err := t.file.KeepRoom(percent); err != nil {
 				// Counted and logged where the round failed; a PUT
 				// still makes room for itself.
 				select {
@@ -182,7 +182,7 @@ func (t *Tier) checkpointEvery(every time.Duration) {
 		case <-t.stop:
 			return
 		case <-tk.C:
-			if err := t.store.Checkpoint(); err != nil {
+			if err := t.file.Checkpoint(); err != nil {
 				t.log.Warn("checkpoint of the backing file failed; the previous one stands", "err", err)
 			}
 		}
@@ -200,8 +200,8 @@ func (t *Tier) Close() {
 	t.fileWG.Wait()
 	if t.cfg.Persist {
 		t0 := time.Now()
-		n, err := t.store.PersistAll()
-		st := t.file.Stats()
+		n, err := t.file.PersistAll()
+		st := t.file.f.Stats()
 		if err != nil {
 			t.log.Error("persisting the pages failed: those still in RAM are lost with this stop", "err", err,
 				"pages_written", n, "pages_on_file", st.Pages)
@@ -209,5 +209,44 @@ func (t *Tier) Close() {
 			t.log.Info("pages persisted", "pages_written", n, "pages_on_file", st.Pages, "took", time.Since(t0))
 		}
 	}
-	t.file.Close()
+	t.file.f.Close()
+}
+
+// The backing file's requests (WRITEBACK) and statistics.
+
+var errNoFile = errors.New("no backing file")
+
+// Writeback moves the pages mode picks (for Idle, those of minAge epochs
+// or more) to the backing file now, and says how many went and their bytes.
+func (t *Tier) Writeback(mode Mode, minAge int) (pages, bytes uint64, err error) {
+	if t.file == nil {
+		return 0, 0, errNoFile
+	}
+	return t.file.Writeback(mode, minAge)
+}
+
+// CompactFile moves the pages of sparsely used blocks of the backing file
+// together, and says how many moved.
+func (t *Tier) CompactFile() (uint64, error) {
+	if t.file == nil {
+		return 0, errNoFile
+	}
+	return t.file.CompactFile(), nil
+}
+
+// Checkpoint records the pages on the backing file now (with persist;
+// else it does nothing).
+func (t *Tier) Checkpoint() error {
+	if t.file == nil {
+		return nil
+	}
+	return t.file.Checkpoint()
+}
+
+// FileStats returns the backing file's statistics; false if there is none.
+func (t *Tier) FileStats() (FileStats, bool) {
+	if t.file == nil {
+		return FileStats{}, false
+	}
+	return t.file.stats(), true
 }

@@ -27,13 +27,10 @@ type pageStore interface {
 	SetPoolCodec(uid uint32, pool string, codec pagefmt.Codec) error
 	Compact() (moved, freed uint64)
 
-	// The cold tier's requests (IDLE, WRITEBACK).
+	// IDLE's (WRITEBACK goes to the cold tier, cold.Tier).
 	MarkIdle(uid uint32, pool string) (uint64, error)
 	Idle(uid uint32, pool string) ([]pagecache.IdleInfo, error)
 	Coldest(n int, f pagecache.ColdFilter) ([]pagecache.PageRef, error)
-	Writeback(mode pagecache.Mode, minAge int) (pages, bytes uint64, err error)
-	CompactFile() (uint64, error)
-	Checkpoint() error
 }
 
 // compressor is what request handling asks of the engines (routing.Router).

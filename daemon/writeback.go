@@ -3,6 +3,7 @@ package daemon
 import (
 	"time"
 
+	"github.com/s4d-project/s4d/cold"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/pagecache"
 )
@@ -32,17 +33,17 @@ func (c *conn) writeback(body []byte) ([]byte, error) {
 	var err error
 	t0 := time.Now()
 	if mode == ipc.WritebackCompact {
-		r.Pages, err = c.pages.CompactFile()
+		r.Pages, err = c.d.cold.CompactFile()
 	} else {
-		m, perr := pagecache.ParseMode(mode)
+		m, perr := cold.ParseMode(mode)
 		if perr != nil {
 			return nil, &ipc.Error{Code: ipc.CodeMalformed, Msg: perr.Error() + ", or compact"}
 		}
-		r.Pages, r.Bytes, err = c.pages.Writeback(m, age)
+		r.Pages, r.Bytes, err = c.d.cold.Writeback(m, age)
 		if err == nil {
 			// With persist, what was just written is recorded at once: a
 			// forced writeback is a point a crash goes back to.
-			err = c.pages.Checkpoint()
+			err = c.d.cold.Checkpoint()
 		}
 	}
 	c.d.log.Info("writeback", "mode", mode, "pages", r.Pages, "bytes", r.Bytes, "took", time.Since(t0), "err", err)
@@ -55,7 +56,7 @@ func (c *conn) writeback(body []byte) ([]byte, error) {
 
 // backingStats is STATS's bd_stat; nil without a backing file.
 func (d *Daemon) backingStats() *ipc.BackingStats {
-	s, ok := d.store.ColdStats()
+	s, ok := d.cold.FileStats()
 	if !ok {
 		return nil
 	}

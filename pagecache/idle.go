@@ -115,9 +115,9 @@ type PageRef struct {
 // Tried says whether recompression was tried on the page's bytes already.
 func (r *PageRef) Tried() bool { return r.e.Tried() }
 
-// OnFile says whether the page lives on the backing file (entry bit 63):
-// its handle is no arena object then, and ReadRefs and Replace are not
-// for it.
+// OnFile says whether the page lives off RAM, below the store (entry bit
+// 63; see Tier): its handle is no arena object then, and ReadRefs and
+// Replace are not for it.
 func (r *PageRef) OnFile() bool { return r.e.OnFile() }
 
 // ColdFilter chooses the pages Coldest looks at.

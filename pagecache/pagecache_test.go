@@ -39,6 +39,55 @@ func keysFrom(first uint64, n int) []uint64 {
 	return k
 }
 
+func putOK(t *testing.T, s *Store, uid uint32, pool string, keys []uint64, pages []byte) {
+	t.Helper()
+	b, c := fill(t, pages, s.PageSize())
+	res := make([]Result, len(keys))
+	if err := s.Put(uid, pool, keys, b, c, s.BackendID("cpu"), res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r != OK {
+			t.Fatalf("put key %d: %v", keys[i], r)
+		}
+	}
+}
+
+// viewAll reads keys through View, the daemon's path, decoding each page.
+func viewAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64) ([]byte, []Result) {
+	t.Helper()
+	ps := s.PageSize()
+	cb, _ := cpu.New(backends.Options{})
+	out := make([]byte, len(keys)*ps)
+	res := make([]Result, len(keys))
+	_, err := s.View(uid, pool, keys, nil, res, func(st []pagefmt.Stored) error {
+		for i := range st {
+			if res[i] == OK && !cb.DecodePage(st[i], out[i*ps:(i+1)*ps]) {
+				t.Errorf("key %d does not decode", keys[i])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, res
+}
+
+// checkAll reads keys through Get and View and compares them with want.
+func checkAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64, want []byte) {
+	t.Helper()
+	for _, read := range []func(*testing.T, *Store, uint32, string, []uint64) ([]byte, []Result){getAll, viewAll} {
+		got, res := read(t, s, uid, pool, keys)
+		for i := range keys {
+			ps := s.PageSize()
+			if res[i] != OK || !bytes.Equal(got[i*ps:(i+1)*ps], want[i*ps:(i+1)*ps]) {
+				t.Fatalf("key %d: %v, or other bytes", keys[i], res[i])
+			}
+		}
+	}
+}
+
 func getAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64) ([]byte, []Result) {
 	t.Helper()
 	res := make([]Result, len(keys))

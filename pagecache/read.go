@@ -55,7 +55,7 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 	}
 	inParallel(len(out), 256, func(lo, hi int) { s.copyChecked(out, res, lo, hi) })
 	if onFile > 0 {
-		s.readBack(out, res) // writeback.go
+		s.readBack(out, res) // tier.go
 	}
 	return out, scratch, nil
 }
@@ -65,7 +65,7 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 func (s *Store) copyChecked(out []pagefmt.Stored, res []Result, lo, hi int) {
 	for i := lo; i < hi; i++ {
 		if res[i] == pendingRead {
-			continue // on the file: read after
+			continue // off RAM: read after
 		}
 		e := pageindex.Entry(out[i].Fill)
 		out[i].Fill = 0
@@ -98,8 +98,8 @@ func (s *Store) View(uid uint32, name string, keys []uint64, out []pagefmt.Store
 // ViewUnchecked is View that leaves each page's checksum to fn: a page in
 // RAM comes with Check set and its Sum (see pagefmt.Stored), for an
 // engine to check as it decodes, while the bytes are in its cache; Corrupt
-// is then never among res for those pages. Pages read back from the
-// backing file come checked.
+// is then never among res for those pages. Pages read back from off RAM
+// come checked.
 func (s *Store) ViewUnchecked(uid uint32, name string, keys []uint64, out []pagefmt.Stored, res []Result, fn func([]pagefmt.Stored) error) ([]pagefmt.Stored, error) {
 	return s.view(uid, name, keys, out, res, fn, false)
 }
@@ -125,9 +125,9 @@ func (s *Store) view(uid uint32, name string, keys []uint64, out []pagefmt.Store
 		}
 	}
 	find()
-	if s.file != nil {
-		// Pages on the backing file are read without the lock, then
-		// looked up again (writeback.go).
+	if s.tier != nil {
+		// Pages off RAM are read without the lock, then looked up
+		// again (tier.go).
 		if err := s.readOutside(out, res, func() (err error) {
 			if p, err = s.lookup(uid, name); err == nil {
 				find()

@@ -1,14 +1,15 @@
 // Package pagecache keeps compressed pages in RAM: named pools of uint64
 // keys owned by a user, an index per pool, an arena of size-classed slabs,
-// a memory limit, compaction and zram-style statistics.
+// a memory limit, compaction and zram-style statistics. A page may also
+// live below RAM, in the levels the cold tier registers (Tier, tier.go),
+// through a small API for moving pages (move.go); the store knows
+// nothing of what those levels are.
 package pagecache
 
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -30,16 +31,6 @@ const (
 )
 
 const checksumSize = pageindex.ChecksumSize
-
-// object returns the stored bytes of e after checking their checksum.
-func (s *Store) object(e pageindex.Entry) ([]byte, bool) {
-	if e.OnFile() {
-		return s.fileObject(e) // writeback.go
-	}
-	obj := s.arena.Bytes(e.Handle(), e.ObjSize())
-	data := obj[checksumSize:]
-	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, pagefmt.Castagnoli)
-}
 
 // Errors for whole requests.
 var (
@@ -76,7 +67,7 @@ type Store struct {
 	compacted uint64
 	limits    Limits
 	users     map[uint32]*user
-	file      *fileTier // the backing file, if any (writeback.go)
+	tier      Tier // the levels below RAM, if any (tier.go)
 }
 
 type pool struct {
@@ -223,8 +214,8 @@ func (s *Store) CheckPool(uid uint32, name string) error {
 // batches copy in parallel, and readers never see a slot being filled.
 func (s *Store) Put(uid uint32, name string, keys []uint64, b *pagefmt.Batch, c *pagefmt.Compressed, backend uint8, res []Result) error {
 	n := len(keys)
-	if n > coldPart && s.file != nil && s.arena.Limit() > 0 && c.Place == nil {
-		return s.putInParts(uid, name, keys, b, c, backend, res) // writeback.go
+	if n > coldPart && s.tier != nil && s.arena.Limit() > 0 && c.Place == nil {
+		return s.putInParts(uid, name, keys, b, c, backend, res)
 	}
 	// The batch's parts travel in the scratch (from a pool), so that the
 	// steps below may run on several goroutines without moving the
@@ -250,8 +241,8 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *pagefmt.Batch, c 
 		s.mu.Unlock()
 		return err
 	}
-	if short := s.reserve(p, keys, c, backend, sc, res, false); short > 0 && s.file != nil {
-		s.roomFor(p, keys, c, backend, sc, res, short) // writeback.go
+	if short := s.reserve(p, keys, c, backend, sc, res, false); short > 0 && s.tier != nil {
+		s.roomFor(p, keys, c, backend, sc, res, short) // the Tier makes room
 	}
 	s.memMax = max(s.memMax, s.arena.Used())
 	s.mu.Unlock()
@@ -326,6 +317,43 @@ func (s *Store) reserve(p *pool, keys []uint64, c *pagefmt.Compressed, backend u
 	return short
 }
 
+// coldPart is the most pages of one Put reserved at once when the store
+// has a Tier: pages reserved but not yet in the index cannot be moved off
+// RAM, so a batch larger than the room left must be stored in parts, each
+// making room from the ones before. (A part an engine places itself
+// (direct.go) goes whole: its placing is one call.)
+const coldPart = 256
+
+func (s *Store) putInParts(uid uint32, name string, keys []uint64, b *pagefmt.Batch, c *pagefmt.Compressed, backend uint8, res []Result) error {
+	for lo := 0; lo < len(keys); lo += coldPart {
+		hi := min(lo+coldPart, len(keys))
+		pb := b.Part(lo, hi-lo)
+		pc := pagefmt.Compressed{Class: c.Class[lo:hi], Fill: c.Fill[lo:hi], Off: c.Off[lo:hi], Size: c.Size[lo:hi], Data: c.Data}
+		if len(c.Sum) == len(keys) {
+			pc.Sum = c.Sum[lo:hi]
+		}
+		if err := s.Put(uid, name, keys[lo:hi], &pb, &pc, backend, res[lo:hi]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// roomFor is Put's way past the memory limit: pages refused for space
+// (short bytes of them) are retried after the Tier made room. Called and
+// returning with the store's lock held.
+func (s *Store) roomFor(p *pool, keys []uint64, c *pagefmt.Compressed, backend uint8, sc *putScratch, res []Result, short uint64) {
+	for try := 0; short > 0 && try < 3; try++ {
+		s.mu.Unlock()
+		err := s.tier.MakeRoom(short)
+		s.mu.Lock()
+		if err != nil {
+			return
+		}
+		short = s.reserve(p, keys, c, backend, sc, res, true)
+	}
+}
+
 // putScratch holds a Put's batch, checksums and reserved slots between
 // its steps.
 type putScratch struct {
@@ -392,7 +420,7 @@ func (s *Store) forget(p *pool, e pageindex.Entry) {
 	if e.HasObject() {
 		s.arena.Free(e.Handle())
 	} else if e.OnFile() {
-		s.file.free(e)
+		s.tier.Forget(Loc(e.Handle()), e.ObjSize())
 	}
 	s.account(p, e, -1)
 }
@@ -432,117 +460,6 @@ func (s *Store) Del(uid uint32, name string, keys []uint64, res []Result) error 
 		}
 	}
 	return nil
-}
-
-// PageInfo describes how one key is stored.
-type PageInfo struct {
-	Result  Result
-	Class   pagefmt.Class
-	Size    int
-	Fill    uint64
-	Backend string
-	Data    []byte // stored bytes, when asked for
-}
-
-// Inspect describes keys, copying their stored bytes if withData.
-func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) ([]PageInfo, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	p, err := s.lookup(uid, name)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]PageInfo, len(keys))
-	w := p.ix.Walk(false)
-	defer w.Done()
-	for i, key := range keys {
-		e, ok := w.At(key).Get(key)
-		if !ok {
-			out[i].Result = NotFound
-			continue
-		}
-		pi := PageInfo{Class: e.Class(), Size: e.Size(), Backend: s.backendName(e.Backend())}
-		if e.HasObject() || e.OnFile() {
-			obj, ok := s.object(e)
-			if !ok {
-				out[i].Result = Corrupt
-				continue
-			}
-			if pi.Class == pagefmt.ClassSame {
-				pi.Fill = binary.LittleEndian.Uint64(obj)
-			}
-			if withData {
-				pi.Data = append([]byte(nil), obj...)
-			}
-		}
-		out[i] = pi
-	}
-	return out, nil
-}
-
-// Stats is a snapshot of the whole store.
-type Stats struct {
-	OrigDataSize, ComprDataSize, MemUsedTotal, MemLimit, MemUsedMax uint64
-	Pages, ZeroPages, SamePages, HugePages, PagesCompacted          uint64
-	MetadataBytes                                                   uint64
-}
-
-// Stats returns totals over every pool.
-func (s *Store) Stats() Stats {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	st := Stats{ComprDataSize: s.compr, MemLimit: s.arena.Limit(), MemUsedMax: s.memMax,
-		PagesCompacted: s.compacted}
-	for _, p := range s.pools {
-		st.Pages += p.st.Pages
-		st.ZeroPages += p.st.Zero
-		st.SamePages += p.st.Same
-		st.HugePages += p.st.Huge
-		st.MetadataBytes += p.ix.Bytes()
-	}
-	st.OrigDataSize = st.Pages * uint64(s.pageSize)
-	st.MemUsedTotal = s.arena.Used() + st.MetadataBytes
-	return st
-}
-
-// PoolInfo describes one pool.
-type PoolInfo struct {
-	Name string
-	UID  uint32
-	PoolStats
-	Codec pagefmt.Codec // the pool's own (poolcodec.go); 0: the daemon's
-}
-
-// Pools lists the pools uid may see (all for root), by name.
-func (s *Store) Pools(uid uint32) []PoolInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []PoolInfo
-	for _, p := range s.pools {
-		if uid == 0 || p.uid == uid {
-			out = append(out, PoolInfo{Name: p.name, UID: p.uid, PoolStats: p.st, Codec: p.codec})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// PoolInfo returns one pool's description if uid may see it.
-func (s *Store) PoolInfo(uid uint32, name string) (PoolInfo, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	p, err := s.lookup(uid, name)
-	if err != nil {
-		return PoolInfo{}, err
-	}
-	return PoolInfo{Name: p.name, UID: p.uid, PoolStats: p.st, Codec: p.codec}, nil
-}
-
-// ResetMemUsedMax sets mem_used_max back to the current usage.
-func (s *Store) ResetMemUsedMax() {
-	s.mu.Lock()
-	s.memMax = s.arena.Used()
-	s.mu.Unlock()
 }
 
 func (r Result) String() string {

@@ -1,4 +1,4 @@
-package pagecache
+package cold
 
 import (
 	"bytes"
@@ -8,12 +8,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/corpus"
-	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/backing"
+	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
-	"github.com/s4d-project/s4d/pageindex"
 	"github.com/s4d-project/s4d/slab"
 )
 
@@ -35,66 +33,20 @@ func backingFile(t *testing.T, size int64) string {
 	return p
 }
 
-func withBacking(t *testing.T, s *Store, path string, persist bool) int {
+// withBacking makes the file at path the store's level below RAM, and
+// says how many pages it restored.
+func withBacking(t *testing.T, s *pagecache.Store, path string, persist bool) (*fileLevel, int) {
 	t.Helper()
 	f, idx, err := backing.Open(path, s.PageSize(), persist)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	n, err := s.AttachBacking(f, idx, persist)
+	fl, n, err := attachFile(s, f, idx, persist)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
-}
-
-func putOK(t *testing.T, s *Store, uid uint32, pool string, keys []uint64, pages []byte) {
-	t.Helper()
-	b, c := fill(t, pages, s.PageSize())
-	res := make([]Result, len(keys))
-	if err := s.Put(uid, pool, keys, b, c, s.BackendID("cpu"), res); err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if r != OK {
-			t.Fatalf("put key %d: %v", keys[i], r)
-		}
-	}
-}
-
-// viewAll reads keys through View, the daemon's path, decoding each page.
-func viewAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64) ([]byte, []Result) {
-	t.Helper()
-	ps := s.PageSize()
-	cb, _ := cpu.New(backends.Options{})
-	out := make([]byte, len(keys)*ps)
-	res := make([]Result, len(keys))
-	_, err := s.View(uid, pool, keys, nil, res, func(st []pagefmt.Stored) error {
-		for i := range st {
-			if res[i] == OK && !cb.DecodePage(st[i], out[i*ps:(i+1)*ps]) {
-				t.Errorf("key %d does not decode", keys[i])
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out, res
-}
-
-func checkAll(t *testing.T, s *Store, uid uint32, pool string, keys []uint64, want []byte) {
-	t.Helper()
-	for _, read := range []func(*testing.T, *Store, uint32, string, []uint64) ([]byte, []Result){getAll, viewAll} {
-		got, res := read(t, s, uid, pool, keys)
-		for i := range keys {
-			ps := s.PageSize()
-			if res[i] != OK || !bytes.Equal(got[i*ps:(i+1)*ps], want[i*ps:(i+1)*ps]) {
-				t.Fatalf("key %d: %v, or other bytes", keys[i], res[i])
-			}
-		}
-	}
+	return fl, n
 }
 
 // Under the memory limit, pages go to the file instead of being refused,
@@ -104,17 +56,17 @@ func TestWritebackUnderPressure(t *testing.T) {
 	// A batch's own pages cannot make room for each other: the limit
 	// holds a batch in every size class.
 	limit := uint64(128 * ps * slab.SlabPages)
-	s := New(ps, limit)
-	withBacking(t, s, backingFile(t, 64<<20), false)
+	s := pagecache.New(ps, limit)
+	fl, _ := withBacking(t, s, backingFile(t, 64<<20), false)
 	const n = 6000
 	pages := corpus.Pages(corpus.Mixed, n, ps, 5)
 	for lo := 0; lo < n; lo += 250 {
 		putOK(t, s, 3, "p", keysFrom(uint64(lo), 250), pages[lo*ps:(lo+250)*ps])
-		if s.arena.Used() > limit {
-			t.Fatalf("arena %d over the limit %d", s.arena.Used(), limit)
+		if s.Arena().Used > limit {
+			t.Fatalf("arena %d over the limit %d", s.Arena().Used, limit)
 		}
 	}
-	cs, _ := s.ColdStats()
+	cs := fl.stats()
 	if cs.Pages == 0 || cs.PressureRounds == 0 || cs.Writes == 0 {
 		t.Fatalf("nothing written back: %+v", cs)
 	}
@@ -124,16 +76,16 @@ func TestWritebackUnderPressure(t *testing.T) {
 		t.Fatalf("%d bytes written for %d pages of %d bytes in %d writes", cs.BytesWritten, cs.PagesWritten, cs.Bytes, cs.Writes)
 	}
 	checkAll(t, s, 3, "p", keysFrom(0, n), pages)
-	if cs, _ := s.ColdStats(); cs.Reads == 0 || cs.Reads >= cs.PagesRead {
+	if cs := fl.stats(); cs.Reads == 0 || cs.Reads >= cs.PagesRead {
 		t.Fatalf("reads not batched: %d I/Os for %d pages", cs.Reads, cs.PagesRead)
 	}
 	// Overwrites and deletes free the file's space.
-	before, _ := s.ColdStats()
-	res := make([]Result, n)
+	before := fl.stats()
+	res := make([]pagecache.Result, n)
 	if err := s.Del(3, "p", keysFrom(0, n/2), res); err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := s.ColdStats(); after.Pages >= before.Pages || after.FreeBytes <= before.FreeBytes {
+	if after := fl.stats(); after.Pages >= before.Pages || after.FreeBytes <= before.FreeBytes {
 		t.Fatalf("deleting did not free the file: %d -> %d pages", before.Pages, after.Pages)
 	}
 	checkAll(t, s, 3, "p", keysFrom(n/2, n/2), pages[n/2*ps:])
@@ -143,7 +95,7 @@ func TestWritebackUnderPressure(t *testing.T) {
 	// Inspect reads a page on the file too.
 	infos, _ := s.Inspect(3, "p", keysFrom(n/2, n/2), true)
 	for _, in := range infos {
-		if in.Result != OK || in.Class != pagefmt.ClassZero && len(in.Data) != in.Size {
+		if in.Result != pagecache.OK || in.Class != pagefmt.ClassZero && len(in.Data) != in.Size {
 			t.Fatalf("inspect: %+v", in)
 		}
 	}
@@ -156,9 +108,9 @@ func TestWritebackUnderPressure(t *testing.T) {
 func TestKeepRoom(t *testing.T) {
 	const ps = 4096
 	limit := uint64(128 * ps * slab.SlabPages)
-	s := New(ps, limit)
-	withBacking(t, s, backingFile(t, 64<<20), false)
-	if err := s.KeepRoom(25); err != nil { // nothing stored: nothing to do
+	s := pagecache.New(ps, limit)
+	fl, _ := withBacking(t, s, backingFile(t, 64<<20), false)
+	if err := fl.KeepRoom(25); err != nil { // nothing stored: nothing to do
 		t.Fatal(err)
 	}
 	const n = 4000
@@ -166,23 +118,23 @@ func TestKeepRoom(t *testing.T) {
 	for lo := 0; lo < n; lo += 250 {
 		putOK(t, s, 3, "p", keysFrom(uint64(lo), 250), pages[lo*ps:(lo+250)*ps])
 	}
-	before, _ := s.ColdStats()
-	if err := s.KeepRoom(25); err != nil {
+	before := fl.stats()
+	if err := fl.KeepRoom(25); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := s.ColdStats()
-	if free := limit - s.arena.Used(); free < limit/4 || after.AheadRounds != before.AheadRounds+1 || after.Pages <= before.Pages {
+	after := fl.stats()
+	if free := limit - s.Arena().Used; free < limit/4 || after.AheadRounds != before.AheadRounds+1 || after.Pages <= before.Pages {
 		t.Fatalf("after KeepRoom(25): %d of %d bytes free, rounds ahead %d -> %d, pages on file %d -> %d",
 			free, limit, before.AheadRounds, after.AheadRounds, before.Pages, after.Pages)
 	}
 	// There is room now: a second call does nothing, and a PUT of less
 	// than the room fits without writing back.
-	if err := s.KeepRoom(25); err != nil {
+	if err := fl.KeepRoom(25); err != nil {
 		t.Fatal(err)
 	}
 	more := corpus.Pages(corpus.Text, 100, ps, 9)
 	putOK(t, s, 3, "p", keysFrom(n, 100), more)
-	if last, _ := s.ColdStats(); last.PressureRounds != after.PressureRounds {
+	if last := fl.stats(); last.PressureRounds != after.PressureRounds {
 		t.Fatalf("rounds %d -> %d with room to spare", after.PressureRounds, last.PressureRounds)
 	}
 	checkAll(t, s, 3, "p", keysFrom(0, n), pages)
@@ -191,10 +143,10 @@ func TestKeepRoom(t *testing.T) {
 
 func TestWritebackFileFull(t *testing.T) {
 	const ps = 4096
-	s := New(ps, uint64(4*ps*slab.SlabPages))
-	withBacking(t, s, backingFile(t, 128*backing.BlockSize), false)
+	s := pagecache.New(ps, uint64(4*ps*slab.SlabPages))
+	fl, _ := withBacking(t, s, backingFile(t, 128*backing.BlockSize), false)
 	pages := corpus.Pages(corpus.Random, 400, ps, 6)
-	res := make([]Result, 400)
+	res := make([]pagecache.Result, 400)
 	for lo := 0; lo < 400; lo += 16 {
 		b, c := fill(t, pages[lo*ps:(lo+16)*ps], ps)
 		if err := s.Put(1, "p", keysFrom(uint64(lo), 16), b, c, 0, res[lo:lo+16]); err != nil {
@@ -203,9 +155,9 @@ func TestWritebackFileFull(t *testing.T) {
 	}
 	ok := 0
 	for _, r := range res {
-		if r == OK {
+		if r == pagecache.OK {
 			ok++
-		} else if r != NoSpace {
+		} else if r != pagecache.NoSpace {
 			t.Fatalf("result %v", r)
 		}
 	}
@@ -216,13 +168,13 @@ func TestWritebackFileFull(t *testing.T) {
 	var keys []uint64
 	var want []byte
 	for i, r := range res {
-		if r == OK {
+		if r == pagecache.OK {
 			keys = append(keys, uint64(i))
 			want = append(want, pages[i*ps:(i+1)*ps]...)
 		}
 	}
 	checkAll(t, s, 1, "p", keys, want)
-	if cs, _ := s.ColdStats(); cs.FullRounds == 0 || cs.LastError == "" {
+	if cs := fl.stats(); cs.FullRounds == 0 || cs.LastError == "" {
 		t.Fatalf("file full not counted: %+v", cs)
 	}
 }
@@ -232,8 +184,8 @@ func TestWritebackFileFull(t *testing.T) {
 func TestPersistRestore(t *testing.T) {
 	const ps = 4096
 	path := backingFile(t, 16<<20)
-	s := New(ps, 0)
-	withBacking(t, s, path, true)
+	s := pagecache.New(ps, 0)
+	fl, _ := withBacking(t, s, path, true)
 	pages := corpus.Pages(corpus.Mixed, 500, ps, 7)
 	copy(pages[10*ps:11*ps], make([]byte, ps)) // a zero page
 	putOK(t, s, 42, "mine", keysFrom(100, 500), pages)
@@ -241,20 +193,20 @@ func TestPersistRestore(t *testing.T) {
 	if err := s.SetPoolCodec(42, "mine", pagefmt.CodecZstd); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PersistAll(); err != nil {
+	if _, err := fl.PersistAll(); err != nil {
 		t.Fatal(err)
 	}
-	if s.arena.Used() != 0 {
-		t.Fatalf("%d bytes left in RAM after a planned stop", s.arena.Used())
+	if s.Arena().Used != 0 {
+		t.Fatalf("%d bytes left in RAM after a planned stop", s.Arena().Used)
 	}
 
-	s2 := New(ps, 0)
-	if n := withBacking(t, s2, path, true); n != 520 {
+	s2 := pagecache.New(ps, 0)
+	if _, n := withBacking(t, s2, path, true); n != 520 {
 		t.Fatalf("restored %d pages, want 520", n)
 	}
 	checkAll(t, s2, 42, "mine", keysFrom(100, 500), pages)
 	checkAll(t, s2, 0, "root", keysFrom(0, 20), pages[:20*ps])
-	if _, err := s2.PoolInfo(7, "mine"); err != ErrPermission {
+	if _, err := s2.PoolInfo(7, "mine"); err != pagecache.ErrPermission {
 		t.Fatalf("owner not restored: %v", err)
 	}
 	if c, _ := s2.PoolCodec(42, "mine"); c != pagefmt.CodecZstd {
@@ -270,26 +222,26 @@ func TestPersistRestore(t *testing.T) {
 func TestCrashRestoresCheckpoint(t *testing.T) {
 	const ps = 4096
 	path := backingFile(t, 16<<20)
-	s := New(ps, 0)
-	withBacking(t, s, path, true)
+	s := pagecache.New(ps, 0)
+	fl, _ := withBacking(t, s, path, true)
 	v1 := corpus.Pages(corpus.Mixed, 300, ps, 8)
 	putOK(t, s, 1, "p", keysFrom(0, 300), v1)
-	if _, _, err := s.Writeback(All, 0); err != nil {
+	if _, _, err := fl.Writeback(All, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Checkpoint(); err != nil {
+	if err := fl.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	v2 := corpus.Pages(corpus.Text, 300, ps, 9)
 	putOK(t, s, 1, "p", keysFrom(0, 300), v2)
-	res := make([]Result, 300)
+	res := make([]pagecache.Result, 300)
 	s.Del(1, "p", keysFrom(0, 100), res)
-	if _, _, err := s.Writeback(All, 0); err != nil { // reuses freed space if it may
+	if _, _, err := fl.Writeback(All, 0); err != nil { // reuses freed space if it may
 		t.Fatal(err)
 	}
 	// Crash: no PersistAll.
-	s2 := New(ps, 0)
-	if n := withBacking(t, s2, path, true); n != 300 {
+	s2 := pagecache.New(ps, 0)
+	if _, n := withBacking(t, s2, path, true); n != 300 {
 		t.Fatalf("restored %d pages, want 300", n)
 	}
 	checkAll(t, s2, 1, "p", keysFrom(0, 300), v1)
@@ -297,24 +249,24 @@ func TestCrashRestoresCheckpoint(t *testing.T) {
 
 func TestCompactFile(t *testing.T) {
 	const ps = 4096
-	s := New(ps, 0)
-	withBacking(t, s, backingFile(t, 16<<20), false)
+	s := pagecache.New(ps, 0)
+	fl, _ := withBacking(t, s, backingFile(t, 16<<20), false)
 	pages := corpus.Pages(corpus.Text, 2000, ps, 11)
 	putOK(t, s, 1, "p", keysFrom(0, 2000), pages)
-	if _, _, err := s.Writeback(All, 0); err != nil {
+	if _, _, err := fl.Writeback(All, 0); err != nil {
 		t.Fatal(err)
 	}
-	res := make([]Result, 1)
+	res := make([]pagecache.Result, 1)
 	for k := uint64(0); k < 2000; k += 3 {
 		s.Del(1, "p", []uint64{k}, res)
 		s.Del(1, "p", []uint64{k + 1}, res)
 	}
-	before, _ := s.ColdStats()
-	moved, err := s.CompactFile()
+	before := fl.stats()
+	moved, err := (&Tier{file: fl}).CompactFile()
 	if err != nil || moved == 0 {
 		t.Fatalf("compaction moved %d: %v", moved, err)
 	}
-	after, _ := s.ColdStats()
+	after := fl.stats()
 	if after.FreeBytes <= before.FreeBytes || after.Pages != before.Pages {
 		t.Fatalf("compaction: free %d -> %d, pages %d -> %d", before.FreeBytes, after.FreeBytes, before.Pages, after.Pages)
 	}
@@ -331,8 +283,8 @@ func TestCompactFile(t *testing.T) {
 // every page read is a version that was put, and the counts add up.
 func TestWritebackConcurrent(t *testing.T) {
 	const ps, n = 4096, 200
-	s := New(ps, uint64(96*ps*slab.SlabPages))
-	withBacking(t, s, backingFile(t, 64<<20), false)
+	s := pagecache.New(ps, uint64(96*ps*slab.SlabPages))
+	fl, _ := withBacking(t, s, backingFile(t, 64<<20), false)
 	versions := make([][]byte, 3)
 	for v := range versions {
 		versions[v] = corpus.Pages(corpus.Mixed, n, ps, uint64(20+v))
@@ -345,7 +297,7 @@ func TestWritebackConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			b, c := fill(t, versions[g], ps)
-			res := make([]Result, n)
+			res := make([]pagecache.Result, n)
 			for range 8 {
 				if err := s.Put(1, "p", keys, b, c, 0, res); err != nil {
 					t.Error(err)
@@ -359,20 +311,20 @@ func TestWritebackConcurrent(t *testing.T) {
 	reader.Add(1)
 	go func() {
 		defer reader.Done()
-		res := make([]Result, 10)
+		res := make([]pagecache.Result, 10)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			s.Writeback(Mode(i%3), 0)
+			fl.Writeback(Mode(i%3), 0)
 			s.Compact()
-			s.CompactFile()
+			fl.CompactFile()
 			s.Del(1, "p", keys[i%n:i%n+1], res)
 			got, rs := viewAll(t, s, 1, "p", keys[:64])
 			for k := range 64 {
-				if rs[k] != OK {
+				if rs[k] != pagecache.OK {
 					continue
 				}
 				page := got[k*ps : (k+1)*ps]
@@ -396,10 +348,10 @@ func TestWritebackConcurrent(t *testing.T) {
 			got, rs := viewAll(t, s, 1, "p", keys)
 			for k := range n {
 				page := got[k*ps : (k+1)*ps]
-				if rs[k] == OK && !bytes.Equal(page, versions[0][k*ps:(k+1)*ps]) && !bytes.Equal(page, versions[1][k*ps:(k+1)*ps]) && !bytes.Equal(page, versions[2][k*ps:(k+1)*ps]) {
+				if rs[k] == pagecache.OK && !bytes.Equal(page, versions[0][k*ps:(k+1)*ps]) && !bytes.Equal(page, versions[1][k*ps:(k+1)*ps]) && !bytes.Equal(page, versions[2][k*ps:(k+1)*ps]) {
 					t.Errorf("key %d: bytes of no version", k)
 				}
-				if rs[k] != OK && rs[k] != NotFound {
+				if rs[k] != pagecache.OK && rs[k] != pagecache.NotFound {
 					t.Errorf("key %d: %v", k, rs[k])
 				}
 			}
@@ -410,36 +362,28 @@ func TestWritebackConcurrent(t *testing.T) {
 	reader.Wait()
 	st := s.Stats()
 	var stored uint64
-	s.pools["p"].ix.Each(func(_ uint64, e *pageindex.Entry) { stored += uint64(e.Size()) })
+	for _, r := range s.Pick(func(r pagecache.PageRef) bool { return r.Pool == "p" }, 1<<62) {
+		stored += uint64(r.Size)
+	}
 	if st.ComprDataSize != stored {
 		t.Fatalf("%d bytes counted, %d stored", st.ComprDataSize, stored)
 	}
-	onFile := uint64(0)
-	s.pools["p"].ix.Each(func(_ uint64, e *pageindex.Entry) {
-		if e.OnFile() {
-			onFile++
-		}
-	})
-	if cs, _ := s.ColdStats(); cs.Pages != onFile {
+	onFile := uint64(onFileIn(s, "p"))
+	if cs := fl.stats(); cs.Pages != onFile {
 		t.Fatalf("the file holds %d objects, %d entries point there", cs.Pages, onFile)
 	}
 }
 
-func onFileIn(s *Store, pool string) (n int) {
-	s.pools[pool].ix.Each(func(_ uint64, e *pageindex.Entry) {
-		if e.OnFile() {
-			n++
-		}
-	})
-	return n
+func onFileIn(s *pagecache.Store, pool string) int {
+	return len(s.Pick(func(r pagecache.PageRef) bool { return r.Pool == pool && r.OnFile() }, 1<<62))
 }
 
 // Pressure takes the idle pages first; a forced writeback of idle pages
 // takes them and leaves the others.
 func TestWritebackColdestFirst(t *testing.T) {
 	const ps = 4096
-	s := New(ps, uint64(96*ps*slab.SlabPages))
-	withBacking(t, s, backingFile(t, 64<<20), false)
+	s := pagecache.New(ps, uint64(96*ps*slab.SlabPages))
+	fl, _ := withBacking(t, s, backingFile(t, 64<<20), false)
 	old := corpus.Pages(corpus.Text, 1500, ps, 61)
 	putOK(t, s, 1, "old", keysFrom(0, 1500), old)
 	if _, err := s.MarkIdle(1, "old"); err != nil {
@@ -454,7 +398,7 @@ func TestWritebackColdestFirst(t *testing.T) {
 	if o == 0 || y > 0 && o < 1500 {
 		t.Fatalf("under pressure %d idle pages went to the file and %d young ones", o, y)
 	}
-	if _, _, err := s.Writeback(Idle, MaxAge); err != nil {
+	if _, _, err := fl.Writeback(Idle, pagecache.MaxAge); err != nil {
 		t.Fatal(err)
 	}
 	if o2, y2 := onFileIn(s, "old"), onFileIn(s, "young"); o2 != 1500 || y2 != y {

@@ -1,0 +1,143 @@
+package cold
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/s4d-project/s4d/backing"
+	"github.com/s4d-project/s4d/pagecache"
+	"github.com/s4d-project/s4d/pagefmt"
+)
+
+// fileLevel is the level below the store's RAM: a backing file. It is the
+// store's pagecache.Tier. A page on the file keeps its entry in the
+// store, with its place there (a pagecache.Loc: the file's units to its
+// object) in place of an arena handle; the object is the arena's as it
+// was (checksum, then stored bytes), packed among others.
+//
+// A move copies objects out of the arena, writes them without any lock
+// of the store, and then has the store point each page at its copy only
+// if it is still the one copied (pagecache.Store.Relocate): a page
+// replaced, deleted or moved by compaction meanwhile keeps its new
+// state, and its copy on the file is freed. Nothing is lost on an error:
+// the pages stay where they were.
+type fileLevel struct {
+	store   Store
+	f       *backing.File
+	shift   uint32
+	persist bool
+	mu      sync.Mutex // one move at a time
+	cursor  uint32     // slab index the next pressure round starts from
+
+	pressure, forced, moved atomic.Uint64 // rounds under pressure, pages forced out, pages compacted in the file
+	kept                    atomic.Uint64 // of the rounds under pressure, those run ahead of PUTs (KeepRoom)
+	pages                   atomic.Uint64 // pages written back in all
+	failures, full          atomic.Uint64 // rounds failed by an I/O error; rounds that found the file full
+	readFailures            atomic.Uint64
+	lastErr                 atomic.Pointer[string]
+}
+
+var _ pagecache.Tier = (*fileLevel)(nil)
+
+// attachFile makes f the store's level below RAM. idx, the index of a
+// persisted file's last checkpoint, is restored first: its pools, owners
+// and pages (which stay on the file until read). With persist,
+// checkpoints record the store on the file. It returns the pages
+// restored; on an error the store must not be used.
+func attachFile(store Store, f *backing.File, idx *backing.Index, persist bool) (*fileLevel, int, error) {
+	c := &fileLevel{store: store, f: f, shift: uint32(bits.TrailingZeros64(f.Unit())), persist: persist}
+	if persist {
+		f.SetPersist()
+	}
+	n := 0
+	if idx != nil {
+		pools := make([]pagecache.PoolRecord, len(idx.Pools))
+		for i, p := range idx.Pools {
+			pools[i] = pagecache.PoolRecord{Name: p.Name, UID: p.UID, Codec: pagefmt.Codec(p.Codec), Keys: p.Keys, Words: p.Words}
+		}
+		var err error
+		if n, err = store.Restore(idx.Backends, pools, c.claim); err != nil {
+			return nil, n, fmt.Errorf("backing file %s: %w", f.Path(), err)
+		}
+	}
+	store.SetTier(c)
+	return c, n, nil
+}
+
+// claim takes, at a restart, the place of a page the index recorded.
+func (c *fileLevel) claim(loc pagecache.Loc, size int) error {
+	if !c.f.Restore(c.off(loc), size) {
+		return fmt.Errorf("place %d (%d bytes) outside the file or over another", c.off(loc), size)
+	}
+	return nil
+}
+
+func (c *fileLevel) off(loc pagecache.Loc) uint64 { return uint64(loc) << c.shift }
+
+func (c *fileLevel) loc(off uint64) pagecache.Loc { return pagecache.Loc(off >> c.shift) }
+
+func (c *fileLevel) failed(err error) {
+	if errors.Is(err, backing.ErrFull) {
+		c.full.Add(1)
+	} else {
+		c.failures.Add(1)
+	}
+	msg := err.Error()
+	c.lastErr.Store(&msg)
+}
+
+// MakeRoom is what a PUT that found no room calls (writeback.go).
+func (c *fileLevel) MakeRoom(need uint64) error { return c.makeRoom(need) }
+
+// Read reads objects from the file, in one batch.
+func (c *fileLevel) Read(rs []pagecache.TierRead) {
+	br := make([]backing.Read, len(rs))
+	for i, r := range rs {
+		br[i] = backing.Read{Off: c.off(r.Loc), Len: r.Len}
+	}
+	c.f.ReadBatch(br)
+	for i := range rs {
+		rs[i].Data, rs[i].Err = br[i].Data, br[i].Err
+		if br[i].Err != nil {
+			c.readFailures.Add(1)
+		}
+	}
+}
+
+// Hold keeps the file's space from reuse (backing.File.Hold).
+func (c *fileLevel) Hold() (unhold func()) {
+	c.f.Hold()
+	return c.f.Unhold
+}
+
+// Forget frees the file's space of a page replaced or deleted.
+func (c *fileLevel) Forget(loc pagecache.Loc, size int) { c.f.Free(c.off(loc), size) }
+
+// FileStats describes the backing file and the moves to and from it.
+type FileStats struct {
+	backing.Stats
+	Path           string
+	Persist        bool
+	WrittenBack    uint64 // pages moved to the file in all
+	Forced         uint64 // of which by a forced writeback
+	PressureRounds uint64 // rounds run because the memory limit was reached
+	AheadRounds    uint64 // of which run in the background, ahead of PUTs (KeepRoom)
+	Compacted      uint64 // pages moved within the file by compaction
+	Failures       uint64 // rounds failed by an I/O error (their pages stayed in RAM)
+	FullRounds     uint64 // rounds that found the file full
+	ReadFailures   uint64 // pages that could not be read back
+	LastError      string
+}
+
+func (c *fileLevel) stats() FileStats {
+	st := FileStats{Stats: c.f.Stats(), Path: c.f.Path(), Persist: c.persist, WrittenBack: c.pages.Load(),
+		Forced: c.forced.Load(), PressureRounds: c.pressure.Load(), AheadRounds: c.kept.Load(), Compacted: c.moved.Load(),
+		Failures: c.failures.Load(), FullRounds: c.full.Load(), ReadFailures: c.readFailures.Load()}
+	if e := c.lastErr.Load(); e != nil {
+		st.LastError = *e
+	}
+	return st
+}
