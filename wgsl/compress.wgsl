@@ -44,7 +44,7 @@ const PS: u32 = 4096u;
 const WG: u32 = 128u;              // invocations
 const HASH_BITS: u32 = 11u;        // pagelz4.HashBits
 const TUNE: u32 = TUNE_V;          // benchmarks only: another depth, parts left out
-const DEPTH: u32 = select(6u, TUNE & 15u, (TUNE & 15u) != 0u); // pagelz4.ChainDepth
+const DEPTH: u32 = select(DEPTH_V, TUNE & 15u, (TUNE & 15u) != 0u); // chain candidates (pagelz4's: 6)
 const CAP: u32 = 19u;              // pagelz4.SelectCap
 const LAST: u32 = PS - 12u;        // the last position a match may start at
 const MATCH_END: u32 = PS - 5u;    // a match must end by here

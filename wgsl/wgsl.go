@@ -4,6 +4,7 @@
 package wgsl
 
 import (
+	"cmp"
 	_ "embed"
 	"strconv"
 	"strings"
@@ -41,8 +42,15 @@ type Params struct {
 	PageWords int  // page size / 4 (the compress kernel is for 4 KiB pages)
 	Subgroups bool // use subgroup operations (needs the subgroups feature)
 	Stop      int  // benchmarks only: compress stops after this phase (0: none)
-	Tune      int  // benchmarks only: chain depth other than pagelz4's (0: its own)
+	Tune      int  // benchmarks only: chain depth other than Depth's, parts left out
+	// Depth is how many chain candidates a position tries (0: pagelz4's
+	// 6, whose bytes the kernel then matches exactly).
+	Depth int
 }
+
+// PagelzDepth is backends/pagelz4's chain depth: with it the kernel stores
+// pagelz4's bytes.
+const PagelzDepth = 6
 
 // Source returns src with its constants set.
 func Source(src string, p Params) string {
@@ -62,6 +70,7 @@ func Source(src string, p Params) string {
 		"PAGE_WORDS_V", strconv.Itoa(p.PageWords)+"u",
 		"STOP_V", strconv.Itoa(p.Stop)+"u",
 		"TUNE_V", strconv.Itoa(p.Tune)+"u",
+		"DEPTH_V", strconv.Itoa(cmp.Or(p.Depth, PagelzDepth))+"u",
 	)...)
 	return r.Replace(src)
 }

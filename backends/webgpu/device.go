@@ -464,6 +464,19 @@ func (d *device) pipeline(src, entry string) (C.WGPUComputePipeline, error) {
 // the phases in benchmarks only (pages come out raw).
 var stopPhase, tuneBits = 0, 0
 
+// chainDepth is the compress kernel's chain depth (wgsl.Params.Depth; 0:
+// pagelz4's, with pagelz4's bytes). Issue 29 trades ratio for speed down to
+// the cpu engine's ratio, no lower (TestRatio; see README).
+var chainDepth = defaultChainDepth
+
+const defaultChainDepth = 0
+
+// exactKernel reports whether the kernel's parameters are pagelz4's, so
+// that every block it stores is pagelz4's block.
+func exactKernel(p wgsl.Params) bool {
+	return (p.Depth == 0 || p.Depth == wgsl.PagelzDepth) && p.Tune&(15|32) == 0
+}
+
 // kernelParams sets the compress kernel's constants, or says why the
 // adapter's workgroup memory is too small for it.
 // offersSubgroups reports whether the adapter lists one of the feature
@@ -492,7 +505,7 @@ func (d *device) source(src string, kp wgsl.Params) string {
 }
 
 func kernelParams(pageSize int, wgStorage uint32, subgroups bool) (wgsl.Params, error) {
-	p := wgsl.Params{PageWords: pageSize / 4, Subgroups: subgroups, Stop: stopPhase, Tune: tuneBits}
+	p := wgsl.Params{PageWords: pageSize / 4, Subgroups: subgroups, Stop: stopPhase, Tune: tuneBits, Depth: chainDepth}
 	if need := wgsl.WorkgroupBytes(p); need > int(wgStorage) {
 		return wgsl.Params{}, fmt.Errorf("webgpu: the compress kernel needs %d bytes of workgroup memory, the adapter offers %d", need, wgStorage)
 	}
