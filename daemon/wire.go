@@ -14,7 +14,8 @@ import (
 func backendStats(in []routing.BackendStats) []ipc.BackendStats {
 	out := make([]ipc.BackendStats, 0, len(in))
 	for _, b := range in {
-		bs := ipc.BackendStats{Name: b.Name, State: string(b.State), Reason: b.Reason, Describe: b.Describe, InUse: b.InUse}
+		bs := ipc.BackendStats{Name: b.Name, State: string(b.State), Reason: b.Reason, Describe: b.Describe, InUse: b.InUse,
+			Engine: b.Engine, Device: b.Device, InFlight: b.InFlight}
 		for _, c := range b.Counters {
 			bs.Counters = append(bs.Counters, ipc.CodecCounters{Codec: c.Codec.String(), Direction: c.Direction,
 				Batches: c.Batches, Pages: c.Pages, BytesIn: c.BytesIn, BytesOut: c.BytesOut, Errors: c.Errors})

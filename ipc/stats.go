@@ -67,6 +67,11 @@ type BackendStats struct {
 	Describe string          `json:"describe,omitempty"`
 	InUse    bool            `json:"in_use"`
 	Counters []CodecCounters `json:"counters,omitempty"`
+	// One device of an engine with several (a GPU of the host): the
+	// engine's name and the device's number; batches in flight on it now.
+	Engine   string `json:"engine,omitempty"`
+	Device   string `json:"device,omitempty"`
+	InFlight int64  `json:"in_flight,omitempty"`
 }
 
 // CodecCounters counts one backend's work with one codec in one direction.

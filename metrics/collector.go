@@ -62,13 +62,16 @@ var (
 	poolCompr = desc("pool_compressed_bytes", "Compressed size of a pool's pages.", "pool", "uid")
 	poolClass = desc("pool_stored_pages_by_class", "A pool's zero, same-filled and raw (huge) pages.", "pool", "uid", "class")
 
-	engineState   = desc("engine_state", "1 for the engine's state: ok, unavailable or failed.", "engine", "state")
-	engineInUse   = desc("engine_in_use", "1 for the engine new batches go to first.", "engine")
-	engineBatches = desc("engine_batches_total", "Batches an engine took.", "engine", "codec", "direction")
-	enginePages   = desc("engine_pages_total", "Pages an engine compressed or decompressed.", "engine", "codec", "direction")
-	engineIn      = desc("engine_input_bytes_total", "Bytes an engine read: pages to compress, or stored bytes to decode.", "engine", "codec", "direction")
-	engineOut     = desc("engine_output_bytes_total", "Bytes an engine wrote: compressed bytes, or decoded pages.", "engine", "codec", "direction")
-	engineErrors  = desc("engine_errors_total", "Batches that failed on an engine (each then went to the next one).", "engine", "codec", "direction")
+	// An engine of several devices (GPUs) is one series per device: device
+	// is its number, "" for an engine of one.
+	engineState    = desc("engine_state", "1 for the engine's state: ok, unavailable or failed.", "engine", "device", "state")
+	engineInUse    = desc("engine_in_use", "1 for the engine new batches go to first.", "engine", "device")
+	engineInFlight = desc("engine_batches_in_flight", "Batches an engine (device) is working on now.", "engine", "device")
+	engineBatches  = desc("engine_batches_total", "Batches an engine took.", "engine", "device", "codec", "direction")
+	enginePages    = desc("engine_pages_total", "Pages an engine compressed or decompressed.", "engine", "device", "codec", "direction")
+	engineIn       = desc("engine_input_bytes_total", "Bytes an engine read: pages to compress, or stored bytes to decode.", "engine", "device", "codec", "direction")
+	engineOut      = desc("engine_output_bytes_total", "Bytes an engine wrote: compressed bytes, or decoded pages.", "engine", "device", "codec", "direction")
+	engineErrors   = desc("engine_errors_total", "Batches that failed on an engine (each then went to the next one).", "engine", "device", "codec", "direction")
 
 	requestSeconds = desc("request_duration_seconds", "Time from a request's arrival to its answer, by operation.", "op")
 	calibration    = desc("calibration_rate_bytes_per_second", "Throughput measured at start-up per engine, direction and batch size; it routes batches.", "engine", "direction", "batch_pages")
@@ -77,7 +80,7 @@ var (
 var all = []*prometheus.Desc{storedPages, dataBytes, comprBytes, memUsed, memLimit, memUsedMax, metadataBytes,
 	pagesByClass, compacted, failedReads, failedWrites, invalidRequests, noSpace, fallbacks, checksumErrors, uptime,
 	refusedConns, busy, errorAnswers, requestBytes, requestBudget,
-	info, poolPages, poolData, poolCompr, poolClass, engineState, engineInUse, engineBatches, enginePages, engineIn,
+	info, poolPages, poolData, poolCompr, poolClass, engineState, engineInUse, engineInFlight, engineBatches, enginePages, engineIn,
 	engineOut, engineErrors, requestSeconds, calibration}
 
 // Collector is a prometheus.Collector over a Source.
@@ -157,12 +160,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range st.Backends {
 		// Every state is written, 0 or 1, so a change is a change of value
 		// and not a series that vanishes.
-		for _, s := range []string{"ok", "unavailable", "failed"} {
-			gauge(engineState, b2f(b.State == s), b.Name, s)
+		eng := b.Name
+		if b.Device != "" {
+			eng = b.Engine
 		}
-		gauge(engineInUse, b2f(b.InUse), b.Name)
+		for _, s := range []string{"ok", "unavailable", "failed"} {
+			gauge(engineState, b2f(b.State == s), eng, b.Device, s)
+		}
+		gauge(engineInUse, b2f(b.InUse), eng, b.Device)
+		gauge(engineInFlight, float64(b.InFlight), eng, b.Device)
 		for _, k := range b.Counters {
-			l := []string{b.Name, k.Codec, k.Direction}
+			l := []string{eng, b.Device, k.Codec, k.Direction}
 			counter(engineBatches, k.Batches, l...)
 			counter(enginePages, k.Pages, l...)
 			counter(engineIn, k.BytesIn, l...)

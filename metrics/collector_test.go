@@ -58,12 +58,12 @@ s4d_error_answers_total{code="busy"} 1
 s4d_error_answers_total{code="not found"} 4
 # HELP s4d_engine_state 1 for the engine's state: ok, unavailable or failed.
 # TYPE s4d_engine_state gauge
-s4d_engine_state{engine="cpu",state="failed"} 0
-s4d_engine_state{engine="cpu",state="ok"} 1
-s4d_engine_state{engine="cpu",state="unavailable"} 0
-s4d_engine_state{engine="cuda",state="failed"} 1
-s4d_engine_state{engine="cuda",state="ok"} 0
-s4d_engine_state{engine="cuda",state="unavailable"} 0
+s4d_engine_state{device="",engine="cpu",state="failed"} 0
+s4d_engine_state{device="",engine="cpu",state="ok"} 1
+s4d_engine_state{device="",engine="cpu",state="unavailable"} 0
+s4d_engine_state{device="",engine="cuda",state="failed"} 1
+s4d_engine_state{device="",engine="cuda",state="ok"} 0
+s4d_engine_state{device="",engine="cuda",state="unavailable"} 0
 # HELP s4d_memory_limit_bytes The memory limit; absent when there is none.
 # TYPE s4d_memory_limit_bytes gauge
 s4d_memory_limit_bytes 1.073741824e+09
@@ -72,7 +72,7 @@ s4d_memory_limit_bytes 1.073741824e+09
 s4d_pool_compressed_bytes{pool="demo",uid="1000"} 8000
 # HELP s4d_engine_input_bytes_total Bytes an engine read: pages to compress, or stored bytes to decode.
 # TYPE s4d_engine_input_bytes_total counter
-s4d_engine_input_bytes_total{codec="lz4",direction="compress",engine="cpu"} 40960
+s4d_engine_input_bytes_total{codec="lz4",device="",direction="compress",engine="cpu"} 40960
 `
 	if err := testutil.CollectAndCompare(NewCollector(sample(), "0.1.0", "abc"), strings.NewReader(want),
 		"s4d_checksum_errors_total", "s4d_error_answers_total", "s4d_engine_state", "s4d_memory_limit_bytes", "s4d_pool_compressed_bytes",
@@ -84,6 +84,35 @@ s4d_engine_input_bytes_total{codec="lz4",direction="compress",engine="cpu"} 4096
 	f.st.Mem.MemLimit = 0
 	if n := testutil.CollectAndCount(NewCollector(f, "", ""), "s4d_memory_limit_bytes"); n != 0 {
 		t.Fatalf("%d limit series without a limit", n)
+	}
+}
+
+// The GPUs of an engine with several are one series each, by device.
+func TestCollectorDevices(t *testing.T) {
+	f := sample()
+	f.st.Backends = []ipc.BackendStats{
+		{Name: "cuda0", Engine: "cuda", Device: "0", State: "ok", InUse: true, InFlight: 3, Counters: []ipc.CodecCounters{
+			{Codec: "lz4", Direction: "compress", Batches: 4, Pages: 40, BytesIn: 163840, BytesOut: 9000}}},
+		{Name: "cuda1", Engine: "cuda", Device: "1", State: "failed", Counters: []ipc.CodecCounters{
+			{Codec: "lz4", Direction: "compress", Batches: 2, Pages: 20, BytesIn: 81920, BytesOut: 4000, Errors: 1}}},
+		{Name: "cpu", State: "ok"}}
+	want := `
+# HELP s4d_engine_batches_in_flight Batches an engine (device) is working on now.
+# TYPE s4d_engine_batches_in_flight gauge
+s4d_engine_batches_in_flight{device="",engine="cpu"} 0
+s4d_engine_batches_in_flight{device="0",engine="cuda"} 3
+s4d_engine_batches_in_flight{device="1",engine="cuda"} 0
+# HELP s4d_engine_errors_total Batches that failed on an engine (each then went to the next one).
+# TYPE s4d_engine_errors_total counter
+s4d_engine_errors_total{codec="lz4",device="0",direction="compress",engine="cuda"} 0
+s4d_engine_errors_total{codec="lz4",device="1",direction="compress",engine="cuda"} 1
+`
+	if err := testutil.CollectAndCompare(NewCollector(f, "0.1.0", "abc"), strings.NewReader(want),
+		"s4d_engine_batches_in_flight", "s4d_engine_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := testutil.CollectAndLint(NewCollector(f, "0.1.0", "abc")); err != nil || len(problems) > 0 {
+		t.Fatalf("%v %v", problems, err)
 	}
 }
 

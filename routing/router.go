@@ -47,6 +47,7 @@ type Router struct {
 	prefer   string // "auto" or a backend name
 	ctr      map[ctrKey]*counters
 	codecCal map[pagefmt.Codec]*Calibration // codec.go
+	engines  map[string]string              // a device's engine, by the device's name (stats.go)
 }
 
 type ctrKey struct {
@@ -72,8 +73,14 @@ type Options struct {
 
 // New routes batches over the backends of set.
 func New(set *backends.Set, o Options) *Router {
-	return &Router{set: set, log: o.Log, codec: o.Codec, pageSize: o.PageSize, threshold: o.PageSize * 3 / 4,
-		prefer: o.Prefer, ctr: map[ctrKey]*counters{}, memNode: o.NodeOf}
+	r := &Router{set: set, log: o.Log, codec: o.Codec, pageSize: o.PageSize, threshold: o.PageSize * 3 / 4,
+		prefer: o.Prefer, ctr: map[ctrKey]*counters{}, memNode: o.NodeOf, engines: map[string]string{}}
+	for _, be := range set.Usable() {
+		if d, ok := be.(Device); ok {
+			r.engines[be.Name()] = d.Engine()
+		}
+	}
+	return r
 }
 
 // SetCalibration makes batch routing follow c and, if a large-batch

@@ -1,6 +1,8 @@
 package routing
 
 import (
+	"strings"
+
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/pagefmt"
 )
@@ -12,6 +14,10 @@ type BackendStats struct {
 	backends.Status
 	InUse    bool // the backend batches go to first now
 	Counters []Counters
+	// A device of an engine with several (Device): the engine, the
+	// device's number (its name past the engine's), and batches in flight.
+	Engine, Device string
+	InFlight       int64
 }
 
 // Counters count one backend's work with one codec in one direction.
@@ -28,7 +34,16 @@ func (r *Router) Stats() []BackendStats {
 	defer r.mu.Unlock()
 	var out []BackendStats
 	for _, st := range r.set.Statuses() {
-		bs := BackendStats{Status: st, InUse: st.Name == inUse}
+		bs := BackendStats{Status: st, InUse: st.Name == inUse, InFlight: r.Load(st.Name)}
+		// A failed device has left the set: its engine is remembered.
+		if be, ok := r.set.Get(st.Name); ok {
+			if d, ok := be.(Device); ok {
+				r.engines[st.Name] = d.Engine()
+			}
+		}
+		if eng, ok := r.engines[st.Name]; ok {
+			bs.Engine, bs.Device = eng, strings.TrimPrefix(st.Name, eng)
+		}
 		for _, dir := range []string{"compress", "decompress"} {
 			for _, codec := range []pagefmt.Codec{pagefmt.CodecLZ4, pagefmt.CodecZstd} {
 				c := r.ctr[ctrKey{st.Name, codec, dir}]

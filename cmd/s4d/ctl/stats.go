@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -64,6 +65,10 @@ var backendTable = &table[ipc.BackendStats]{
 		{"BATCHES", "batches, both directions", count, func(b ipc.BackendStats) any { return sum(b, "", batchesOf) }},
 		{"ERRORS", "failed batches, both directions", count, func(b ipc.BackendStats) any { return sum(b, "", errorsOf) }},
 		{"DETAIL", "why it is unavailable, or what it is", text, func(b ipc.BackendStats) any { return detail(b) }},
+		// An engine of several GPUs has a row per device (cuda0, cuda1...).
+		{"ENGINE", "the engine a device belongs to", text, func(b ipc.BackendStats) any { return cmp.Or(b.Engine, b.Name) }},
+		{"DEVICE", "the device's number, for an engine of several", text, func(b ipc.BackendStats) any { return b.Device }},
+		{"IN-FLIGHT", "batches being worked on now", count, func(b ipc.BackendStats) any { return uint64(b.InFlight) }},
 	},
 }
 
