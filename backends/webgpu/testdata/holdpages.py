@@ -1,17 +1,21 @@
-# A live PyTorch process for `s4d bench --from-pid`: a resnet18, the
-# outputs of every layer for a batch of 48 images (kept by forward hooks),
-# the interpreter heap; about 1.3 GiB of private memory. Prints "ready"
-# once it is all there, then sleeps until killed.
+# A live PyTorch process for `s4d bench --from-pid`, printing "ready" once
+# its memory is in place, then sleeping until killed. argv[1] "heap": a
+# resnet18 after a forward pass of 16 images, as dumppages.py (mostly
+# zero and pointer pages; the process issue 29's figures came from);
+# "acts": the outputs of every layer for 48 images kept as well (~1.3 GiB
+# of float activations, ratio ~1.25).
 import sys, time, torch, torchvision
+mode = sys.argv[1] if len(sys.argv) > 1 else "heap"
 m = torchvision.models.resnet18()
 keep = []
-for mod in m.modules():
-    if len(list(mod.children())) == 0:
-        mod.register_forward_hook(lambda _m, _i, o: keep.append(o))
-x = torch.randn(int(sys.argv[1]) if len(sys.argv) > 1 else 48, 3, 224, 224)
+if mode == "acts":
+    for mod in m.modules():
+        if len(list(mod.children())) == 0:
+            mod.register_forward_hook(lambda _m, _i, o: keep.append(o))
+x = torch.randn(48 if mode == "acts" else 16, 3, 224, 224)
 with torch.no_grad():
     y = m(x)
 words = [str(i) * 10 for i in range(200000)]
-print("ready", sum(t.numel() * t.element_size() for t in keep) >> 20, "MiB of activations", flush=True)
+print("ready", mode, sum(t.numel() * t.element_size() for t in keep) >> 20, "MiB kept", flush=True)
 while True:
     time.sleep(60)

@@ -5,7 +5,7 @@
 # webgpu-old.test in the carry is the "before"), and the daemon with each
 # engine on the same pages of a live PyTorch process, with a CPU profile
 # of the daemon. Results go to $OUT: summary.txt, logs.tar.gz, the
-# profiles and the 64 MiB page dump (for CI-side ratio checks).
+# profiles (prof-*-heap.pb, all of them in profiles.tar.gz).
 cd "$(dirname "$0")/../.." || exit 1
 C=.carry/wgsl
 OUT=${OUT:-/tmp/s4d-wgsl}; mkdir -p "$OUT"; L=/tmp/wgsl-logs; mkdir -p $L
@@ -26,7 +26,7 @@ say "$(nvidia-smi -L) cores $(nproc) VK_DRIVER_FILES=$VK_DRIVER_FILES $(date -u)
 # wgpu-native. TestSameBytesAsPagelz4 is left out: the kernel may store
 # other bytes than pagelz4 (any standard LZ4 block), which the fuzz and
 # round-trip tests check.
-TESTS='TestFeatures|TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestSubgroupsWhereOffered|TestDeviceLost|TestOverlappingBatches|FuzzCompress|FuzzDecompress'
+TESTS='TestFeatures|TestPollSleep|TestSameBytesAsPagelz4|TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestSubgroupsWhereOffered|TestDeviceLost|TestOverlappingBatches|FuzzCompress|FuzzDecompress'
 T=$PWD/$C/webgpu.test
 for run in dawn dawn-nosg wgpu; do
   lib=$DAWN; ns=; [ $run = wgpu ] && lib=$WGPU; [ $run = dawn-nosg ] && ns=1
@@ -36,44 +36,60 @@ for run in dawn dawn-nosg wgpu; do
 done
 
 # 2. Kernel and in-process benchmarks, old and new alternating, on 64 MiB
-# of a live PyTorch process (dumppages.py) and on the synthetic mix.
+# of a live PyTorch process (dumppages.py) and on the synthetic mix; then
+# the new kernel at chain depths 1-6 (S4D_TUNE_BITS) for speed and ratio.
 [ -s /tmp/pages.bin ] || (PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -2 | tee -a $SUM
-B=${S4D_BENCH:-'Kernel64MiB/pages=16384/reps=8$|Compress64MiB$|CompressParallel64MiB$|Decompress64MiB$|DecompressKernel64MiB'}
+B=${S4D_BENCH:-'Kernel64MiB/pages=16384/reps=8$|Compress64MiB$|CompressParallel64MiB$|Decompress64MiB$|DecompressKernel64MiB/lz4pages=[0-9]*/reps=8'}
 bins="new"; [ -x $C/webgpu-old.test ] && bins="old new old new"
 for pages in live mixed; do
+  env=; [ $pages = live ] && env=S4D_BENCH_PAGES=/tmp/pages.bin
   for b in $bins; do
     tb=$PWD/$C/webgpu.test; [ $b = old ] && tb=$PWD/$C/webgpu-old.test
-    env=; [ $pages = live ] && env=S4D_BENCH_PAGES=/tmp/pages.bin
     (cd backends/webgpu && env $env S4D_WEBGPU_LIB=$DAWN timeout 150 $tb -test.run XXX -test.bench "$B" -test.benchtime ${BT:-10x}) > $L/bench-$pages-$b.log 2>&1
     say "== bench $pages $b (Dawn)"; grep -E '^Benchmark' $L/bench-$pages-$b.log | sed -E 's/ +/ /g' | tee -a $SUM
+  done
+  for dp in ${DEPTHS:-1 2 3 4 6}; do
+    (cd backends/webgpu && env $env S4D_TUNE_BITS=$dp S4D_WEBGPU_LIB=$DAWN timeout 100 $T -test.run XXX -test.bench 'Kernel64MiB/pages=16384/reps=8$|Compress64MiB/webgpu' -test.benchtime 10x) > $L/depth-$pages-$dp.log 2>&1
+    say "== depth $dp $pages"; grep -E '^Benchmark' $L/depth-$pages-$dp.log | sed -E 's/ +/ /g' | tee -a $SUM
   done
 done
 
 # 3. Through the daemon: 1 GiB of a live PyTorch process, memfd, 8 and 16
 # clients, batches of 256 and 4096 pages; the engines one after another on
 # the same pages (the holder stays up). Daemon CPU profile per engine.
-PYTHONPATH= python3 $C/holdpages.py > $L/holder.log 2>&1 & HP=$!
-for i in $(seq 120); do grep -q ready $L/holder.log && break; sleep 1; done
-say "holder: $(cat $L/holder.log | tail -2)"
+# "heap": the kind of process issue 29's figures came from; "acts": one
+# that keeps ~1.3 GiB of float activations (ratio ~1.25).
+P=/tmp/wgsl-prof; mkdir -p $P
 daemon_run() { # name, daemon flags...
   local name=$1; shift
   rm -f /tmp/wgsl.sock
-  $S daemon --config /dev/null --socket /tmp/wgsl.sock --cpuprofile $OUT/prof-$name.pb "$@" > $L/daemon-$name.log 2>&1 & local DP=$!
+  $S daemon --config /dev/null --socket /tmp/wgsl.sock --cpuprofile $P/prof-$name.pb "$@" > $L/daemon-$name.log 2>&1 & local DP=$!
   for i in $(seq 300); do [ -S /tmp/wgsl.sock ] && break; sleep 0.1; done
-  grep -E 'msg=backend|serving' $L/daemon-$name.log | sed -E 's/^time=[^ ]+ //' | tee -a $SUM
+  grep -E 'msg=backend|serving' $L/daemon-$name.log | sed -E 's/^time=[^ ]+ //' | grep -v cuda | tee -a $SUM
   for cl in 8 16; do
     timeout 120 $S bench --socket /tmp/wgsl.sock --from-pid $HP --max-bytes 1G --clients $cl --batch 256,4096 --memfd --repeat 2 > $L/e2e-$name-$cl.log 2>&1
     say "== daemon $name clients $cl rc $?"; grep -E '^(MODE|e2e|inproc)' $L/e2e-$name-$cl.log | head -5 | tee -a $SUM
   done
   kill -TERM $DP; wait $DP
 }
-daemon_run webgpu --backend webgpu --webgpu-lib $DAWN
-daemon_run cpu --backend cpu
-daemon_run wgpu --backend webgpu --webgpu-lib $WGPU
-daemon_run auto --backend auto --webgpu-lib $DAWN --nvcomp-lib /nonexistent/libnvcomp.so
-[ -x $C/s4d-old ] && S=$PWD/$C/s4d-old && daemon_run webgpu-old --backend webgpu --webgpu-lib $DAWN
-kill $HP
+S0=$S
+for mode in heap acts; do
+  PYTHONPATH= python3 $C/holdpages.py $mode > $L/holder-$mode.log 2>&1 & HP=$!
+  for i in $(seq 120); do grep -q ready $L/holder-$mode.log && break; sleep 1; done
+  say "holder $mode: $(tail -2 $L/holder-$mode.log)"
+  S=$S0
+  daemon_run webgpu-$mode --backend webgpu --webgpu-lib $DAWN
+  daemon_run cpu-$mode --backend cpu
+  [ -x $C/s4d-old ] && S=$PWD/$C/s4d-old && daemon_run webgpu-old-$mode --backend webgpu --webgpu-lib $DAWN
+  S=$S0
+  if [ $mode = heap ]; then
+    daemon_run auto-$mode --backend auto --webgpu-lib $DAWN --nvcomp-lib /nonexistent/libnvcomp.so
+    daemon_run wgpu-$mode --backend webgpu --webgpu-lib $WGPU
+  fi
+  kill $HP; wait $HP 2>/dev/null
+done
+cp $P/prof-webgpu-heap.pb $P/prof-cpu-heap.pb $OUT/ 2>/dev/null
+tar -czf $OUT/profiles.tar.gz -C $P .
 
-xz -T4 -c /tmp/pages.bin > $OUT/pages.bin.xz 2>/dev/null; [ $(stat -c %s $OUT/pages.bin.xz) -lt 16000000 ] || rm -f $OUT/pages.bin.xz
 tar -czf $OUT/logs.tar.gz -C $L .
 say "done $(date -u)"
