@@ -201,7 +201,7 @@ func BenchmarkDecompressKernel64MiB(bm *testing.B) {
 		bm.Fatal("decompressed pages differ")
 	}
 	for _, reps := range []int{1, 8} {
-		bm.Run(fmt.Sprintf("lz4pages=%d/reps=%d", b.ds.lastN, reps), func(bm *testing.B) {
+		bm.Run(fmt.Sprintf("lz4pages=%d/reps=%d", b.dlast.Load().lastN, reps), func(bm *testing.B) {
 			bm.SetBytes(int64(len(pages) * reps))
 			for bm.Loop() {
 				if err := b.dkernelPass(reps); err != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/s4d-project/s4d/pagefmt"
 )
 
-// dslot holds the decompression buffers (one decompression at a time).
+// dslot holds one decompression's buffers (numDSlots of them).
 type dslot struct {
 	cap, srcCap                        int
 	src, desc, out, status, params, rd C.WGPUBuffer
@@ -89,8 +89,11 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 	if err := b.usable(); err != nil {
 		return err
 	}
-	b.dmu.Lock()
-	defer b.dmu.Unlock()
+	s := <-b.dslots
+	defer func() { b.dslots <- s }()
+	if err := b.usable(); err != nil {
+		return err // closed while waiting for the buffers
+	}
 	for lo := 0; lo < len(lz); lo += maxRound {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -100,7 +103,7 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 		if lo == 0 {
 			f = other
 		}
-		if err := b.decompress(d, idx, f); err != nil {
+		if err := b.decompress(s, d, idx, f); err != nil {
 			return b.fail(err)
 		}
 	}
@@ -109,9 +112,9 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 
 // decompress runs the kernel over the pages idx of d; meanwhile (the GPU
 // busy) it runs meanwhile on this goroutine.
-func (b *Backend) decompress(d *pagefmt.Decompression, idx []int, meanwhile func()) error {
+func (b *Backend) decompress(s *dslot, d *pagefmt.Decompression, idx []int, meanwhile func()) error {
 	dv, p := b.d, b.d.p
-	s := &b.ds
+	b.dlast.Store(s)
 	n := len(idx)
 	t0 := time.Now()
 	// The staging buffer holds desc (8 bytes a page, padded to 256) then
@@ -137,7 +140,7 @@ func (b *Backend) decompress(d *pagefmt.Decompression, idx []int, meanwhile func
 			}
 			s.upReady = true
 		}
-		if err := b.ensureDecomp(n, total); err != nil {
+		if err := b.ensureDecomp(s, n, total); err != nil {
 			return err
 		}
 		if !s.upReady {
@@ -272,8 +275,7 @@ func dlap(k int, t0 *time.Time) {
 }
 
 // ensureDecomp grows the decompression buffers. Device thread only.
-func (b *Backend) ensureDecomp(n, srcBytes int) error {
-	s := &b.ds
+func (b *Backend) ensureDecomp(s *dslot, n, srcBytes int) error {
 	if n <= s.cap && srcBytes <= s.srcCap {
 		return nil
 	}
@@ -310,7 +312,7 @@ func (b *Backend) ensureDecomp(n, srcBytes int) error {
 // dkernelPass reruns the decompress kernel reps times over the blocks of
 // the last round, without transfers, and waits for it. For benchmarks.
 func (b *Backend) dkernelPass(reps int) error {
-	d, p, s := b.d, b.d.p, &b.ds
+	d, p, s := b.d, b.d.p, b.dlast.Load()
 	err := d.do(func() error {
 		C.s4d_push_errors(p, d.dev)
 		enc := C.s4d_encoder(p, d.dev)
