@@ -49,9 +49,30 @@ func TestDeviceLostMidBatch(t *testing.T) {
 		fill := make([]uint64, b.Len())
 		name, err := r.Compress(context.Background(), b, new(pagefmt.Compressed), func(_ string, lo int, part *pagefmt.Compressed) error {
 			pb := &pagefmt.Batch{PageSize: 4096, Pages: pages[lo*4096 : (lo+len(part.Class))*4096]}
+			// The GPU may write the objects itself (Placed), as into the
+			// store: checksum then stored bytes.
+			var dst [][]byte
+			if part.Place != nil {
+				dst = make([][]byte, len(part.Class))
+				for i, c := range part.Class {
+					if c != pagefmt.ClassZero {
+						dst[i] = make([]byte, pagefmt.ObjectHeader+int(part.Size[i]))
+					}
+				}
+				if err := part.Place.Place(dst); err != nil {
+					return err
+				}
+			}
 			for i := range part.Class {
 				class[lo+i], fill[lo+i] = part.Class[i], part.Fill[i]
-				stored[lo+i] = bytes.Clone(part.Bytes(i, pb))
+				if dst != nil {
+					stored[lo+i] = nil
+					if dst[i] != nil {
+						stored[lo+i] = dst[i][pagefmt.ObjectHeader:]
+					}
+				} else {
+					stored[lo+i] = bytes.Clone(part.Bytes(i, pb))
+				}
 			}
 			return nil
 		})
