@@ -151,7 +151,7 @@ func BenchmarkKernel64MiB(bm *testing.B) {
 	s := <-b.slots
 	defer func() { b.slots <- s }()
 	var mu sync.Mutex
-	if err := b.round(s, in, out, 0, in.Len(), &mu, nil); err != nil {
+	if err := b.round(s, in, out, 0, in.Len(), &mu, nil, nil, 0); err != nil {
 		bm.Fatal(err)
 	}
 	// Smaller dispatches over the first pages show how the time scales:

@@ -37,9 +37,10 @@ type slot struct {
 	uploadPending, uploadReady bool // a MapAsync(write) is outstanding / done
 	n, total32                 int
 	meta32                     []uint32
-	guess, got                 int    // packed bytes asked for with the metadata
-	data                       []byte // the packed bytes, mapped
-	extra                      bool   // one of the extraSlots
+	guess, got                 int                // packed bytes asked for with the metadata
+	data                       []byte             // the packed bytes, mapped
+	extra                      bool               // one of the extraSlots
+	part                       pagefmt.Compressed // a round handed to CompressParts' deliver
 }
 
 func (s *slot) free(p *C.s4d_procs) {
@@ -215,8 +216,9 @@ func lap(k int, t0 *time.Time) {
 }
 
 // round compresses pages [lo, hi) of in on slot s: staging, kernel,
-// metadata and packed bytes (appended to out.Data under mu).
-func (b *Backend) round(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, lo, hi int, mu *sync.Mutex, tn *turn) error {
+// metadata and packed bytes (appended to out.Data under mu, or with pt
+// set handed to its deliver straight from the mapped readback).
+func (b *Backend) round(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, lo, hi int, mu *sync.Mutex, tn *turn, pt *parts, r int) error {
 	m := hi - lo
 	t0 := time.Now()
 	defer tn.release()
@@ -275,6 +277,9 @@ func (b *Backend) round(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, lo,
 		lap(5, &t0)
 	}
 	defer b.d.do(func() error { C.s4d_unmap(b.d.p, s.readback); s.data = nil; return nil })
+	if pt != nil {
+		return pt.deliverRound(b, s, r, lo, uint32(min(in.Threshold, PageSize)))
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	base := len(out.Data)
@@ -364,8 +369,22 @@ func (b *Backend) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.
 	if !b.Takes(in.Codec, in.PageSize) {
 		return errNotTaken
 	}
+	out.Reset(in.Len())
+	return b.compressBatch(ctx, in, out, nil)
+}
+
+// CompressParts is Compress handing each round to deliver, in order, from
+// the mapped readback buffer (backends.PartCompressor): the daemon's store
+// copies the blocks from there, so the copy into out.Data is saved.
+func (b *Backend) CompressParts(ctx context.Context, in *pagefmt.Batch, deliver func(lo int, part *pagefmt.Compressed) error) error {
+	if !b.Takes(in.Codec, in.PageSize) {
+		return errNotTaken
+	}
+	return b.compressBatch(ctx, in, nil, deliver)
+}
+
+func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pagefmt.Compressed, deliver func(int, *pagefmt.Compressed) error) error {
 	n := in.Len()
-	out.Reset(n)
 	if n == 0 {
 		return ctx.Err()
 	}
@@ -398,6 +417,11 @@ func (b *Backend) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.
 			}
 		}
 	}
+	var pt *parts
+	if deliver != nil {
+		pt = newParts(rounds, deliver)
+		defer pt.releaseAll()
+	}
 	work := func(g int) {
 		defer wg.Done()
 		var s *slot
@@ -428,17 +452,25 @@ func (b *Backend) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.
 			}
 			if err := ctx.Err(); err != nil {
 				turns[r].release()
+				pt.release(r)
 				errs[g] = err
 				return
 			}
 			if err := b.usable(); err != nil {
 				turns[r].release()
+				pt.release(r)
 				errs[g] = err
 				return
 			}
-			if err := b.round(s, in, out, cuts[r], cuts[r+1], &mu, turns[r]); err != nil {
-				errs[g] = b.fail(err)
+			err := b.round(s, in, out, cuts[r], cuts[r+1], &mu, turns[r], pt, r)
+			pt.release(r) // a failed round lets the next ones see it
+			if err != nil {
 				next.Store(int64(rounds))
+				if de, ok := err.(deliverError); ok {
+					errs[g] = de.err // the caller's, as it is: the backend is fine
+					return
+				}
+				errs[g] = b.fail(err)
 				return
 			}
 		}
@@ -453,6 +485,9 @@ func (b *Backend) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.
 	}
 	work(0)
 	wg.Wait()
+	if pt != nil && pt.err != nil {
+		return pt.err // deliver's error, as it is
+	}
 	return errors.Join(errs...)
 }
 

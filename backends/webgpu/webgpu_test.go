@@ -78,7 +78,8 @@ func TestMain(m *testing.M) {
 func TestConformance(t *testing.T) {
 	b := open(t)
 	t.Logf("device: %s", b.Describe())
-	backendtest.Run(t, b, backendtest.Config{PageSizes: []int{4096, 8192}})
+	// PartPages: two rounds at once on the two slots, delivered in order.
+	backendtest.Run(t, b, backendtest.Config{PageSizes: []int{4096, 8192}, PartPages: 2*minRound + 300})
 }
 
 // A batch larger than one device round exercises the chunking and the
