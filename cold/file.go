@@ -38,34 +38,41 @@ type fileLevel struct {
 	failures, full          atomic.Uint64 // rounds failed by an I/O error; rounds that found the file full
 	readFailures            atomic.Uint64
 	lastErr                 atomic.Pointer[string]
+	restored                pagecache.Restored // what the start found, and what the crash before it lost
 }
 
 var _ pagecache.Tier = (*fileLevel)(nil)
 
 // attachFile makes f the store's level below RAM. idx, the index of a
 // persisted file's last checkpoint, is restored first: its pools, owners
-// and pages (which stay on the file until read). With persist,
-// checkpoints record the store on the file. It returns the pages
-// restored; on an error the store must not be used.
+// and pages (which stay on the file until read), less what a crash lost
+// (pagecache.Store.Records says what). With persist, checkpoints record
+// the store on the file. It returns the pages restored; on an error the
+// store must not be used.
 func attachFile(store Store, f *backing.File, idx *backing.Index, persist bool) (*fileLevel, int, error) {
 	c := &fileLevel{store: store, f: f, shift: uint32(bits.TrailingZeros64(f.Unit())), persist: persist}
 	if persist {
 		f.SetPersist()
 	}
-	n := 0
 	if idx != nil {
 		pools := make([]pagecache.PoolRecord, len(idx.Pools))
 		for i, p := range idx.Pools {
-			pools[i] = pagecache.PoolRecord{Name: p.Name, UID: p.UID, Codec: pagefmt.Codec(p.Codec), Keys: p.Keys, Words: p.Words}
+			pools[i] = pagecache.PoolRecord{Name: p.Name, UID: p.UID, Codec: pagefmt.Codec(p.Codec &^ changedBit),
+				Changed: p.Codec&changedBit != 0, Keys: p.Keys, Words: p.Words}
 		}
 		var err error
-		if n, err = store.Restore(idx.Backends, pools, c.claim); err != nil {
-			return nil, n, fmt.Errorf("backing file %s: %w", f.Path(), err)
+		if c.restored, err = store.Restore(idx.Backends, pools, c.claim); err != nil {
+			return nil, 0, fmt.Errorf("backing file %s: %w", f.Path(), err)
 		}
 	}
 	store.SetTier(c)
-	return c, n, nil
+	return c, c.restored.Pages, nil
 }
+
+// changedBit marks, in a pool's codec byte in the file's index, a pool
+// recorded Changed. A daemon that knows no such bit refuses the index
+// as damaged rather than restore pages that may be older.
+const changedBit = 0x80
 
 // claim takes, at a restart, the place of a page the index recorded.
 func (c *fileLevel) claim(loc pagecache.Loc, size int) error {
@@ -116,6 +123,18 @@ func (c *fileLevel) Hold() (unhold func()) {
 // Forget frees the file's space of a page replaced or deleted.
 func (c *fileLevel) Forget(loc pagecache.Loc, size int) { c.f.Free(c.off(loc), size) }
 
+// Note checkpoints, with pool marked changed, before its first change
+// since the last checkpoint that found it still (persist.go).
+func (c *fileLevel) Note(pool string) error {
+	if !c.persist {
+		return nil
+	}
+	if err := c.Checkpoint(); err != nil {
+		return fmt.Errorf("recording that pool %q changes: %w", pool, err)
+	}
+	return nil
+}
+
 // FileStats describes the backing file and the moves to and from it.
 type FileStats struct {
 	backing.Stats
@@ -130,12 +149,18 @@ type FileStats struct {
 	FullRounds     uint64 // rounds that found the file full
 	ReadFailures   uint64 // pages that could not be read back
 	LastError      string
+	// What the last start found lost by a crash before it: pages in RAM
+	// at the last checkpoint or of pools changed since it, and those pools
+	// (their pages written since are lost too, uncounted).
+	LostAtStart         uint64
+	ChangedPoolsAtStart []string
 }
 
 func (c *fileLevel) stats() FileStats {
 	st := FileStats{Stats: c.f.Stats(), Path: c.f.Path(), Persist: c.persist, WrittenBack: c.pages.Load(),
 		Forced: c.forced.Load(), PressureRounds: c.pressure.Load(), AheadRounds: c.kept.Load(), Compacted: c.moved.Load(),
-		Failures: c.failures.Load(), FullRounds: c.full.Load(), ReadFailures: c.readFailures.Load()}
+		Failures: c.failures.Load(), FullRounds: c.full.Load(), ReadFailures: c.readFailures.Load(),
+		LostAtStart: uint64(c.restored.Lost), ChangedPoolsAtStart: c.restored.Changed}
 	if e := c.lastErr.Load(); e != nil {
 		st.LastError = *e
 	}

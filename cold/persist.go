@@ -11,7 +11,8 @@ import (
 // Persisting the store on the backing file, and keeping the file dense.
 
 // Checkpoint records every page on the backing file, and every zero page,
-// so that a restart on the file finds them (with persist; else nothing).
+// so that a restart on the file finds them, and the keys of the pages in
+// RAM, so that it reports them lost (with persist; else nothing).
 func (c *fileLevel) Checkpoint() error {
 	if !c.persist {
 		return nil
@@ -30,7 +31,11 @@ func (c *fileLevel) checkpointLocked() error {
 	names, pools := c.store.Records(c.f.BeginCheckpoint)
 	idx := &backing.Index{Backends: names}
 	for _, p := range pools {
-		idx.Pools = append(idx.Pools, backing.Pool{Name: p.Name, UID: p.UID, Codec: uint8(p.Codec), Keys: p.Keys, Words: p.Words})
+		bp := backing.Pool{Name: p.Name, UID: p.UID, Codec: uint8(p.Codec), Keys: p.Keys, Words: p.Words}
+		if p.Changed {
+			bp.Codec |= changedBit
+		}
+		idx.Pools = append(idx.Pools, bp)
 	}
 	sort.Slice(idx.Pools, func(i, j int) bool { return idx.Pools[i].Name < idx.Pools[j].Name })
 	if err := c.f.Checkpoint(idx); err != nil {

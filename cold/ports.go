@@ -34,7 +34,7 @@ type Store interface {
 	CopyObjects(refs []pagecache.PageRef, slot func(i int) []byte) int
 	Relocate(refs []pagecache.PageRef, locs []pagecache.Loc) (moved []bool)
 	Records(then func()) (backends []string, pools []pagecache.PoolRecord)
-	Restore(backends []string, pools []pagecache.PoolRecord, claim func(loc pagecache.Loc, size int) error) (int, error)
+	Restore(backends []string, pools []pagecache.PoolRecord, claim func(loc pagecache.Loc, size int) error) (pagecache.Restored, error)
 }
 
 // Compressor is what recompression needs of the router: batches both ways,

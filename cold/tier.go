@@ -60,6 +60,10 @@ func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool
 	st := f.Stats()
 	log.Info("backing file", "path", f.Path(), "size", st.Size, "free", st.FreeBytes, "persist", cfg.Persist, "verify", cfg.BackingVerify,
 		"pages_restored", n, "bytes_on_file", st.Bytes, "took", time.Since(t0))
+	if r := t.file.restored; r.Lost > 0 || len(r.Changed) > 0 {
+		log.Warn("the daemon before this one stopped without persisting: pages in RAM at its last checkpoint are lost, "+
+			"and every page of the pools changed since it; GETs of them answer not found", "pages_lost", r.Lost, "pools_changed", r.Changed)
+	}
 	return t, nil
 }
 

@@ -217,8 +217,10 @@ func TestPersistRestore(t *testing.T) {
 	}
 }
 
-// After a crash, the last checkpoint's pages come back as they were then,
-// though pages were replaced and deleted (and their space freed) since.
+// After a crash, the last checkpoint's pages come back as they were
+// then if nothing changed since; once pages were replaced and deleted
+// (and their space freed), none of the pool comes back, and the loss is
+// reported: never an older version of a page.
 func TestCrashRestoresCheckpoint(t *testing.T) {
 	const ps = 4096
 	path := backingFile(t, 16<<20)
@@ -232,6 +234,13 @@ func TestCrashRestoresCheckpoint(t *testing.T) {
 	if err := fl.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
+	// A crash now: every page back as it is.
+	still := pagecache.New(ps, 0)
+	if fl2, n := withBacking(t, still, path, true); n != 300 || fl2.stats().LostAtStart != 0 {
+		t.Fatalf("restored %d pages (%d lost), want 300", n, fl2.stats().LostAtStart)
+	}
+	checkAll(t, still, 1, "p", keysFrom(0, 300), v1)
+
 	v2 := corpus.Pages(corpus.Text, 300, ps, 9)
 	putOK(t, s, 1, "p", keysFrom(0, 300), v2)
 	res := make([]pagecache.Result, 300)
@@ -241,10 +250,50 @@ func TestCrashRestoresCheckpoint(t *testing.T) {
 	}
 	// Crash: no PersistAll.
 	s2 := pagecache.New(ps, 0)
-	if _, n := withBacking(t, s2, path, true); n != 300 {
-		t.Fatalf("restored %d pages, want 300", n)
+	fl2, n := withBacking(t, s2, path, true)
+	if st := fl2.stats(); n != 0 || st.LostAtStart != 300 || len(st.ChangedPoolsAtStart) != 1 {
+		t.Fatalf("restored %d pages, %d lost, pools changed %v: want none, 300 and p", n, st.LostAtStart, st.ChangedPoolsAtStart)
 	}
-	checkAll(t, s2, 1, "p", keysFrom(0, 300), v1)
+	if _, res := getAll(t, s2, 1, "p", keysFrom(0, 300)); res[0] != pagecache.NotFound || res[299] != pagecache.NotFound {
+		t.Fatalf("pages of a pool changed since the checkpoint: %v %v", res[0], res[299])
+	}
+}
+
+// Pages still in RAM at a checkpoint are reported lost by a crash after
+// it; the ones on the file come back as written.
+func TestCrashLosesRAMReported(t *testing.T) {
+	const ps = 4096
+	path := backingFile(t, 64<<20)
+	limit := uint64(32 * ps * slab.SlabPages)
+	s := pagecache.New(ps, limit)
+	fl, _ := withBacking(t, s, path, true)
+	const n = 3000
+	pages := corpus.Pages(corpus.Mixed, n, ps, 12)
+	for lo := 0; lo < n; lo += 250 {
+		putOK(t, s, 1, "p", keysFrom(uint64(lo), 250), pages[lo*ps:(lo+250)*ps])
+	}
+	if err := fl.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := pagecache.New(ps, 0)
+	fl2, got := withBacking(t, s2, path, true)
+	lost := int(fl2.stats().LostAtStart)
+	if got == 0 || lost == 0 || got+lost != n {
+		t.Fatalf("%d restored and %d lost of %d", got, lost, n)
+	}
+	_, res := getAll(t, s2, 1, "p", keysFrom(0, n))
+	var keys []uint64
+	var want []byte
+	for i, r := range res {
+		if r == pagecache.OK {
+			keys = append(keys, uint64(i))
+			want = append(want, pages[i*ps:(i+1)*ps]...)
+		}
+	}
+	if len(keys) != got {
+		t.Fatalf("%d pages read back, %d restored", len(keys), got)
+	}
+	checkAll(t, s2, 1, "p", keys, want)
 }
 
 func TestCompactFile(t *testing.T) {

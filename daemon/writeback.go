@@ -67,5 +67,5 @@ func (d *Daemon) backingStats() *ipc.BackingStats {
 		ReadLatency:  ipc.NewHistogram(s.ReadBounds, s.ReadHist, s.ReadTime),
 		WriteSeconds: s.WriteTime.Seconds(), PressureRounds: s.PressureRounds, AheadRounds: s.AheadRounds, Forced: s.Forced,
 		Compacted: s.Compacted, Failures: s.Failures, FullRounds: s.FullRounds, ReadErrors: s.ReadErrors, DroppedWrites: s.Dropped,
-		Checkpoints: s.Checkpoints, LastError: s.LastError}
+		Checkpoints: s.Checkpoints, LastError: s.LastError, LostAtStart: s.LostAtStart, ChangedPoolsAtStart: s.ChangedPoolsAtStart}
 }

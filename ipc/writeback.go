@@ -60,6 +60,11 @@ type BackingStats struct {
 	DroppedWrites  uint64     `json:"dropped_writes"`  // writes that read back different (backing_verify)
 	Checkpoints    uint64     `json:"checkpoints"`
 	LastError      string     `json:"last_error,omitempty"`
+	// What this start found lost by a crash of the daemon before it:
+	// pages in RAM at its last checkpoint or of pools changed since, and
+	// those pools (their pages written since are lost too, uncounted).
+	LostAtStart         uint64   `json:"lost_at_start"`
+	ChangedPoolsAtStart []string `json:"changed_pools_at_start,omitempty"`
 }
 
 // WritebackRequest is WRITEBACK's body: the mode, and for idle the age

@@ -162,20 +162,34 @@ func (s *Store) Relocate(refs []PageRef, locs []Loc) (moved []bool) {
 }
 
 // PoolRecord is what a restart needs of one pool: its owner, codec, and
-// the pages that need no RAM (off RAM, or zero), each as an opaque word.
+// its pages, each as an opaque word: those that need no RAM (off RAM, or
+// zero) as they are, those in RAM as lost (word 0: a crash takes them).
+// Changed says that the pool was being changed as it was recorded, so
+// that a restart must trust none of its pages: any may be older than the
+// last write, and pages written later are not listed.
 type PoolRecord struct {
-	Name  string
-	UID   uint32
-	Codec pagefmt.Codec
-	Keys  []uint64
-	Words []uint64
+	Name    string
+	UID     uint32
+	Codec   pagefmt.Codec
+	Changed bool
+	Keys    []uint64
+	Words   []uint64
 }
 
-// Records lists the backends' names and every pool with its pages off RAM
-// and zero pages: what a restart can have back without the RAM. then runs
-// under the same hold of the store's lock, so that the caller may mark
-// the moment the records describe: nothing is freed or moved off RAM
-// between the two.
+// lostWord records a page in RAM: a crash loses it. Entries are never 0.
+const lostWord = 0
+
+// Records lists the backends' names and every pool with its pages: what
+// a restart can have back without the RAM, and what it would have lost.
+// then runs under the same hold of the store's lock, so that the caller
+// may mark the moment the records describe: nothing is freed or moved off
+// RAM between the two.
+//
+// A pool found still (no PUT or DEL under way) is recorded whole, and its
+// next change is noted first (Tier.Note); one being changed is recorded
+// Changed. So a crash loses pages that were in RAM when the last record
+// was taken, and every page of a pool changed since; a restart reports
+// them (Restore), and never finds an older version of a page.
 func (s *Store) Records(then func()) (backends []string, pools []PoolRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,59 +197,84 @@ func (s *Store) Records(then func()) (backends []string, pools []PoolRecord) {
 		backends = append(backends, (*p)...)
 	}
 	for _, p := range s.pools {
-		pr := PoolRecord{Name: p.name, UID: p.uid, Codec: p.codec}
+		// Read before the walk: a PUT that starts later waits for the
+		// lock, and one counted here may publish during the walk.
+		changed := p.writers.Load() > 0
+		pr := PoolRecord{Name: p.name, UID: p.uid, Codec: p.codec, Changed: changed}
 		p.ix.EachLoaded(func(key uint64, e pageindex.Entry) bool {
+			pr.Keys = append(pr.Keys, key)
 			if e.OnFile() || e.Class() == pagefmt.ClassZero {
-				pr.Keys = append(pr.Keys, key)
 				pr.Words = append(pr.Words, uint64(e&^pageindex.IdleBits))
+			} else {
+				pr.Words = append(pr.Words, lostWord)
 			}
 			return true
 		})
+		p.clean = !changed
 		pools = append(pools, pr)
 	}
 	then()
 	return backends, pools
 }
 
+// Restored says what Restore brought back, and what the crash before it
+// (if any) lost.
+type Restored struct {
+	Pages   int      // restored, each as last written
+	Lost    int      // recorded, but lost: in RAM at the record, or of a changed pool
+	Changed []string // pools changed after the record: pages written since are lost too, uncounted
+}
+
 // Restore brings back pools that Records listed, into a store that has
-// none of them: their owners, codecs and pages. Each page off RAM has its
-// place claimed (claim says why a place cannot be had). It returns the
-// pages restored; on an error the store must not be used.
-func (s *Store) Restore(backends []string, pools []PoolRecord, claim func(loc Loc, size int) error) (int, error) {
+// none of them: their owners, codecs and pages, except the pages a crash
+// lost, counted; a Changed pool comes back empty. Each page off RAM has
+// its place claimed (claim says why a place cannot be had). On an error
+// the store must not be used.
+func (s *Store) Restore(backends []string, pools []PoolRecord, claim func(loc Loc, size int) error) (Restored, error) {
 	ids := make([]uint8, len(backends))
 	for i, n := range backends {
 		ids[i] = s.BackendID(n)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	var r Restored
 	for _, bp := range pools {
 		if s.pools[bp.Name] != nil {
-			return n, fmt.Errorf("index names pool %q twice", bp.Name)
+			return r, fmt.Errorf("index names pool %q twice", bp.Name)
 		}
 		if bp.Codec > pagefmt.CodecZstd {
-			return n, fmt.Errorf("damaged index: pool %q has codec %d", bp.Name, bp.Codec)
+			return r, fmt.Errorf("damaged index: pool %q has codec %d", bp.Name, bp.Codec)
 		}
-		p := &pool{name: bp.Name, uid: bp.UID, codec: bp.Codec}
+		// A pool recorded whole is as the record says until it changes;
+		// a changed one stays marked changed in the record until the
+		// next, whatever happens now.
+		p := &pool{name: bp.Name, uid: bp.UID, codec: bp.Codec, clean: !bp.Changed}
 		s.pools[p.name] = p
 		s.user(p.uid).pools++
+		if bp.Changed {
+			r.Changed = append(r.Changed, p.name)
+		}
 		w := p.ix.Walk(true)
 		for j, key := range bp.Keys {
+			if bp.Words[j] == lostWord || bp.Changed {
+				r.Lost++
+				continue
+			}
 			e, err := s.restored(pageindex.Entry(bp.Words[j]), ids, claim)
 			if err != nil {
 				w.Done()
-				return n, fmt.Errorf("damaged index: pool %q key %d: %w", p.name, key, err)
+				return r, fmt.Errorf("damaged index: pool %q key %d: %w", p.name, key, err)
 			}
 			if _, dup := w.At(key).Set(key, e); dup {
 				w.Done()
-				return n, fmt.Errorf("damaged index: pool %q has key %d twice", p.name, key)
+				return r, fmt.Errorf("damaged index: pool %q has key %d twice", p.name, key)
 			}
 			s.account(p, e, +1)
-			n++
+			r.Pages++
 		}
 		w.Done()
 	}
-	return n, nil
+	return r, nil
 }
 
 // restored checks a recorded entry and gives it this store's backend

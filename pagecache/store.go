@@ -76,6 +76,13 @@ type pool struct {
 	ix    pageindex.Shards
 	st    PoolStats     // guarded by Store.mu
 	codec pagefmt.Codec // poolcodec.go
+
+	// What a crash would lose (tier.go): clean says the Tier's last
+	// record of the pool is whole, so its next change must be noted
+	// first; writers counts the PUTs and DELs changing it now.
+	clean   bool // guarded by Store.mu
+	note    *noteWait
+	writers atomic.Int32
 }
 
 // PoolStats counts one pool's pages.
@@ -188,7 +195,8 @@ func (s *Store) lookupOrCreate(uid uint32, name string) (*pool, error) {
 	if s.limits.PoolsPerUser > 0 && s.user(uid).pools >= s.limits.PoolsPerUser {
 		return nil, ErrPoolLimit
 	}
-	p = &pool{name: name, uid: uid}
+	// A new pool is in no record of the Tier's: its first change is noted.
+	p = &pool{name: name, uid: uid, clean: true}
 	s.pools[name] = p
 	s.user(uid).pools++
 	return p, nil
@@ -238,6 +246,12 @@ func (s *Store) Put(uid uint32, name string, keys []uint64, b *pagefmt.Batch, c 
 	s.mu.Lock()
 	p, err := s.lookupOrCreate(uid, name)
 	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	p.writers.Add(1)
+	defer p.writers.Add(-1) // once the entries are published
+	if err := s.changing(p); err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -447,6 +461,11 @@ func (s *Store) Del(uid uint32, name string, keys []uint64, res []Result) error 
 	defer s.mu.Unlock()
 	p, err := s.lookup(uid, name)
 	if err != nil {
+		return err
+	}
+	p.writers.Add(1)
+	defer p.writers.Add(-1)
+	if err := s.changing(p); err != nil {
 		return err
 	}
 	w := p.ix.Walk(true)

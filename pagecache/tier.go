@@ -43,6 +43,46 @@ type Tier interface {
 	// Forget releases the place of a page off RAM, replaced or deleted.
 	// The store's write lock is held: it must not call the store.
 	Forget(loc Loc, size int)
+	// Note records, durably, that pool is changing, before the first
+	// PUT or DEL of it since a Records that found it still (see
+	// Records): a crash then finds the pool marked changed rather than
+	// an older version of it. An error fails the PUT or DEL. No lock of
+	// the store is held; it may call Records.
+	Note(pool string) error
+}
+
+// noteWait lets the PUTs and DELs that find a Note of their pool under
+// way wait for it: none may answer before the note is durable.
+type noteWait struct {
+	done chan struct{}
+	err  error
+}
+
+// changing has the Tier note p's change if its last record of p is
+// whole. Called with the store's lock held, and p.writers counting the
+// caller; the lock is dropped while the note is written.
+func (s *Store) changing(p *pool) error {
+	if !p.clean || s.tier == nil {
+		return nil
+	}
+	w := p.note
+	if w == nil { // the first: it writes the note
+		w = &noteWait{done: make(chan struct{})}
+		p.note = w
+		s.mu.Unlock()
+		w.err = s.tier.Note(p.name)
+		s.mu.Lock()
+		p.note = nil
+		if w.err == nil {
+			p.clean = false
+		}
+		close(w.done)
+		return w.err
+	}
+	s.mu.Unlock()
+	<-w.done
+	s.mu.Lock()
+	return w.err
 }
 
 // SetTier registers the levels below RAM; nil leaves the store in RAM

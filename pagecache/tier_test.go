@@ -1,6 +1,7 @@
 package pagecache
 
 import (
+	"errors"
 	"sync"
 	"testing"
 
@@ -17,6 +18,8 @@ type memTier struct {
 	objs   map[Loc][]byte
 	next   Loc
 	rounds int
+	notes  []string                // pools noted
+	onNote func(pool string) error // what a note does (nil: nothing)
 }
 
 func (m *memTier) MakeRoom(need uint64) error {
@@ -52,6 +55,14 @@ func (m *memTier) Read(rs []TierRead) {
 }
 
 func (m *memTier) Hold() func() { return func() {} }
+
+func (m *memTier) Note(pool string) error {
+	m.notes = append(m.notes, pool)
+	if m.onNote != nil {
+		return m.onNote(pool)
+	}
+	return nil
+}
 
 func (m *memTier) Forget(loc Loc, _ int) {
 	m.mu.Lock()
@@ -108,8 +119,8 @@ func TestRecordsRestore(t *testing.T) {
 	s2.SetTier(m)
 	claimed := map[Loc]bool{}
 	claim := func(l Loc, _ int) error { claimed[l] = true; return nil }
-	if got, err := s2.Restore(names, pools, claim); err != nil || got != 100 || len(claimed) != 99 {
-		t.Fatalf("restored %d (%d places claimed): %v", got, len(claimed), err)
+	if got, err := s2.Restore(names, pools, claim); err != nil || got.Pages != 100 || got.Lost != 0 || len(claimed) != 99 {
+		t.Fatalf("restored %+v (%d places claimed): %v", got, len(claimed), err)
 	}
 	checkAll(t, s2, 7, "q", keysFrom(0, 100), pages)
 	if _, err := s2.PoolInfo(8, "q"); err != ErrPermission {
@@ -118,4 +129,68 @@ func TestRecordsRestore(t *testing.T) {
 	if _, err := New(ps, 0).Restore(names, append(pools, pools[0]), claim); err == nil {
 		t.Fatal("a pool recorded twice was restored")
 	}
+}
+
+// What a crash loses, as the records tell it: pages in RAM when they were
+// taken, and every page of a pool being changed then; a pool recorded
+// whole is noted before its next change, once.
+func TestRecordsWhatACrashLoses(t *testing.T) {
+	const ps = 4096
+	s := New(ps, 0)
+	m := &memTier{s: s, objs: map[Loc][]byte{}}
+	s.SetTier(m)
+	pages := corpus.Pages(corpus.Text, 100, ps, 33)
+	putOK(t, s, 1, "p", keysFrom(0, 60), pages[:60*ps])
+	m.MakeRoom(1 << 30)
+	putOK(t, s, 1, "p", keysFrom(60, 40), pages[60*ps:]) // in RAM
+	if len(m.notes) != 1 {
+		t.Fatalf("notes before any record: %v, want the new pool's one", m.notes)
+	}
+	names, pools := s.Records(func() {})
+	if pools[0].Changed {
+		t.Fatal("a pool at rest recorded changed")
+	}
+	restore := func(pools []PoolRecord) (*Store, Restored) {
+		t.Helper()
+		s2 := New(ps, 0)
+		m.s = s2
+		s2.SetTier(m)
+		r, err := s2.Restore(names, pools, func(Loc, int) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.s = s
+		return s2, r
+	}
+	s2, r := restore(pools)
+	if r.Pages != 60 || r.Lost != 40 || len(r.Changed) != 0 {
+		t.Fatalf("restored %+v, want 60 pages and the 40 in RAM lost", r)
+	}
+	checkAll(t, s2, 1, "p", keysFrom(0, 60), pages[:60*ps])
+	if _, res := getAll(t, s2, 1, "p", keysFrom(60, 40)); res[0] != NotFound {
+		t.Fatalf("a lost page: %v", res[0])
+	}
+	// The next PUT is noted first, and a record taken while it is under
+	// way (as the note itself takes one) says the pool changed.
+	var during []PoolRecord
+	m.onNote = func(string) error { _, during = s.Records(func() {}); return nil }
+	putOK(t, s, 1, "p", keysFrom(0, 1), pages[99*ps:])
+	putOK(t, s, 1, "p", keysFrom(1, 1), pages[99*ps:])
+	if len(m.notes) != 2 || len(during) != 1 || !during[0].Changed {
+		t.Fatalf("notes %v, record during the PUT %+v", m.notes, during)
+	}
+	if _, r := restore(during); r.Pages != 0 || r.Lost != 100 || len(r.Changed) != 1 {
+		t.Fatalf("restored from a changed pool's record: %+v, want nothing and 100 lost", r)
+	}
+	// A note that fails fails the change: the page stays as it was.
+	s.Records(func() {})
+	m.onNote = func(string) error { return errors.New("disk gone") }
+	b, c := fill(t, pages[:ps], ps)
+	if err := s.Put(1, "p", keysFrom(5, 1), b, c, 0, make([]Result, 1)); err == nil {
+		t.Fatal("a PUT whose note failed succeeded")
+	}
+	if err := s.Del(1, "p", keysFrom(5, 1), make([]Result, 1)); err == nil {
+		t.Fatal("a DEL whose note failed succeeded")
+	}
+	checkAll(t, s, 1, "p", keysFrom(5, 1), pages[5*ps:6*ps])
 }
