@@ -84,10 +84,14 @@ func checkCovers(what string, base unsafe.Pointer, size uintptr, t []dl.Entry) e
 	return nil
 }
 
+// pointers is the size of Driver's entry points: they come first, and
+// the settings after them (Portable) are no entry points to check.
+func (d *Driver) pointers() uintptr { return unsafe.Offsetof(d.Portable) }
+
 // Load finds the driver API's entry points in l (libcuda.so.1).
 func (d *Driver) Load(l *dl.Lib) error {
 	t := d.table()
-	if err := checkCovers("driver", unsafe.Pointer(d), unsafe.Sizeof(*d), t); err != nil {
+	if err := checkCovers("driver", unsafe.Pointer(d), d.pointers(), t); err != nil {
 		return err
 	}
 	return l.Resolve(t)

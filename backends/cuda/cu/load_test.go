@@ -10,7 +10,7 @@ import (
 
 func TestDriverTableCoversStruct(t *testing.T) {
 	var d Driver
-	if err := checkCovers("driver", unsafe.Pointer(&d), unsafe.Sizeof(d), d.table()); err != nil {
+	if err := checkCovers("driver", unsafe.Pointer(&d), d.pointers(), d.table()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -19,19 +19,19 @@ func TestCheckCoversRefusesGaps(t *testing.T) {
 	var d Driver
 	full := d.table()
 	short := full[:len(full)-1]
-	if err := checkCovers("driver", unsafe.Pointer(&d), unsafe.Sizeof(d), short); err == nil || !strings.Contains(err.Error(), "names for") {
+	if err := checkCovers("driver", unsafe.Pointer(&d), d.pointers(), short); err == nil || !strings.Contains(err.Error(), "names for") {
 		t.Fatalf("a missing row: %v", err)
 	}
 	// Same length, one field filled twice and another never.
 	twice := append([]dl.Entry(nil), full...)
 	twice[1].Ptr = twice[0].Ptr
-	if err := checkCovers("driver", unsafe.Pointer(&d), unsafe.Sizeof(d), twice); err == nil || !strings.Contains(err.Error(), twice[1].Name) {
+	if err := checkCovers("driver", unsafe.Pointer(&d), d.pointers(), twice); err == nil || !strings.Contains(err.Error(), twice[1].Name) {
 		t.Fatalf("a field filled twice: %v", err)
 	}
 	var other unsafe.Pointer
 	stray := append([]dl.Entry(nil), full...)
 	stray[2].Ptr = &other
-	if err := checkCovers("driver", unsafe.Pointer(&d), unsafe.Sizeof(d), stray); err == nil {
+	if err := checkCovers("driver", unsafe.Pointer(&d), d.pointers(), stray); err == nil {
 		t.Fatal("a row pointing outside the struct was accepted")
 	}
 }
