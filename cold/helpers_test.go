@@ -35,7 +35,7 @@ func keysFrom(first uint64, n int) []uint64 {
 	return k
 }
 
-func putOK(t *testing.T, s *pagecache.Store, uid uint32, pool string, keys []uint64, pages []byte) {
+func putOK(t testing.TB, s *pagecache.Store, uid uint32, pool string, keys []uint64, pages []byte) {
 	t.Helper()
 	b, c := fill(t, pages, s.PageSize())
 	res := make([]pagecache.Result, len(keys))

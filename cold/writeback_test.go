@@ -2,6 +2,7 @@ package cold
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,7 +18,7 @@ import (
 
 // backingFile makes a zeroed file of size bytes where O_DIRECT works, or
 // skips saying why it cannot.
-func backingFile(t *testing.T, size int64) string {
+func backingFile(t testing.TB, size int64) string {
 	t.Helper()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "backing")
@@ -455,4 +456,48 @@ func TestWritebackColdestFirst(t *testing.T) {
 	}
 	checkAll(t, s, 1, "old", keysFrom(0, 1500), old)
 	checkAll(t, s, 1, "young", keysFrom(0, 3000), young)
+}
+
+// BenchmarkNotedPut times a 64-page PUT into a persisted pool that the
+// last checkpoint found at rest (it checkpoints first: Tier.Note) beside
+// one into a pool already noted, for a pool of pages pages on the file.
+func BenchmarkNotedPut(b *testing.B) {
+	const ps = 4096
+	for _, pages := range []int{4096, 65536} {
+		for _, noted := range []bool{true, false} {
+			b.Run(fmt.Sprintf("pages=%d/noted=%v", pages, noted), func(b *testing.B) {
+				s := pagecache.New(ps, 0)
+				path := backingFile(b, 1<<30)
+				f, idx, err := backing.Open(path, ps, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				fl, _, err := attachFile(s, f, idx, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				all := corpus.Pages(corpus.Text, pages, ps, 40)
+				for lo := 0; lo < pages; lo += 4096 {
+					putOK(b, s, 1, "p", keysFrom(uint64(lo), 4096), all[lo*ps:(lo+4096)*ps])
+				}
+				if _, err := fl.PersistAll(); err != nil {
+					b.Fatal(err)
+				}
+				bt, c := fill(b, all[:64*ps], ps)
+				res := make([]pagecache.Result, 64)
+				b.SetBytes(64 * ps)
+				for i := 0; b.Loop(); i++ {
+					if noted {
+						b.StopTimer()
+						fl.Checkpoint() // the pool at rest: the next PUT notes
+						b.StartTimer()
+					}
+					if err := s.Put(1, "p", keysFrom(uint64(i%(pages/64)*64), 64), bt, c, 0, res); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }
