@@ -73,6 +73,16 @@ type Config struct {
 	// background by writing the coldest pages to the backing file, so
 	// that a PUT seldom writes back itself (0 = only when one must).
 	WritebackHeadroom int
+	// The remote tier (remote/): a Valkey cluster below the backing file,
+	// and the cross-host pool export/import. Secrets come from files (or
+	// systemd credentials), never from the command line.
+	RemoteTier        string // valkey://h:p[,h:p...] or valkeys://; "" = none
+	RemoteCAFile      string
+	RemoteCredentials string // "user\npassword" file; "" = $CREDENTIALS_DIRECTORY/s4d-remote-credentials if present
+	RemoteKeyFile     string // 32-byte key file; "" = $CREDENTIALS_DIRECTORY/s4d-remote-key
+	RemoteHost        string // name of this host's blocks; "" = the host name
+	RemoteQuota       uint64 // bytes this host may keep in the cluster; 0 = no limit
+	RemoteNoEviction  bool   // the operator states maxmemory-policy is noeviction
 	Log               *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
 	Level *slog.LevelVar
