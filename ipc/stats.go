@@ -19,6 +19,7 @@ type Stats struct {
 	IdleEpoch  float64          `json:"idle_epoch_seconds,omitempty"`
 	Recompress *RecompressStats `json:"recompress,omitempty"`
 	Backing    *BackingStats    `json:"bd_stat,omitempty"` // the backing file, if any (writeback.go)
+	Remote     *RemoteStats     `json:"remote,omitempty"`  // the remote tier, if any (poolmove.go)
 }
 
 // MemStats describes the compressed store as a whole.
