@@ -62,6 +62,8 @@ func (c *conn) handle(op ipc.Op, body []byte) ([]byte, error) {
 		return c.swap(body) // swap.go
 	case ipc.OpWriteback:
 		return c.writeback(body) // writeback.go
+	case ipc.OpPoolMove:
+		return c.poolMove(body) // export.go
 	}
 	return nil, errorf(ipc.CodeUnknownOp, "operation %d is not known", uint8(op))
 }
@@ -394,5 +396,6 @@ func (d *Daemon) Stats(uid uint32) *ipc.Stats {
 
 		IdleEpoch: d.cfg.IdleEpoch.Seconds(), Recompress: d.recompressStats(), // recompress.go
 		Backing: d.backingStats(), // writeback.go
+		Remote:  d.remoteStats(),  // remote.go
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/region"
+	"github.com/s4d-project/s4d/remote"
 	"github.com/s4d-project/s4d/reqmem"
 	"github.com/s4d-project/s4d/routing"
 	"github.com/s4d-project/s4d/settings"
@@ -68,7 +69,8 @@ type Daemon struct {
 	failedWr atomic.Uint64
 	noSpace  atomic.Uint64
 	corrupt  atomic.Uint64
-	cold     *cold.Tier // idle clock, recompression, the backing file
+	cold     *cold.Tier   // idle clock, recompression, the backing file
+	remote   *remote.Tier // the Valkey cluster, if any (remote.go); pool export/import (export.go)
 	regs     region.Registry
 	swaps    swapSet          // ublk swap devices (swap.go)
 	lat      latency.Recorder // request latency by operation (metrics.go)
@@ -135,6 +137,12 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		return nil, err
 	}
 	undo = append(undo, func() { d.cold.Stop(); d.cold.Close() })
+	if d.remote, err = openRemote(ctx, &d.cfg); err != nil { // remote.go
+		return nil, err
+	}
+	if d.remote != nil {
+		undo = append(undo, d.remote.Close)
+	}
 	if usable := set.Usable(); len(usable) > 1 {
 		// Only a choice needs measuring: with one backend there is none.
 		cal, err := routing.Calibrate(ctx, usable, cfg.PageSize, codec, routing.CalibrationSizes)
@@ -293,6 +301,9 @@ func (d *Daemon) shutdown() {
 	}
 	d.router.Close() // merged batches finish before the backends close
 	d.cold.Close()   // with persist, every page goes to the backing file
+	if d.remote != nil {
+		d.remote.Close()
+	}
 	d.set.Close()
 	d.log.Info("stopped")
 }
