@@ -34,7 +34,7 @@ var Command = &cli.Command{
 	Name:        "ctl",
 	Usage:       "talk to a running daemon",
 	Flags:       withSocket(),
-	Subcommands: []*cli.Command{statsCommand, putCommand, getCommand, delCommand, inspectCommand, poolsCommand, compactCommand, watchCommand, idleCommand, recompressCommand, codecCommand, writebackCommand},
+	Subcommands: []*cli.Command{statsCommand, putCommand, getCommand, delCommand, inspectCommand, poolsCommand, compactCommand, watchCommand, idleCommand, recompressCommand, codecCommand, writebackCommand, poolCommand},
 }
 
 // client builds a client from the innermost --socket that was set.

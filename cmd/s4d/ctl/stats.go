@@ -209,6 +209,9 @@ func printStats(w io.Writer, st *ipc.Stats, o listOpts) error {
 			return err
 		}
 	}
+	if st.Remote != nil {
+		printRemote(w, st.Remote) // pool.go
+	}
 	if len(st.Regions) > 0 {
 		fmt.Fprintln(w)
 		if err := regionTable.print(w, st.Regions, o); err != nil {

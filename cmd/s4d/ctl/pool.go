@@ -1,0 +1,68 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/s4d-project/s4d/client"
+	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// poolCommand moves a pool between daemons through their shared remote
+// tier: export on the old host, import on the new one.
+var poolCommand = &cli.Command{
+	Name:  "pool",
+	Usage: "move a pool to another daemon through the remote tier (--remote-tier)",
+	Description: "export writes every page of your pool POOL to the cluster, under your user name;\n" +
+		"import, on another host's daemon with the same cluster and key, reads them into your\n" +
+		"pool of that name there. Uids may differ between the hosts; user names must match.",
+	Subcommands: []*cli.Command{poolMoveCommand(ipc.PoolExport), poolMoveCommand(ipc.PoolImport)},
+}
+
+func poolMoveCommand(dir string) *cli.Command {
+	return &cli.Command{
+		Name:      dir,
+		Usage:     dir + " a pool through the remote tier",
+		UsageText: "s4d ctl pool " + dir + " POOL",
+		Flags:     withSocket(),
+		Action: func(cx *cli.Context) error {
+			if cx.NArg() != 1 {
+				return exitcode.UsageErr(fmt.Errorf("pool %s takes one pool name", dir))
+			}
+			pool := cx.Args().First()
+			return withClient(func(ctx context.Context, c *client.Client) error {
+				r, err := c.PoolMove(ctx, dir, pool)
+				if err != nil {
+					return err
+				}
+				verb := map[string]string{ipc.PoolExport: "exported", ipc.PoolImport: "imported"}[dir]
+				fmt.Printf("%s pool %s of %s: %d pages in %d blocks (%s)\n", verb, r.Pool, r.User, r.Pages, r.Blocks, human(r.Bytes))
+				return nil
+			})(cx)
+		},
+	}
+}
+
+// printRemote is ctl stats' remote-tier paragraph.
+func printRemote(w io.Writer, r *ipc.RemoteStats) {
+	state := "up"
+	if !r.Up {
+		state = "DOWN"
+	}
+	quota := "no quota"
+	if r.Quota > 0 {
+		quota = "quota " + human(r.Quota)
+	}
+	fmt.Fprintf(w, "\nremote tier %s (host %s): %s, %s used, %s\n", r.URL, r.Host, state, human(r.UsedBytes), quota)
+	fmt.Fprintf(w, "blocks written %d (%s), read %d (%s), deleted %d, swept %d\n",
+		r.BlocksWritten, human(r.BytesWritten), r.BlocksRead, human(r.BytesRead), r.Deleted, r.Swept)
+	fmt.Fprintf(w, "errors: write %d, read %d (corrupt %d, missing %d, stale %d), quota full %d; redirects %d, retries %d\n",
+		r.WriteErrors, r.ReadErrors, r.Corrupt, r.Missing, r.Stale, r.QuotaFull, r.Redirects, r.Retries)
+	if r.LastError != "" {
+		fmt.Fprintf(w, "last error: %s\n", r.LastError)
+	}
+}
