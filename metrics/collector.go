@@ -146,6 +146,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	collectBacking(st.Backing, gauge, counter, func(d *prometheus.Desc, h *ipc.Histogram) { hist(d, h) }) // backing.go
 	collectRegions(st.RegionTotals, gauge, counter, hist)                                                 // region.go
+	collectRemote(st.Remote, gauge, counter, func(d *prometheus.Desc, h *ipc.Histogram) { hist(d, h) })   // remote.go
 
 	for _, p := range st.Pools {
 		uid := strconv.FormatUint(uint64(p.UID), 10)

@@ -1,0 +1,54 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/s4d-project/s4d/ipc"
+)
+
+// The remote tier's series (a Valkey cluster, remote/); absent without one.
+var (
+	rmUp       = desc("remote_up", "1 while the remote tier's cluster answers, 0 while it does not (writeback to it stops; local pages are served).")
+	rmUsed     = desc("remote_used_bytes", "Bytes this host keeps in the cluster, sealed.")
+	rmQuota    = desc("remote_quota_bytes", "Bytes this host may keep in the cluster; 0 = no limit.")
+	rmBlocksW  = desc("remote_written_blocks_total", "Blocks written to the cluster and acknowledged by a replica.")
+	rmBytesW   = desc("remote_written_bytes_total", "Bytes of those blocks, before sealing.")
+	rmBlocksR  = desc("remote_read_blocks_total", "Blocks read back from the cluster.")
+	rmBytesR   = desc("remote_read_bytes_total", "Bytes of those blocks.")
+	rmErrors   = desc("remote_errors_total", "Remote tier failures, by kind: write, read (cluster errors), corrupt (failed authentication), missing, stale, quota (writes the quota refused).", "kind")
+	rmDeleted  = desc("remote_deleted_blocks_total", "Blocks deleted, by the index (deleted) or by the sweep (swept).", "by")
+	rmReadTime = desc("remote_read_duration_seconds", "Time of a batched read from the cluster.")
+	rmWrTime   = desc("remote_write_duration_seconds", "Time of a batched write to the cluster, replica acknowledgement included.")
+)
+
+func init() {
+	all = append(all, rmUp, rmUsed, rmQuota, rmBlocksW, rmBytesW, rmBlocksR, rmBytesR, rmErrors, rmDeleted, rmReadTime, rmWrTime)
+}
+
+func collectRemote(r *ipc.RemoteStats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string),
+	hist func(*prometheus.Desc, *ipc.Histogram)) {
+	if r == nil {
+		return
+	}
+	up := 0.0
+	if r.Up {
+		up = 1
+	}
+	gauge(rmUp, up)
+	gauge(rmUsed, float64(r.UsedBytes))
+	gauge(rmQuota, float64(r.Quota))
+	counter(rmBlocksW, r.BlocksWritten)
+	counter(rmBytesW, r.BytesWritten)
+	counter(rmBlocksR, r.BlocksRead)
+	counter(rmBytesR, r.BytesRead)
+	counter(rmErrors, r.WriteErrors, "write")
+	counter(rmErrors, r.ReadErrors-min(r.ReadErrors, r.Corrupt+r.Missing+r.Stale), "read")
+	counter(rmErrors, r.Corrupt, "corrupt")
+	counter(rmErrors, r.Missing, "missing")
+	counter(rmErrors, r.Stale, "stale")
+	counter(rmErrors, r.QuotaFull, "quota")
+	counter(rmDeleted, r.Deleted, "deleted")
+	counter(rmDeleted, r.Swept, "swept")
+	hist(rmReadTime, r.ReadLatency)
+	hist(rmWrTime, r.WriteLatency)
+}
