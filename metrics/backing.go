@@ -26,11 +26,14 @@ var (
 	bdAhead    = desc("backing_ahead_rounds_total", "Of those, the ones run in the background to keep the headroom, before a PUT needed room.")
 	bdFailures = desc("backing_failures_total", "Writeback rounds that failed, by reason: io (the pages stayed in RAM), full (the file had no room), read (read I/Os that failed), dropped (writes the device reported done that read back different).", "reason")
 	bdCheckpts = desc("backing_checkpoints_total", "Checkpoints of the backing file's index.")
+	// A crash's cost, counted once at start: an alert can fire on it.
+	bdLost    = desc("backing_lost_at_start_pages", "Pages the last crash lost (in RAM, or in a pool written after the last checkpoint), counted at start.")
+	bdChanged = desc("backing_changed_pools_at_start", "Pools dropped at start because they were written after the last checkpoint before a crash.")
 )
 
 func init() {
 	all = append(all, bdSize, bdFree, bdPages, bdStored, bdReads, bdPagesRead, bdBytesRead, bdWrites, bdPagesWr,
-		bdBytesWr, bdReadTime, bdPressure, bdAhead, bdFailures, bdCheckpts)
+		bdBytesWr, bdReadTime, bdPressure, bdAhead, bdFailures, bdCheckpts, bdLost, bdChanged)
 }
 
 func collectBacking(b *ipc.BackingStats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string),
@@ -56,4 +59,6 @@ func collectBacking(b *ipc.BackingStats, gauge func(*prometheus.Desc, float64, .
 	counter(bdFailures, b.ReadErrors, "read")
 	counter(bdFailures, b.DroppedWrites, "dropped")
 	counter(bdCheckpts, b.Checkpoints)
+	gauge(bdLost, float64(b.LostAtStart))
+	gauge(bdChanged, float64(len(b.ChangedPoolsAtStart)))
 }
