@@ -166,20 +166,25 @@ func (d *device) loop() {
 			idle = 0
 			continue
 		}
-		if idle++; idle > 64 {
+		if idle++; idle > pollSpins {
 			time.Sleep(pollSleep(idle))
 		}
 	}
 }
 
+// pollSpins is how many polls in a row go without sleeping after a job
+// or a completion. Each ProcessEvents costs Dawn several microseconds,
+// and with the daemon's many rounds in flight completions come every
+// millisecond or so: 64 spins after each kept the thread busy (12-15% of
+// the daemon's CPU profile, H100, issue 29, also with longer sleeps).
+const pollSpins = 4
+
 // pollSleep is how long the device thread sleeps between polls once a
-// wait has been pending for idle polls: 20 us at first, doubling every 16
+// wait has been pending for idle polls: 20 us at first, doubling every 8
 // polls up to 80 us. A round takes milliseconds, so the longer sleeps add
-// at most ~2% to it, while polling every 20 us throughout cost the daemon
-// 0.13 core-s/GB (H100, issue 29: the device thread was 12% of its CPU
-// profile, mostly in ProcessEvents).
+// at most ~2% to it.
 func pollSleep(idle int) time.Duration {
-	return 20 * time.Microsecond << min((idle-65)/16, 2)
+	return 20 * time.Microsecond << min((idle-pollSpins-1)/8, 2)
 }
 
 // reap completes the pending waits that are done, or all of them with

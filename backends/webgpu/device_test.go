@@ -9,7 +9,7 @@ import (
 // long wait neither spins a core nor adds more than ~80 us to a round.
 func TestPollSleep(t *testing.T) {
 	prev := time.Duration(0)
-	for idle := 65; idle < 10000; idle++ {
+	for idle := pollSpins + 1; idle < 10000; idle++ {
 		d := pollSleep(idle)
 		if d < prev || d < 20*time.Microsecond || d > 80*time.Microsecond {
 			t.Fatalf("pollSleep(%d) = %v after %v", idle, d, prev)

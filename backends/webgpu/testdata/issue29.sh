@@ -28,7 +28,10 @@ say "$(nvidia-smi -L) cores $(nproc) VK_DRIVER_FILES=$VK_DRIVER_FILES $(date -u)
 # round-trip tests check.
 TESTS='TestFeatures|TestPollSleep|TestSameBytesAsPagelz4|TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestSubgroupsWhereOffered|TestDeviceLost|TestOverlappingBatches|FuzzCompress|FuzzDecompress'
 T=$PWD/$C/webgpu.test
-for run in dawn dawn-nosg wgpu; do
+# QUICK=1 (a short call): no fallback suite, no in-process benchmarks, the
+# daemon on the "heap" process only.
+runs="dawn dawn-nosg wgpu"; [ -n "$QUICK" ] && runs="dawn wgpu"
+for run in $runs; do
   lib=$DAWN; ns=; [ $run = wgpu ] && lib=$WGPU; [ $run = dawn-nosg ] && ns=1
   (cd backends/webgpu && S4D_WEBGPU_LIB=$lib S4D_WEBGPU_NO_SUBGROUPS=$ns timeout 200 $T -test.v -test.count=1 -test.run "$TESTS") > $L/suite-$run.log 2>&1
   say "== suite $run rc $?"; grep -E '^(--- FAIL|FAIL|ok|PASS)' $L/suite-$run.log | head -10 | tee -a $SUM
@@ -38,10 +41,11 @@ done
 # 2. Kernel and in-process benchmarks, old and new alternating, on 64 MiB
 # of a live PyTorch process (dumppages.py) and on the synthetic mix; then
 # the new kernel at chain depths 1-6 (S4D_TUNE_BITS) for speed and ratio.
-[ -s /tmp/pages.bin ] || (PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -2 | tee -a $SUM
+[ -z "$QUICK" ] && { [ -s /tmp/pages.bin ] || (PYTHONPATH= python3 $C/dumppages.py /tmp/pages.bin) 2>&1 | tail -2 | tee -a $SUM; }
 B=${S4D_BENCH:-'Kernel64MiB/pages=16384/reps=8$|Compress64MiB$|CompressParallel64MiB$|Decompress64MiB$|DecompressKernel64MiB/lz4pages=[0-9]*/reps=8'}
 bins="new"; [ -x $C/webgpu-old.test ] && bins="old new old new"
-for pages in live mixed; do
+pagesets="live mixed"; [ -n "$QUICK" ] && pagesets=
+for pages in $pagesets; do
   env=; [ $pages = live ] && env=S4D_BENCH_PAGES=/tmp/pages.bin
   for b in $bins; do
     tb=$PWD/$C/webgpu.test; [ $b = old ] && tb=$PWD/$C/webgpu-old.test
@@ -73,7 +77,8 @@ daemon_run() { # name, daemon flags...
   kill -TERM $DP; wait $DP
 }
 S0=$S
-for mode in heap acts; do
+modes="heap acts"; [ -n "$QUICK" ] && modes=heap
+for mode in $modes; do
   PYTHONPATH= python3 $C/holdpages.py $mode > $L/holder-$mode.log 2>&1 & HP=$!
   for i in $(seq 120); do grep -q ready $L/holder-$mode.log && break; sleep 1; done
   say "holder $mode: $(tail -2 $L/holder-$mode.log)"
@@ -84,7 +89,7 @@ for mode in heap acts; do
   S=$S0
   if [ $mode = heap ]; then
     daemon_run auto-$mode --backend auto --webgpu-lib $DAWN --nvcomp-lib /nonexistent/libnvcomp.so
-    daemon_run wgpu-$mode --backend webgpu --webgpu-lib $WGPU
+    [ -z "$QUICK" ] && daemon_run wgpu-$mode --backend webgpu --webgpu-lib $WGPU
   fi
   kill $HP; wait $HP 2>/dev/null
 done
