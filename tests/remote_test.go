@@ -1,0 +1,201 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	osuser "os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/remote"
+	"github.com/s4d-project/s4d/remote/valkeytest"
+)
+
+// The remote tier (issue 32) against a real 3+3 Valkey cluster started
+// here (remote/valkeytest; make deps-remote installs valkey).
+
+func valkeyCluster(t *testing.T) *valkeytest.Cluster {
+	t.Helper()
+	if _, _, err := valkeytest.Binaries(); err != nil {
+		t.Skip(err)
+	}
+	vc, err := valkeytest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vc.Stop)
+	return vc
+}
+
+func secret(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// remoteArgs are a daemon's remote-tier flags: the cluster, credentials
+// and key from files.
+func remoteArgs(t *testing.T, vc *valkeytest.Cluster, key []byte, host string) []string {
+	dir := t.TempDir()
+	return []string{"--remote-tier", vc.URL(), "--remote-host", host,
+		"--remote-credentials", secret(t, dir, "creds", []byte(valkeytest.User+"\n"+valkeytest.Pass+"\n")),
+		"--remote-key-file", secret(t, dir, "key", key)}
+}
+
+// startFails runs a daemon that must refuse to start, and returns what it
+// said.
+func startFails(t *testing.T, args ...string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s4d.sock")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, s4dBin, append([]string{"daemon", "--socket", sock}, args...)...).CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("daemon %v: started or hung (%v)\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func flagSet(args []string, name, value string) []string {
+	out := append([]string(nil), args...)
+	for i := range out {
+		if out[i] == name {
+			out[i+1] = value
+		}
+	}
+	return out
+}
+
+func TestRemoteTier(t *testing.T) {
+	vc := valkeyCluster(t)
+	key := bytes.Repeat([]byte{0x5a}, remote.KeySize)
+
+	t.Run("refusals", func(t *testing.T) {
+		good := remoteArgs(t, vc, key, "a")
+		dir := t.TempDir()
+		cases := []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"wrong password", flagSet(good, "--remote-credentials", secret(t, dir, "bad", []byte(valkeytest.User+"\nwrong\n"))), "refused the credentials"},
+			{"key missing", flagSet(good, "--remote-key-file", filepath.Join(dir, "absent")), "no such file"},
+			{"key wrong size", flagSet(good, "--remote-key-file", secret(t, dir, "short", key[:20])), "want 32 raw bytes"},
+			{"unreachable", flagSet(good, "--remote-tier", "valkey://127.0.0.1:1"), "unreachable"},
+			{"credentials in the URL", flagSet(good, "--remote-tier", "valkey://u:p@"+vc.Addr(0)), "no credentials in the URL"},
+		}
+		for _, c := range cases {
+			if out := startFails(t, c.args...); !strings.Contains(out, c.want) {
+				t.Errorf("%s: want %q in\n%s", c.name, c.want, out)
+			}
+		}
+		// No key at all: refused, unless a systemd credential gives one.
+		noKey := append([]string(nil), good[:len(good)-2]...)
+		if out := startFails(t, noKey...); !strings.Contains(out, "no encryption key") {
+			t.Errorf("no key: %s", out)
+		}
+		// An evicting node: refused with the reason, unless stated.
+		if _, err := vc.CLIDo(1, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
+			t.Fatal(err)
+		}
+		out := startFails(t, good...)
+		vc.CLIDo(1, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+		if !strings.Contains(out, "allkeys-lru") || !strings.Contains(out, "noeviction") {
+			t.Errorf("evicting node: %s", out)
+		}
+	})
+
+	t.Run("export-import", func(t *testing.T) {
+		a := start(t, remoteArgs(t, vc, key, "host-a")...)
+		b := start(t, remoteArgs(t, vc, key, "host-b")...)
+		// 3000 pages of every kind: 12 blocks.
+		const n = 3000
+		var pages []byte
+		for i, k := range corpus.Kinds {
+			pages = append(pages, corpus.Pages(k, n/len(corpus.Kinds)+1, 4096, uint64(i))...)
+		}
+		pages = pages[:n*4096]
+		ks := keys(1000, n)
+		ca := a.client()
+		for lo := 0; lo < n; lo += 500 {
+			codes, err := ca.Put(ctx(t), "job", ks[lo:lo+500], pages[lo*4096:(lo+500)*4096])
+			if err != nil {
+				t.Fatal(err)
+			}
+			allOK(t, "put", ks[lo:lo+500], codes)
+		}
+		if out := a.mustCtl("pool", "export", "job"); !strings.Contains(out, "exported pool job") || !strings.Contains(out, "3000 pages in 12 blocks") {
+			t.Fatalf("export: %s", out)
+		}
+		if out := b.mustCtl("pool", "import", "job"); !strings.Contains(out, "3000 pages in 12 blocks") {
+			t.Fatalf("import: %s", out)
+		}
+		cb := b.client()
+		for lo := 0; lo < n; lo += 500 {
+			got, codes, err := cb.Get(ctx(t), "job", ks[lo:lo+500])
+			if err != nil {
+				t.Fatal(err)
+			}
+			allOK(t, "get", ks[lo:lo+500], codes)
+			if !bytes.Equal(got, pages[lo*4096:(lo+500)*4096]) {
+				t.Fatalf("pages %d-%d differ after the move", lo, lo+500)
+			}
+		}
+		if out := b.mustCtl("stats"); !strings.Contains(out, "remote tier valkey://") || !strings.Contains(out, ": up,") {
+			t.Errorf("stats: %s", out)
+		}
+
+		// Another key: the export is not found (its names differ).
+		other := start(t, remoteArgs(t, vc, bytes.Repeat([]byte{1}, remote.KeySize), "host-c")...)
+		if out, err := other.ctl("pool", "import", "job"); err == nil || !strings.Contains(out, "no export of pool job") {
+			t.Fatalf("import with another key: %v %s", err, out)
+		}
+
+		// A tampered block: the import fails, and no page of it is stored.
+		c, err := remote.Dial(ctx(t), remote.Options{Addrs: []string{vc.Addr(0)}, User: valkeytest.User, Password: valkeytest.Pass})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := remote.NewStore(c, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		me, err := osuser.Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := s.Key(remote.Namespace{Host: "\x00export", Pool: me.Username + "/job"}, 5)
+		got := c.Do(ctx(t), []remote.Cmd{{Key: k, Args: [][]byte{[]byte("GET"), k}}})[0]
+		if got.Err != nil || got.Val.Null {
+			t.Fatalf("block 5 of the export: %v null=%v", got.Err, got.Val.Null)
+		}
+		raw := got.Val.Str
+		raw[len(raw)-100] ^= 0x40
+		if r := c.Do(ctx(t), []remote.Cmd{{Key: k, Args: [][]byte{[]byte("SET"), k, raw}}})[0]; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		d := start(t, remoteArgs(t, vc, key, "host-d")...)
+		if out, err := d.ctl("pool", "import", "job"); err == nil || !strings.Contains(out, "failed authentication") {
+			t.Fatalf("import of a tampered export: %v %s", err, out)
+		}
+		// The round with block 5 was refused whole: none of its pages.
+		_, codes, err := d.client().Get(ctx(t), "job", ks[4*256:5*256])
+		if err == nil {
+			for i, code := range codes {
+				if code == ipc.OK {
+					t.Fatalf("page %d of the tampered round was stored", ks[4*256+i])
+				}
+			}
+		}
+	})
+}
