@@ -23,6 +23,11 @@ type Device interface {
 // interconnect costs less than waiting behind that many batches.
 const farPenalty = 2
 
+// spillAt is the batches in flight on every device of an engine from which
+// the next backend of an auto chain (the CPU) takes a batch too, if it has
+// none in flight: the GPUs are full, and the CPU's cores are idle.
+const spillAt = 4
+
 // loads counts the batches each backend has in flight.
 type loads struct{ m sync.Map } // name -> *atomic.Int64
 
@@ -61,6 +66,39 @@ func (r *Router) nodeOf(mem []byte) int {
 // stood, nearest first, then by batches in flight, then as ranked. Chains
 // without peers are returned as they are, and the memory is not looked up.
 func (r *Router) place(chain []backends.Backend, mem []byte) []backends.Backend {
+	out := r.order(chain, mem)
+	if len(out) > 1 && r.Preference() == "auto" { // --backend cuda: the CPU only on failure
+		out = r.spill(out)
+	}
+	return out
+}
+
+// spill puts first the backend that follows the leading engine's devices
+// when every one of them has spillAt batches in flight and it has none.
+func (r *Router) spill(chain []backends.Backend) []backends.Backend {
+	if _, ok := chain[0].(Device); !ok {
+		return chain
+	}
+	eng := engineOf(chain[0])
+	for i, be := range chain {
+		if _, ok := be.(Device); ok && engineOf(be) == eng {
+			if r.Load(be.Name()) < spillAt {
+				return chain
+			}
+			continue
+		}
+		if r.Load(be.Name()) > 0 {
+			return chain
+		}
+		out := make([]backends.Backend, 0, len(chain))
+		out = append(append(append(out, be), chain[:i]...), chain[i+1:]...)
+		return out
+	}
+	return chain
+}
+
+// order is place without the spill.
+func (r *Router) order(chain []backends.Backend, mem []byte) []backends.Backend {
 	peers := 0
 	for _, be := range chain {
 		if _, ok := be.(Device); ok {

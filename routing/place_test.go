@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,6 +219,56 @@ func TestPlaceBalance(t *testing.T) {
 	}
 }
 
+// In an auto chain, the CPU takes a batch when every GPU has spillAt in
+// flight and it has none; under --backend fakegpu it does not.
+func TestPlaceSpill(t *testing.T) {
+	for _, prefer := range []string{"auto", "fakegpu"} {
+		_, r := newPlaced(t, func([]byte) int { return -1 })
+		r.SetPreference(prefer)
+		hold := make(chan struct{})
+		fakeGPUs[0].hold, fakeGPUs[1].hold = hold, hold
+		var wg sync.WaitGroup
+		for i := range 2 * spillAt {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pages := corpus.Pages(corpus.Mixed, 8, 4096, uint64(i))
+				r.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages}, new(pagefmt.Compressed), nil)
+			}()
+			for fakeGPUs[0].n.Load()+fakeGPUs[1].n.Load() < int64(i+1) {
+				runtime.Gosched()
+			}
+		}
+		pages := corpus.Pages(corpus.Mixed, 8, 4096, 99)
+		done := make(chan string, 1)
+		go func() {
+			name, _ := r.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages}, new(pagefmt.Compressed), nil)
+			done <- name
+		}()
+		var name string
+		if prefer == "auto" {
+			name = <-done // not held: the CPU took it
+		} else {
+			for fakeGPUs[0].n.Load()+fakeGPUs[1].n.Load() < 2*spillAt+1 {
+				runtime.Gosched() // queued behind a GPU
+			}
+		}
+		gpus := fakeGPUs[0].n.Load() + fakeGPUs[1].n.Load()
+		close(hold)
+		wg.Wait()
+		if prefer != "auto" {
+			name = <-done
+		}
+		if want := map[string]string{"auto": "cpu", "fakegpu": "fakegpu"}[prefer]; !strings.HasPrefix(name, want) {
+			t.Fatalf("%s: with both GPUs full the batch went to %s", prefer, name)
+		}
+		if want := map[string]int64{"auto": 2 * spillAt, "fakegpu": 2*spillAt + 1}[prefer]; gpus != want {
+			t.Fatalf("%s: the GPUs took %d batches, want %d", prefer, gpus, want)
+		}
+		fakeGPUs[0].hold, fakeGPUs[1].hold = nil, nil
+	}
+}
+
 // A device lost mid-batch hands the batch to the other device, and once
 // both are lost, to the CPU: every page comes back.
 func TestPlaceDeviceLost(t *testing.T) {
@@ -257,5 +308,22 @@ func TestPlaceDeviceLost(t *testing.T) {
 	}
 	if b, ok := set.Get("fakegpu"); !ok || b.Name() != "fakegpu" {
 		t.Fatal("the engine is not found by its name")
+	}
+}
+
+// Devices of one engine rank by their sum against other engines, and by
+// their own rates among themselves (figures from two H100s, 4096 pages).
+func TestRankDevicesTogether(t *testing.T) {
+	ref, _ := cpu.New(backends.Options{})
+	usable := []backends.Backend{ref, fakeGPUs[0], fakeGPUs[1]}
+	rate := map[string][]float64{"cpu": {0.5, 7.7}, "fakegpu0": {0.01, 6.2}, "fakegpu1": {0.01, 6.4}}
+	order := rankBy(usable, rate, 2)
+	if fmt.Sprint(order) != "[[cpu fakegpu0 fakegpu1] [fakegpu1 fakegpu0 cpu]]" {
+		t.Fatalf("order %v", order)
+	}
+	// One device alone still loses to a faster engine.
+	order = rankBy(usable[:2], rate, 2)
+	if fmt.Sprint(order) != "[[cpu fakegpu0] [cpu fakegpu0]]" {
+		t.Fatalf("one device: order %v", order)
 	}
 }
