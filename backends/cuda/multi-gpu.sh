@@ -16,7 +16,8 @@
 set -u
 CARRY=${CARRY:-.carry/multigpu}
 OUT=${OUT:-/tmp/s4d-mgpu}
-mkdir -p "$OUT" /tmp/nvc /tmp/site /tmp/zstd /tmp/mg
+mkdir -p "$OUT" /tmp/nvc /tmp/site /tmp/zstd /tmp/mg /tmp/mglogs
+L=/tmp/mglogs # daemon logs and stats JSON: one logs.tar.gz in $OUT (8 files come back at most)
 exec > >(tee "$OUT/run.log") 2>&1
 nvidia-smi -L
 nvidia-smi topo -m
@@ -62,29 +63,32 @@ except ImportError:
     w = [bytes(random.getrandbits(8) for _ in range(1 << 20)) for _ in range(8)]
 d = {str(i): [i, str(i) * 3, {"k": i}] for i in range(1200000)}
 s = json.dumps(d)[:200_000_000]
-print("ready", flush=True); time.sleep(900)' >"$OUT/py.log" 2>&1 &
+print("ready", flush=True); time.sleep(900)' >$L/py.log 2>&1 &
 PY=$!
-for _ in $(seq 90); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 1; done
+for _ in $(seq 90); do grep -q ready $L/py.log 2>/dev/null && break; sleep 1; done
 CLIENTS=${CLIENTS:-$(nproc)}
 SOCK=/tmp/s4d-mgpu.sock
 run() { # label, daemon args...
 	local label=$1
 	shift
 	rm -f $SOCK
-	"$@" --socket $SOCK --log-level info >"$OUT/daemon-$label.log" 2>&1 &
+	"$@" --socket $SOCK --log-level info >$L/daemon-$label.log 2>&1 &
 	local D=$!
 	for _ in $(seq 240); do [ -S $SOCK ] && /tmp/mg/s4d ctl --socket $SOCK stats >/dev/null 2>&1 && break; sleep 0.5; done
 	echo "== $label: $*" | tee -a "$OUT/bench.log" >>"$OUT/stats.log"
 	/tmp/mg/s4d bench --socket $SOCK --memfd --from-pid $PY --max-bytes ${MAX_BYTES:-1G} --clients $CLIENTS \
 		--batch ${BATCH:-256,4096} --repeat ${REPEAT:-2} 2>&1 | tee -a "$OUT/bench.log"
 	/tmp/mg/s4d ctl --socket $SOCK stats | sed -n '/^BACKEND/,/^$/p' >>"$OUT/stats.log"
-	/tmp/mg/s4d ctl --socket $SOCK stats --json >"$OUT/stats-$label.json"
+	/tmp/mg/s4d ctl --socket $SOCK stats --json >$L/stats-$label.json
 	kill $D
 	wait $D
 }
 run one-gpu /tmp/mg/s4d daemon --backend cuda --gpus 0
 run all-gpus /tmp/mg/s4d daemon --backend cuda
 run auto /tmp/mg/s4d daemon --backend auto
+# Second runs of the two, for the spread.
+run one-gpu-2 /tmp/mg/s4d daemon --backend cuda --gpus 0
+run all-gpus-2 /tmp/mg/s4d daemon --backend cuda
 cat "$OUT/stats.log"
 
 # 3. GPUs lost one by one while clients store and read back pages (the
@@ -93,13 +97,13 @@ cat "$OUT/stats.log"
 	F=/tmp/s4d-faults
 	mkdir -p $F
 	rm -f $SOCK
-	S4D_FAULT_DIR=$F /tmp/mg/s4d-fault daemon --backend cuda --socket $SOCK --log-level info >"$OUT/daemon-lost.log" 2>&1 &
+	S4D_FAULT_DIR=$F /tmp/mg/s4d-fault daemon --backend cuda --socket $SOCK --log-level info >$L/daemon-lost.log 2>&1 &
 	D=$!
 	for _ in $(seq 240); do [ -S $SOCK ] && /tmp/mg/s4d ctl --socket $SOCK stats >/dev/null 2>&1 && break; sleep 0.5; done
 	for ((i = 0; i <= NGPU; i++)); do
 		/tmp/mg/s4d bench --socket $SOCK --memfd --from-pid $PY --max-bytes 512M --clients 8 --batch 4096 --repeat 3 &
 		B=$!
-		sleep 1.5
+		sleep 3
 		[ $i -lt $NGPU ] && touch $F/backend-cuda$i && echo "-- GPU $i lost"
 		wait $B
 		echo "bench rc $?"
@@ -107,7 +111,9 @@ cat "$OUT/stats.log"
 	/tmp/mg/s4d ctl --socket $SOCK stats | sed -n '/^BACKEND/,/^$/p'
 	kill $D
 	wait $D
-	grep -c "backend failed" "$OUT/daemon-lost.log"
+	grep -c "backend failed" $L/daemon-lost.log
 } >"$OUT/lost.log" 2>&1
 cat "$OUT/lost.log"
 kill $PY
+grep -h calibrated $L/daemon-*.log | cut -c1-1200
+tar czf "$OUT/logs.tar.gz" -C $L .
