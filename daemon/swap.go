@@ -39,6 +39,8 @@ type swapSet struct {
 	// spare is the memory the store keeps ready for swap-outs: the
 	// devices' reserves together (keepSpare refills it).
 	spare atomic.Uint64
+	// refill wakes keepSpare at once when a swap-out found no spare.
+	refill chan struct{}
 }
 
 type swapDev struct {
@@ -109,6 +111,7 @@ func (d *Daemon) guardMemory() {
 		return
 	}
 	d.swaps.locked = true
+	d.swaps.refill = make(chan struct{}, 1)
 	d.swapWatch()
 	if err := lockAll(); err != nil {
 		d.log.Warn("mlockall failed (needs CAP_IPC_LOCK or a memlock limit): the daemon's own memory may be swapped out", "err", err)
@@ -141,7 +144,8 @@ func (d *Daemon) guardMemory() {
 		})
 	}
 	wg.Wait()
-	d.log.Info("Go heap bounded for swap", "limit", limit)
+	grown := growHeap(limit)
+	d.log.Info("Go heap bounded for swap and grown to its bound", "limit", limit, "heap_bytes", grown)
 	go d.keepSpare()
 	go d.followSwapoff()
 }
@@ -168,6 +172,10 @@ func (d *Daemon) setAside(st *swapStore, req ipc.SwapRequest, batch int) error {
 		return errorf(ipc.CodeFailed, "swap write path: %v", err)
 	}
 	d.swaps.spare.Add(got)
+	// From now on the store maps nothing while a write waits: a swap-out
+	// that finds the reserve used up fails (the kernel keeps the page
+	// and retries it) while keepSpare refills (guardMemory's comment).
+	d.store.MapOnlyReserve(true)
 	d.log.Info("memory set aside for swap", "bytes", got, "spare", d.store.Spare(), "batch_pages", batch)
 	return nil
 }
@@ -177,17 +185,27 @@ func (d *Daemon) setAside(st *swapStore, req ipc.SwapRequest, batch int) error {
 // own: if memory is short it waits (in a system call, MapReserve) while
 // the devices go on serving from what is left, and every swap-out they
 // finish frees a page for it.
+//
+// Its thread is no I/O flusher: its reclaim may then swap out to the
+// devices, whose servers never wait for it (a write finding no spare
+// fails at once), whereas a flusher's reclaim could only drop file pages
+// and would wait for good once anonymous memory is all that is left.
 func (d *Daemon) keepSpare() {
-	tick := time.NewTicker(20 * time.Millisecond)
+	runtime.LockOSThread() // the mark is the thread's: this one is never given back
+	if err := unix.Prctl(unix.PR_SET_IO_FLUSHER, 0, 0, 0, 0); err != nil && ublk.IsFlusher() {
+		d.log.Warn("the swap reserve's refiller stays an I/O flusher", "err", err)
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-d.quit:
 			return
 		case <-tick.C:
+		case <-d.swaps.refill:
 		}
 		want := d.swaps.spare.Load()
-		if want == 0 || d.store.Spare() >= want/2 {
+		if want == 0 || d.store.Spare() >= want*3/4 {
 			continue
 		}
 		if _, err := d.store.Reserve(max(want/8, 1<<20)); err != nil {
@@ -253,6 +271,9 @@ func (d *Daemon) delSwap(name string) ([]ipc.SwapDevice, error) {
 		d.removeSwap(sd)
 	}
 	s.devs = keep
+	if len(keep) == 0 {
+		d.store.MapOnlyReserve(false) // no swap-out left to serve
+	}
 	if len(errs) > 0 {
 		return out, errors.Join(errs...)
 	}

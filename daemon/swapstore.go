@@ -79,6 +79,10 @@ func (s *swapStore) Put(keys []uint64, pages []byte) error {
 	}
 	if bad > 0 {
 		d.noSpace.Add(uint64(bad))
+		select { // the reserve ran out: refill it now (keepSpare)
+		case d.swaps.refill <- struct{}{}:
+		default:
+		}
 		if err == nil {
 			err = fmt.Errorf("%w: %d of %d pages refused (memory limit)", errSwapStore, bad, len(keys))
 		}

@@ -24,6 +24,7 @@ type slabMem struct {
 	maps     *regions
 	pin      Pinner // registers new regions with a device (pinned.go)
 	keepIdle int    // idle registered bytes kept for reuse (pinned.go)
+	noMap    bool   // map nothing: only reserved or reused memory (reserve.go)
 }
 
 // regions are the mappings slabs come from.
@@ -60,6 +61,9 @@ func (m *slabMem) get() ([]byte, error) {
 		return s, nil
 	}
 	if len(m.rest) < m.slabSize {
+		if m.noMap {
+			return nil, ErrNoSpare
+		}
 		slabs := regionSlabs
 		if m.pin != nil {
 			slabs = PinnedRegionSlabs

@@ -59,3 +59,16 @@ func (a *Arena) AddReserve(r []byte) uint64 {
 func (a *Arena) Spare() uint64 {
 	return uint64(len(a.mem.free)+len(a.kept)+len(a.keptOld)) * uint64(a.slabSize)
 }
+
+// ErrNoSpare refuses a new slab when the arena may map no memory and has
+// none reserved or kept.
+var ErrNoSpare = errors.New("no reserved slab memory left")
+
+// MapOnlyReserve, on, makes the arena take new slabs only from memory
+// reserved (AddReserve) or emptied and kept, never from a fresh mapping:
+// Alloc fails with ErrNoSpare instead. A swap device needs it: a mapping
+// made while its write waits is filled in direct reclaim, which cannot
+// swap its way out when the writer is the swap device's own server; a
+// refused write is one the kernel keeps in memory and retries. The
+// caller holds the arena's lock.
+func (a *Arena) MapOnlyReserve(on bool) { a.mem.noMap = on }

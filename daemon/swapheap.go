@@ -1,0 +1,32 @@
+package daemon
+
+import (
+	"runtime"
+	"runtime/debug"
+)
+
+// growHeap grows the Go heap to three quarters of its bound (limit) now,
+// at the first swap device, and returns the heap's size after. The
+// runtime grows the heap by mapping memory, and with the daemon's memory
+// locked (MCL_FUTURE) a new mapping is filled at once: on a swap device's
+// I/O path, with no memory free, that filling waits in direct reclaim,
+// which the device's own server cannot swap its way out of (seen in the
+// guest: the queue thread in mmap -> __mm_populate -> reclaim). Grown
+// now, the heap's pages stay mapped and present: they are locked, so the
+// runtime's scavenger cannot hand them back (madvise refuses locked
+// pages), and the collector keeps the heap within the bound, so it needs
+// no new mapping later.
+func growHeap(limit int64) uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	target := uint64(limit) * 3 / 4
+	var ballast [][]byte
+	for have := ms.HeapSys; have < target; have += 1 << 20 {
+		ballast = append(ballast, make([]byte, 1<<20))
+	}
+	runtime.KeepAlive(ballast)
+	ballast = nil
+	debug.FreeOSMemory() // a collection now: the ballast becomes free heap
+	runtime.ReadMemStats(&ms)
+	return ms.HeapSys
+}
