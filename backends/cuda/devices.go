@@ -25,7 +25,8 @@ import (
 // it has for engines: a lost GPU is one more failed backend, its batch
 // redone on the next GPU and then the CPU. Every device writes the same
 // standard LZ4 blocks and zstd frames, so a page stored by one is read back
-// by any other, or by the CPU.
+// by any other, or by the CPU: the store's per-page backend id (4 bits, by
+// name: cuda0, cuda1...) is for `ctl pages` and restarts, never for decoding.
 
 // OpenAll opens the GPUs of o.GPUs, or every visible one: one Backend
 // alone, or a Devices holding several.
