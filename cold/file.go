@@ -39,6 +39,7 @@ type fileLevel struct {
 	readFailures            atomic.Uint64
 	lastErr                 atomic.Pointer[string]
 	restored                pagecache.Restored // what the start found, and what the crash before it lost
+	remote                  *remoteLevel       // the level below, if any (remote.go)
 }
 
 var _ pagecache.Tier = (*fileLevel)(nil)
@@ -50,9 +51,20 @@ var _ pagecache.Tier = (*fileLevel)(nil)
 // the store on the file. It returns the pages restored; on an error the
 // store must not be used.
 func attachFile(store Store, f *backing.File, idx *backing.Index, persist bool) (*fileLevel, int, error) {
-	c := &fileLevel{store: store, f: f, shift: uint32(bits.TrailingZeros64(f.Unit())), persist: persist}
+	return attachLevels(store, f, idx, persist, nil)
+}
+
+// attachLevels is attachFile with the remote level below the file, if rl
+// is not nil: its table is restored from idx before the pages.
+func attachLevels(store Store, f *backing.File, idx *backing.Index, persist bool, rl *remoteLevel) (*fileLevel, int, error) {
+	c := &fileLevel{store: store, f: f, shift: uint32(bits.TrailingZeros64(f.Unit())), persist: persist, remote: rl}
 	if persist {
 		f.SetPersist()
+	}
+	if idx != nil && rl != nil {
+		if err := rl.restoreTable(idx); err != nil {
+			return nil, 0, err
+		}
 	}
 	if idx != nil {
 		pools := make([]pagecache.PoolRecord, len(idx.Pools))
@@ -65,6 +77,9 @@ func attachFile(store Store, f *backing.File, idx *backing.Index, persist bool) 
 			return nil, 0, fmt.Errorf("backing file %s: %w", f.Path(), err)
 		}
 	}
+	if rl != nil {
+		rl.l.Settle() // places no restored page names are freed
+	}
 	store.SetTier(c)
 	return c, c.restored.Pages, nil
 }
@@ -76,6 +91,12 @@ const changedBit = 0x80
 
 // claim takes, at a restart, the place of a page the index recorded.
 func (c *fileLevel) claim(loc pagecache.Loc, size int) error {
+	if isRemote(loc) {
+		if c.remote == nil {
+			return fmt.Errorf("place %#x is the remote tier's; start with --remote-tier", loc)
+		}
+		return c.remote.l.Claim(uint32(loc))
+	}
 	if !c.f.Restore(c.off(loc), size) {
 		return fmt.Errorf("place %d (%d bytes) outside the file or over another", c.off(loc), size)
 	}
@@ -101,14 +122,32 @@ func (c *fileLevel) MakeRoom(need uint64) error { return c.makeRoom(need) }
 
 // Read reads objects from the file, in one batch.
 func (c *fileLevel) Read(rs []pagecache.TierRead) {
-	br := make([]backing.Read, len(rs))
+	br := make([]backing.Read, 0, len(rs))
+	var onFile, far []int
 	for i, r := range rs {
-		br[i] = backing.Read{Off: c.off(r.Loc), Len: r.Len}
+		if isRemote(r.Loc) {
+			far = append(far, i)
+			continue
+		}
+		onFile = append(onFile, i)
+		br = append(br, backing.Read{Off: c.off(r.Loc), Len: r.Len})
+	}
+	if len(far) > 0 {
+		if c.remote == nil {
+			for _, i := range far {
+				rs[i].Err = fmt.Errorf("place %#x is the remote tier's, and there is none", rs[i].Loc)
+			}
+		} else {
+			c.remote.read(rs, far) // remote.go
+		}
+	}
+	if len(br) == 0 {
+		return
 	}
 	c.f.ReadBatch(br)
-	for i := range rs {
-		rs[i].Data, rs[i].Err = br[i].Data, br[i].Err
-		if br[i].Err != nil {
+	for j, i := range onFile {
+		rs[i].Data, rs[i].Err = br[j].Data, br[j].Err
+		if br[j].Err != nil {
 			c.readFailures.Add(1)
 		}
 	}
@@ -117,11 +156,23 @@ func (c *fileLevel) Read(rs []pagecache.TierRead) {
 // Hold keeps the file's space from reuse (backing.File.Hold).
 func (c *fileLevel) Hold() (unhold func()) {
 	c.f.Hold()
-	return c.f.Unhold
+	if c.remote == nil {
+		return c.f.Unhold
+	}
+	un := c.remote.l.Hold()
+	return func() { un(); c.f.Unhold() }
 }
 
 // Forget frees the file's space of a page replaced or deleted.
-func (c *fileLevel) Forget(loc pagecache.Loc, size int) { c.f.Free(c.off(loc), size) }
+func (c *fileLevel) Forget(loc pagecache.Loc, size int) {
+	if isRemote(loc) {
+		if c.remote != nil {
+			c.remote.l.Forget(uint32(loc)) // its block goes at the next Flush
+		}
+		return
+	}
+	c.f.Free(c.off(loc), size)
+}
 
 // Note checkpoints, with pool marked changed, before its first change
 // since the last checkpoint that found it still (persist.go).

@@ -37,6 +37,9 @@ func (c *fileLevel) checkpointLocked() error {
 		}
 		idx.Pools = append(idx.Pools, bp)
 	}
+	if c.remote != nil {
+		idx.Pools = append(idx.Pools, c.remote.tableRecord()) // remote.go
+	}
 	sort.Slice(idx.Pools, func(i, j int) bool { return idx.Pools[i].Name < idx.Pools[j].Name })
 	if err := c.f.Checkpoint(idx); err != nil {
 		c.failed(err)
@@ -68,7 +71,9 @@ func (c *fileLevel) CompactFile() uint64 {
 
 func (c *fileLevel) compactFile() uint64 {
 	sparse := c.f.Sparse(backing.BlockSize / 2)
-	all := c.store.Pick(func(r pagecache.PageRef) bool { return r.OnFile() && sparse(c.off(r.Loc()), r.ObjSize()) }, 1<<62)
+	all := c.store.Pick(func(r pagecache.PageRef) bool {
+		return r.OnFile() && !isRemote(r.Loc()) && sparse(c.off(r.Loc()), r.ObjSize())
+	}, 1<<62)
 	var moved uint64
 	for len(all) > 0 {
 		n, total := 0, 0

@@ -27,6 +27,7 @@ type Tier struct {
 	store  Store
 	log    *slog.Logger
 	file   *fileLevel      // nil without a backing file
+	remote *remoteLevel    // the level below the file, if any (remote.go)
 	ctx    context.Context // ends when Stop begins
 	cancel context.CancelFunc
 	jobs   sync.WaitGroup // the clock and recompressions
@@ -38,12 +39,18 @@ type Tier struct {
 // restores every page its last checkpoint recorded, so that a daemon says
 // it is ready only once they are back. busy says whether foreground
 // requests are being served.
-func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool, log *slog.Logger) (*Tier, error) {
+func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool, log *slog.Logger, opts ...Option) (*Tier, error) {
 	t := &Tier{cfg: *cfg, store: store, log: log, stop: make(chan struct{})}
+	for _, o := range opts {
+		o(t)
+	}
 	t.Recompressor = &Recompressor{Store: store, Router: router,
 		MinSaving: float64(cfg.RecompressMinSaving) / 100, Busy: busy, Log: log}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	if cfg.BackingFile == "" {
+		if t.remote != nil {
+			return nil, fmt.Errorf("the remote tier is the level below the backing file: set --backing-file too")
+		}
 		return t, nil
 	}
 	t0 := time.Now()
@@ -53,7 +60,7 @@ func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool
 	}
 	f.SetVerify(cfg.BackingVerify)
 	var n int
-	if t.file, n, err = attachFile(store, f, idx, cfg.Persist); err != nil {
+	if t.file, n, err = attachLevels(store, f, idx, cfg.Persist, t.remote); err != nil {
 		f.Close()
 		return nil, err
 	}

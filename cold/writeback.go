@@ -74,6 +74,9 @@ func (c *fileLevel) makeRoom(need uint64) error {
 		if room >= need+a.Slab {
 			return nil
 		}
+		if err := c.keepFileRoom(); err != nil { // remote.go
+			return err
+		}
 		vs, undrain := c.store.DrainColdest(max(need+a.Slab-room, roundMin), coldness, &c.cursor)
 		if len(vs) == 0 {
 			undrain()
@@ -89,6 +92,20 @@ func (c *fileLevel) makeRoom(need uint64) error {
 				c.compactFile()
 				continue
 			}
+		}
+		if errors.Is(err, backing.ErrFull) && c.remote != nil && try < 8 {
+			// The file is full: its coldest pages go to the cluster
+			// (remote.go), then the round is tried again.
+			if serr := c.spill(int(max(need+a.Slab-room, roundMin))); serr != nil {
+				return errors.Join(err, serr)
+			}
+			if c.persist {
+				// The spilled pages' file space is freed at a checkpoint.
+				if cerr := c.checkpointLocked(); cerr != nil {
+					return errors.Join(err, cerr)
+				}
+			}
+			continue
 		}
 		return err
 	}
@@ -160,6 +177,9 @@ func (c *fileLevel) Writeback(mode Mode, minAge int) (pages, bytes uint64, err e
 
 func (c *fileLevel) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err error) {
 	for {
+		if err := c.keepFileRoom(); err != nil { // remote.go
+			return pages, bytes, err
+		}
 		vs := c.store.Pick(func(r pagecache.PageRef) bool { return r.InRAM() && mode.takes(&r, minAge) }, roundMax)
 		if len(vs) == 0 {
 			return pages, bytes, nil

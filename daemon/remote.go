@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/s4d-project/s4d/cold"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/remote"
 )
@@ -87,11 +88,52 @@ func (d *Daemon) remoteStats() *ipc.RemoteStats {
 	defer cancel()
 	t.Ping(ctx)
 	s := t.Stats(ctx)
-	return &ipc.RemoteStats{URL: d.cfg.RemoteTier, Host: s.Host, Up: s.Up, LastError: s.LastError,
+	ls, _ := d.cold.RemoteStats()
+	return &ipc.RemoteStats{Pages: uint64(ls.Objects), Blocks: uint64(ls.Blocks), Spills: ls.Spills,
+		PagesSpilled: ls.Spilled, SpillFailures: ls.Failures, PageReadFails: ls.ReadFailures, Paused: ls.Paused,
+		URL: d.cfg.RemoteTier, Host: s.Host, Up: s.Up, LastError: s.LastError,
 		Quota: s.Quota, UsedBytes: s.Used, BlocksWritten: s.BlocksWritten, BytesWritten: s.BytesWritten,
 		BlocksRead: s.BlocksRead, BytesRead: s.BytesRead, WriteErrors: s.WriteErrors, ReadErrors: s.ReadErrors,
 		Corrupt: s.Corrupt, Missing: s.Missing, Stale: s.Stale, Deleted: s.Deleted, Swept: s.Swept,
 		QuotaFull: s.QuotaFull, Redirects: s.Moved + s.Ask, Retries: s.Retried,
 		ReadLatency:  ipc.NewHistogram(s.LatencyBounds, s.ReadLatency, s.ReadLatencySum),
 		WriteLatency: ipc.NewHistogram(s.LatencyBounds, s.WriteLatency, s.WriteLatencySum)}
+}
+
+// coldOptions makes the remote tier the level below the backing file,
+// where there is one (without, it serves pool export/import only).
+func (d *Daemon) coldOptions() []cold.Option {
+	if d.remote == nil || d.cfg.BackingFile == "" {
+		return nil
+	}
+	return []cold.Option{cold.WithRemote(d.remote)}
+}
+
+// sweepEvery is how often blocks no index names are looked for.
+const sweepEvery = 10 * time.Minute
+
+// startRemoteSweep sweeps the cluster of this host's blocks that no
+// table names (a crash after a spill and before its checkpoint) at start
+// and every sweepEvery, until the daemon stops.
+func (d *Daemon) startRemoteSweep() {
+	if d.remote == nil || d.cfg.BackingFile == "" {
+		return
+	}
+	go func() {
+		for {
+			ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
+			n, err := d.cold.SweepRemote(ctx)
+			cancel()
+			if err != nil && d.ctx.Err() == nil {
+				d.log.Warn("remote tier sweep", "err", err)
+			} else if n > 0 {
+				d.log.Info("remote tier sweep", "blocks_deleted", n)
+			}
+			select {
+			case <-d.quit:
+				return
+			case <-time.After(sweepEvery):
+			}
+		}
+	}()
 }

@@ -133,16 +133,16 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}
 	d.router = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
 	undo = append(undo, d.router.Close)
-	if d.cold, err = cold.Open(&d.cfg, d.store, d.router, d.router.Busy, d.log); err != nil {
-		return nil, err
-	}
-	undo = append(undo, func() { d.cold.Stop(); d.cold.Close() })
 	if d.remote, err = openRemote(ctx, &d.cfg); err != nil { // remote.go
 		return nil, err
 	}
 	if d.remote != nil {
 		undo = append(undo, d.remote.Close)
 	}
+	if d.cold, err = cold.Open(&d.cfg, d.store, d.router, d.router.Busy, d.log, d.coldOptions()...); err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { d.cold.Stop(); d.cold.Close() })
 	if usable := set.Usable(); len(usable) > 1 {
 		// Only a choice needs measuring: with one backend there is none.
 		cal, err := routing.Calibrate(ctx, usable, cfg.PageSize, codec, routing.CalibrationSizes)
@@ -231,7 +231,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	var sweeper sync.WaitGroup
 	sweeper.Go(func() { d.sweepEvery(2*time.Second, d.quit) })
 	d.cold.Start()
-	d.startSwaps() // the configuration's [[swap]] devices (swap.go)
+	d.startRemoteSweep() // remote.go
+	d.startSwaps()       // the configuration's [[swap]] devices (swap.go)
 	var err error
 	var wait backoff
 	for {

@@ -69,6 +69,17 @@ type RemoteStats struct {
 	QuotaFull     uint64 `json:"quota_full"` // writes refused by the quota
 	Redirects     uint64 `json:"redirects"`  // MOVED and ASK followed
 	Retries       uint64 `json:"retries"`
+	// As the level below the backing file: pages there now, their
+	// blocks, rounds that moved pages from the file and the pages moved,
+	// rounds that failed (their pages stayed on the file), and whether a
+	// recent failure pauses new rounds.
+	Pages         uint64 `json:"pages"`
+	Blocks        uint64 `json:"blocks"`
+	Spills        uint64 `json:"spills"`
+	PagesSpilled  uint64 `json:"pages_spilled"`
+	SpillFailures uint64 `json:"spill_failures"`
+	PageReadFails uint64 `json:"page_read_failures"`
+	Paused        bool   `json:"paused"`
 	// Batch latencies, for /metrics.
 	ReadLatency  *Histogram `json:"read_latency,omitempty"`
 	WriteLatency *Histogram `json:"write_latency,omitempty"`

@@ -17,12 +17,15 @@ var (
 	rmBytesR   = desc("remote_read_bytes_total", "Bytes of those blocks.")
 	rmErrors   = desc("remote_errors_total", "Remote tier failures, by kind: write, read (cluster errors), corrupt (failed authentication), missing, stale, quota (writes the quota refused).", "kind")
 	rmDeleted  = desc("remote_deleted_blocks_total", "Blocks deleted, by the index (deleted) or by the sweep (swept).", "by")
+	rmPages    = desc("remote_pages", "Pages kept in the cluster, below the backing file.")
+	rmSpilled  = desc("remote_spilled_pages_total", "Pages moved from the backing file to the cluster.")
+	rmSpillErr = desc("remote_spill_failures_total", "Rounds of moving pages to the cluster that failed; their pages stayed on the file.")
 	rmReadTime = desc("remote_read_duration_seconds", "Time of a batched read from the cluster.")
 	rmWrTime   = desc("remote_write_duration_seconds", "Time of a batched write to the cluster, replica acknowledgement included.")
 )
 
 func init() {
-	all = append(all, rmUp, rmUsed, rmQuota, rmBlocksW, rmBytesW, rmBlocksR, rmBytesR, rmErrors, rmDeleted, rmReadTime, rmWrTime)
+	all = append(all, rmUp, rmUsed, rmQuota, rmBlocksW, rmBytesW, rmBlocksR, rmBytesR, rmErrors, rmDeleted, rmReadTime, rmWrTime, rmPages, rmSpilled, rmSpillErr)
 }
 
 func collectRemote(r *ipc.RemoteStats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string),
@@ -49,6 +52,9 @@ func collectRemote(r *ipc.RemoteStats, gauge func(*prometheus.Desc, float64, ...
 	counter(rmErrors, r.QuotaFull, "quota")
 	counter(rmDeleted, r.Deleted, "deleted")
 	counter(rmDeleted, r.Swept, "swept")
+	gauge(rmPages, float64(r.Pages))
+	counter(rmSpilled, r.PagesSpilled)
+	counter(rmSpillErr, r.SpillFailures)
 	hist(rmReadTime, r.ReadLatency)
 	hist(rmWrTime, r.WriteLatency)
 }

@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	osuser "os/user"
@@ -198,4 +199,61 @@ func TestRemoteTier(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Below the backing file: a pool larger than the memory limit plus the
+// file goes in, spills to the cluster, and comes back byte for byte; again
+// after a restart with persist; and after a master is killed while pages
+// are written and read (every page comes back once the cluster has failed
+// over, since none left the file before a replica had it).
+func TestRemoteColdTier(t *testing.T) {
+	vc := valkeyCluster(t)
+	key := bytes.Repeat([]byte{0x33}, remote.KeySize)
+	path := backingFile(t, 8<<20)
+	args := append([]string{"--mem-limit", "4M", "--backing-file", path, "--persist", "true", "--checkpoint-interval", "0"},
+		remoteArgs(t, vc, key, "cold-host")...)
+	d := start(t, args...)
+	pages := corpus.Pages(corpus.Mixed, (48<<20)/4096, 4096, 21)
+	putParallel(t, d, "big", pages, 2)
+	st := statsOf(t, d)
+	if st.IO.NoSpace != 0 || st.Remote == nil || st.Remote.Pages == 0 || st.Remote.PagesSpilled == 0 || !st.Remote.Up {
+		t.Fatalf("no space %d, remote %+v", st.IO.NoSpace, st.Remote)
+	}
+	checkPages(t, d, "big", pages)
+	st = statsOf(t, d)
+	if st.Remote.BlocksRead == 0 || st.Remote.ReadErrors != 0 {
+		t.Fatalf("remote after the GETs: %+v", st.Remote)
+	}
+	if out := d.mustCtl("stats"); !strings.Contains(out, "below the backing file:") {
+		t.Errorf("ctl stats:\n%s", out)
+	}
+	t.Logf("%d pages in the cluster in %d blocks, %d spilled in %d rounds; %d blocks read",
+		st.Remote.Pages, st.Remote.Blocks, st.Remote.PagesSpilled, st.Remote.Spills, st.Remote.BlocksRead)
+
+	// A planned restart: the file's checkpoint names the cluster's pages.
+	d.stop()
+	d = startOn(t, d.socket, args...)
+	checkPages(t, d, "big", pages)
+
+	// A master killed while another pool is written and the first read.
+	more := corpus.Pages(corpus.Text, (16<<20)/4096, 4096, 22)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		putParallel(t, d, "more", more, 1)
+	}()
+	vc.Kill(0)
+	<-done
+	err := valkeytest.WaitFor(30*time.Second, func() error {
+		st := statsOf(t, d)
+		if !st.Remote.Up {
+			return errors.New("cluster down")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPages(t, d, "big", pages)
+	checkPages(t, d, "more", more)
 }

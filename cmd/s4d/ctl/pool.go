@@ -62,6 +62,14 @@ func printRemote(w io.Writer, r *ipc.RemoteStats) {
 		r.BlocksWritten, human(r.BytesWritten), r.BlocksRead, human(r.BytesRead), r.Deleted, r.Swept)
 	fmt.Fprintf(w, "errors: write %d, read %d (corrupt %d, missing %d, stale %d), quota full %d; redirects %d, retries %d\n",
 		r.WriteErrors, r.ReadErrors, r.Corrupt, r.Missing, r.Stale, r.QuotaFull, r.Redirects, r.Retries)
+	if r.Spills > 0 || r.Pages > 0 {
+		paused := ""
+		if r.Paused {
+			paused = ", PAUSED after a failure"
+		}
+		fmt.Fprintf(w, "below the backing file: %d pages in %d blocks; %d pages spilled in %d rounds, %d rounds failed, %d page reads failed%s\n",
+			r.Pages, r.Blocks, r.PagesSpilled, r.Spills, r.SpillFailures, r.PageReadFails, paused)
+	}
 	if r.LastError != "" {
 		fmt.Fprintf(w, "last error: %s\n", r.LastError)
 	}
