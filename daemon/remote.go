@@ -64,9 +64,9 @@ func openRemote(ctx context.Context, cfg *Config) (*remote.Tier, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The start waits for a failover no longer than a few seconds: a
-	// cluster that is down is a reason not to start.
-	tc.Options.RetryFor = 5 * time.Second
+	// The start waits 20 s at most: a cluster that is down is a reason
+	// not to start. (The cluster's own retries, for a failover later,
+	// keep their default.)
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	t, err := remote.OpenTier(ctx, tc)

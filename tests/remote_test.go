@@ -256,4 +256,58 @@ func TestRemoteColdTier(t *testing.T) {
 	}
 	checkPages(t, d, "big", pages)
 	checkPages(t, d, "more", more)
+
+	// A block changed in the cluster: its pages answer failed or corrupt,
+	// every other page comes back as it was, none as other bytes.
+	c, err := remote.Dial(ctx(t), remote.Options{Addrs: []string{vc.Addr(1)}, User: valkeytest.User, Password: valkeytest.Pass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := remote.NewStore(c, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim []byte
+	c.Scan(ctx(t), s.HostPrefix("cold-host")+"*", func(k []byte) error {
+		if victim == nil && !bytes.HasSuffix(k, []byte(":used")) {
+			victim = append([]byte(nil), k...)
+		}
+		return nil
+	})
+	if victim == nil {
+		t.Fatal("no block of cold-host in the cluster")
+	}
+	got := c.Do(ctx(t), []remote.Cmd{{Key: victim, Args: [][]byte{[]byte("GET"), victim}}})[0]
+	raw := got.Val.Str
+	raw[len(raw)/2] ^= 0x10
+	if r := c.Do(ctx(t), []remote.Cmd{{Key: victim, Args: [][]byte{[]byte("SET"), victim, raw}}})[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cl := d.client()
+	bad := 0
+	n := len(pages) / 4096
+	for lo := 0; lo < n; lo += 1024 {
+		ks := keys(uint64(lo), min(1024, n-lo))
+		data, codes, err := cl.Get(ctx(t), "big", ks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, code := range codes {
+			switch code {
+			case ipc.OK:
+				if !bytes.Equal(data[i*4096:(i+1)*4096], pages[(lo+i)*4096:(lo+i+1)*4096]) {
+					t.Fatalf("page %d answered OK with other bytes", lo+i)
+				}
+			case ipc.CodeFailed, ipc.CodeCorrupt:
+				bad++
+			default:
+				t.Fatalf("page %d: code %d", lo+i, code)
+			}
+		}
+	}
+	if bad == 0 {
+		t.Fatal("no page of the tampered block failed")
+	}
+	t.Logf("tampered block: %d pages failed, the rest came back", bad)
 }
