@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -98,6 +99,24 @@ func TestTLSStandalone(t *testing.T) {
 	checkGet(t, s, ns, bs)
 	if err := c.CheckNoEviction(testCtx(t)); err != nil {
 		t.Fatal(err)
+	}
+
+	// The tier as the daemon opens it: valkeys://, --remote-ca-file.
+	tc := TierConfig{URL: "valkeys://127.0.0.1:" + strconv.Itoa(ports[0]), CAFile: filepath.Join(dir, "ca.crt"),
+		CredFile: secretFile(t, "creds", []byte(testPass+"\n")), KeyFile: secretFile(t, "key", testKey),
+		Host: "tls", Options: Options{RetryFor: 2 * time.Second}}
+	tr := openTier(t, tc)
+	objs := randObjs(mrand.New(mrand.NewPCG(5, 6)), 50)
+	l := NewLevel(tr, "cold")
+	locs, err := l.Store(testCtx(t), objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRead(t, l, locs, objs)
+	tc.CAFile = ""
+	if tr2, err := OpenTier(testCtx(t), tc); err == nil {
+		tr2.Close()
+		t.Fatal("the tier opened without --remote-ca-file")
 	}
 
 	o.TLS = &tls.Config{} // the system roots: our CA is not among them
