@@ -74,9 +74,9 @@ func (c *fileLevel) makeRoom(need uint64) error {
 		if room >= need+a.Slab {
 			return nil
 		}
-		if err := c.keepFileRoom(); err != nil { // remote.go
-			return err
-		}
+		// A spill that fails (the cluster down) stops nothing here: the
+		// file may still have room, and a full one says so below.
+		c.keepFileRoom() // remote.go
 		vs, undrain := c.store.DrainColdest(max(need+a.Slab-room, roundMin), coldness, &c.cursor)
 		if len(vs) == 0 {
 			undrain()
@@ -177,9 +177,7 @@ func (c *fileLevel) Writeback(mode Mode, minAge int) (pages, bytes uint64, err e
 
 func (c *fileLevel) writebackLocked(mode Mode, minAge int) (pages, bytes uint64, err error) {
 	for {
-		if err := c.keepFileRoom(); err != nil { // remote.go
-			return pages, bytes, err
-		}
+		c.keepFileRoom() // remote.go; as in makeRoom
 		vs := c.store.Pick(func(r pagecache.PageRef) bool { return r.InRAM() && mode.takes(&r, minAge) }, roundMax)
 		if len(vs) == 0 {
 			return pages, bytes, nil

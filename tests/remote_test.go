@@ -9,6 +9,7 @@ import (
 	osuser "os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,4 +311,34 @@ func TestRemoteColdTier(t *testing.T) {
 		t.Fatal("no page of the tampered block failed")
 	}
 	t.Logf("tampered block: %d pages failed, the rest came back", bad)
+
+	// The whole cluster frozen: stats say it is down, pages in RAM are
+	// served; thawed, it is up again.
+	hot := corpus.Pages(corpus.Text, 16, 4096, 23)
+	codes, err := cl.Put(ctx(t), "hot", keys(0, 16), hot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allOK(t, "put hot", keys(0, 16), codes)
+	for i := range valkeytest.Nodes {
+		vc.Signal(i, syscall.SIGSTOP)
+	}
+	if st := statsOf(t, d); st.Remote.Up {
+		t.Fatalf("cluster frozen, stats say up: %+v", st.Remote)
+	}
+	if out := d.mustCtl("stats"); !strings.Contains(out, "DOWN") {
+		t.Errorf("ctl stats with the cluster frozen:\n%s", out)
+	}
+	checkPages(t, d, "hot", hot)
+	for i := range valkeytest.Nodes {
+		vc.Signal(i, syscall.SIGCONT)
+	}
+	if err := valkeytest.WaitFor(30*time.Second, func() error {
+		if !statsOf(t, d).Remote.Up {
+			return errors.New("still down")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
