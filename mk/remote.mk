@@ -24,8 +24,10 @@ deps-remote:
 	systemctl disable --now valkey-server redis-server >/dev/null 2>&1 || true; \
 	(valkey-server --version 2>/dev/null || redis-server --version) | head -n 1
 
-# The remote package's tests alone (they start their own cluster on
-# loopback ports), with the benchmark.
+# The remote package's tests and the daemon's remote-tier tests (each
+# starts its own cluster on loopback ports, remote/valkeytest), with the
+# benchmarks (BenchmarkLevelVsFile: the cluster against the backing file).
 test-remote: deps-remote
-	$(GO) test -count=1 -v ./remote
+	$(GO) test -count=1 -v ./remote/...
+	$(GO) test -count=1 -v -run 'TestRemote' ./tests
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 2s ./remote
