@@ -48,10 +48,14 @@ type swapDev struct {
 	dev    *ublk.Device
 	st     *swapStore
 	active bool // in /proc/swaps when last looked (followSwapoff)
+	// fresh: created empty here, so mkswap may write it; a device
+	// reattached with pages in use would not be. prio: for swapon.
+	fresh bool
+	prio  int
 }
 
 // addSwap creates a device of req.Size bytes.
-func (d *Daemon) addSwap(req ipc.SwapRequest, codec string) (ipc.SwapDevice, error) {
+func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio int) (ipc.SwapDevice, error) {
 	if d.cfg.PageSize != 4096 {
 		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "swap needs a page size of 4096 (the daemon's is %d)", d.cfg.PageSize)
 	}
@@ -92,7 +96,7 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string) (ipc.SwapDevice, err
 	if dev.Flusher != nil {
 		d.log.Warn("swap queue threads are not I/O flushers (needs CAP_SYS_RESOURCE): under memory pressure they may wait on reclaim", "err", dev.Flusher)
 	}
-	sd := &swapDev{n: s.next, dev: dev, st: st}
+	sd := &swapDev{n: s.next, dev: dev, st: st, fresh: true, prio: prio}
 	s.devs = append(s.devs, sd)
 	d.log.Info("swap device added", "device", dev.BlockPath(), "size", dev.Size(), "queues", dev.Queues(), "pool", st.pool)
 	return d.describeSwap(sd), nil
@@ -195,6 +199,7 @@ func (d *Daemon) keepSpare() {
 	if err := unix.Prctl(unix.PR_SET_IO_FLUSHER, 0, 0, 0, 0); err != nil && ublk.IsFlusher() {
 		d.log.Warn("the swap reserve's refiller stays an I/O flusher", "err", err)
 	}
+	d.log.Info("swap reserve refiller started", "tid", unix.Gettid()) // to find it in a stall's stacks
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -363,7 +368,7 @@ func (d *Daemon) stopSwaps() {
 func (d *Daemon) startSwaps() {
 	for i, spec := range d.cfg.Swap {
 		size := spec.Bytes(settings.RAM())
-		dev, err := d.addSwap(ipc.SwapRequest{Size: size, Queues: spec.Queues, Depth: spec.Depth}, spec.Codec)
+		dev, err := d.addSwap(ipc.SwapRequest{Size: size, Queues: spec.Queues, Depth: spec.Depth}, spec.Codec, spec.Priority)
 		if err != nil {
 			d.log.Error("swap device from the configuration not created", "swap", i+1, "size", size, "err", err)
 			continue
@@ -388,7 +393,7 @@ func (d *Daemon) describeSwap(sd *swapDev) ipc.SwapDevice {
 	out := ipc.SwapDevice{Name: dev.BlockPath(), DiskSize: dev.Size(), Pool: sd.st.pool, Streams: dev.Queues(), Depth: dev.Depth(),
 		ReadIOs: st.Reads.Calls.Load(), ReadPgs: st.Reads.Pages.Load(), WriteIOs: st.Writes.Calls.Load(), WritePgs: st.Writes.Pages.Load(),
 		Discard: st.Discarded.Load(), Errors: st.Errors.Load(), Requests: st.Requests.Load(), Waits: st.Waits.Load(),
-		Total: dev.BufferBytes()}
+		Total: dev.BufferBytes(), Fresh: sd.fresh, Priority: sd.prio}
 	for i := range st.BatchPages {
 		out.BatchPages = append(out.BatchPages, st.BatchPages[i].Load())
 	}
@@ -417,7 +422,7 @@ func (c *conn) swap(body []byte) ([]byte, error) {
 	}
 	switch req.Action {
 	case ipc.SwapAdd:
-		dev, err := c.d.addSwap(req, "")
+		dev, err := c.d.addSwap(req, "", -1)
 		if err != nil {
 			return nil, err
 		}

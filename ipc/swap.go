@@ -57,4 +57,9 @@ type SwapDevice struct {
 	BatchPages []uint64 `json:"batch_pages"`
 	Flusher    string   `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
 	Error      string   `json:"error,omitempty"`   // why a queue stopped serving
+	// Fresh: created empty by this daemon, not reattached with pages
+	// in use (only a fresh device may get mkswap: `s4d swap on`).
+	Fresh bool `json:"fresh"`
+	// Priority for swapon, from the [[swap]] table; -1 the kernel's.
+	Priority int `json:"priority"`
 }

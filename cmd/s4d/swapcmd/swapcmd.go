@@ -36,7 +36,7 @@ var Command = &cli.Command{
 		"(Linux 6.0+, CONFIG_BLK_DEV_UBLK, module ublk_drv); its 4 KiB blocks are pages of a pool,\n" +
 		"compressed by the daemon's engines. Make it swap with `mkswap DEV && swapon --discard DEV`\n" +
 		"(discard lets freed swap slots free their pages). List them with `s4d ctl swap`.",
-	Subcommands: []*cli.Command{addCommand, delCommand},
+	Subcommands: []*cli.Command{addCommand, delCommand, onCommand, offCommand},
 }
 
 var addCommand = &cli.Command{
