@@ -22,7 +22,7 @@ import (
 // The remote tier (issue 32) against a real 3+3 Valkey cluster started
 // here (remote/valkeytest; make deps-remote installs valkey).
 
-func valkeyCluster(t *testing.T) *valkeytest.Cluster {
+func valkeyCluster(t testing.TB) *valkeytest.Cluster {
 	t.Helper()
 	if _, _, err := valkeytest.Binaries(); err != nil {
 		t.Skip(err)
@@ -35,7 +35,7 @@ func valkeyCluster(t *testing.T) *valkeytest.Cluster {
 	return vc
 }
 
-func secret(t *testing.T, dir, name string, data []byte) string {
+func secret(t testing.TB, dir, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, data, 0o600); err != nil {
@@ -46,7 +46,7 @@ func secret(t *testing.T, dir, name string, data []byte) string {
 
 // remoteArgs are a daemon's remote-tier flags: the cluster, credentials
 // and key from files.
-func remoteArgs(t *testing.T, vc *valkeytest.Cluster, key []byte, host string) []string {
+func remoteArgs(t testing.TB, vc *valkeytest.Cluster, key []byte, host string) []string {
 	dir := t.TempDir()
 	return []string{"--remote-tier", vc.URL(), "--remote-host", host,
 		"--remote-credentials", secret(t, dir, "creds", []byte(valkeytest.User+"\n"+valkeytest.Pass+"\n")),
