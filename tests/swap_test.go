@@ -47,3 +47,55 @@ func TestSwapWithoutUblk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Under a real systemd (tests/systemd/boot.sh), on this machine's kernel
+// without ublk: the daemon with the swap drop-in (systemd/s4d-swap.conf)
+// starts and serves, and the swap unit s4d-swap@.service, started by hand
+// for a device, fails saying why and naming the remedy; the unit files
+// pass systemd-analyze verify.
+func TestSwapUnitUnderSystemd(t *testing.T) {
+	if _, err := os.Stat("/dev/ublk-control"); err == nil {
+		t.Skip("this kernel has ublk: the unit would make a real device swap")
+	}
+	g := bootGuestWith(t, func(t *testing.T, inject string) {
+		installFromCheckout(t, inject)
+		dropin := filepath.Join(inject, "etc/systemd/system/s4d.service.d")
+		units := filepath.Join(inject, "usr/local/lib/systemd/system")
+		for src, dst := range map[string]string{
+			"../systemd/s4d-swap.conf":     filepath.Join(dropin, "swap.conf"),
+			"../systemd/s4d-swap@.service": filepath.Join(units, "s4d-swap@.service"),
+		} {
+			b, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	g.must("systemd-sysusers")
+	g.must("systemctl", "daemon-reload")
+	unit := "/usr/local/lib/systemd/system/"
+	if out, err := g.run("systemd-analyze", "verify", unit+"s4d.service", unit+"s4d-swap@ublkb0.service"); err != nil {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	g.must("systemctl", "start", "s4d.socket", "s4d.service")
+	g.must("s4d", "ctl", "swap") // root, through the unit's socket: no devices
+	if st := g.show("ActiveState", "User"); st["ActiveState"] != "active" || st["User"] != "root" {
+		t.Fatalf("s4d with the swap drop-in: %v", st)
+	}
+	if out, err := g.run("systemctl", "start", "s4d-swap@ublkb0.service"); err == nil {
+		t.Fatalf("s4d-swap@ublkb0 started on a kernel without ublk:\n%s", out)
+	}
+	st := g.must("systemctl", "show", "s4d-swap@ublkb0", "-p", "ActiveState,Result")
+	if !strings.Contains(st, "ActiveState=failed") || !strings.Contains(st, "Result=exit-code") {
+		t.Fatalf("s4d-swap@ublkb0 after a failed start: %s", st)
+	}
+	out := g.must("journalctl", "-u", "s4d-swap@ublkb0", "--no-pager")
+	for _, want := range []string{"ublk is not available", "modprobe ublk_drv"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("s4d-swap@ublkb0's journal without ublk lacks %q:\n%s", want, out)
+		}
+	}
+}
