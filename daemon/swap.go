@@ -393,7 +393,8 @@ func (d *Daemon) describeSwap(sd *swapDev) ipc.SwapDevice {
 	out := ipc.SwapDevice{Name: dev.BlockPath(), DiskSize: dev.Size(), Pool: sd.st.pool, Streams: dev.Queues(), Depth: dev.Depth(),
 		ReadIOs: st.Reads.Calls.Load(), ReadPgs: st.Reads.Pages.Load(), WriteIOs: st.Writes.Calls.Load(), WritePgs: st.Writes.Pages.Load(),
 		Discard: st.Discarded.Load(), Errors: st.Errors.Load(), Requests: st.Requests.Load(), Waits: st.Waits.Load(),
-		Total: dev.BufferBytes(), Fresh: sd.fresh, Priority: sd.prio}
+		Total: dev.BufferBytes(), Fresh: sd.fresh, Priority: sd.prio,
+		ReadStoreNs: st.Reads.StoreNs.Load(), ReadCopyNs: st.Reads.CopyNs.Load(), WriteStoreNs: st.Writes.StoreNs.Load(), ServeNs: st.ServeNs.Load()}
 	for i := range st.BatchPages {
 		out.BatchPages = append(out.BatchPages, st.BatchPages[i].Load())
 	}

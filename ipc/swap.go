@@ -57,6 +57,13 @@ type SwapDevice struct {
 	BatchPages []uint64 `json:"batch_pages"`
 	Flusher    string   `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
 	Error      string   `json:"error,omitempty"`   // why a queue stopped serving
+	// Time in the daemon, summed: reads' and writes' store calls, reads'
+	// copies to the kernel's buffers, and each wait's requests served
+	// and committed (ublk.Stats).
+	ReadStoreNs  uint64 `json:"read_store_ns"`
+	ReadCopyNs   uint64 `json:"read_copy_ns"`
+	WriteStoreNs uint64 `json:"write_store_ns"`
+	ServeNs      uint64 `json:"serve_ns"`
 	// Fresh: created empty by this daemon, not reattached with pages
 	// in use (only a fresh device may get mkswap: `s4d swap on`).
 	Fresh bool `json:"fresh"`

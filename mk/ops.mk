@@ -77,6 +77,10 @@ deb:
 	gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1 $(DEB_ROOT)/usr/share/man/man5/*.5
 	strip --strip-unneeded --remove-section=.comment --remove-section=.note $(DEB_ROOT)/usr/lib/s4d/libs4d-run.so
 	install -m 0644 packaging/deb/copyright $(DEB_DOC)/copyright
+	# Swap on s4d (README): the unit and rule ship; the drop-in that widens s4d.service is an example.
+	sed 's|/usr/local/bin/s4d|/usr/bin/s4d|' systemd/s4d-swap@.service > $(DEB_ROOT)/lib/systemd/system/s4d-swap@.service
+	install -D -m 0644 systemd/60-s4d-swap.rules $(DEB_ROOT)/lib/udev/rules.d/60-s4d-swap.rules
+	install -m 0644 systemd/s4d-swap.conf $(DEB_DOC)/s4d-swap.conf.example
 	printf 's4d (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
 		'$(VERSION)' '$(COMMIT)' "$$(sed -n 's/^Maintainer: //p' packaging/deb/control.in)" \
 		"$$(date -u -R -d @$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)})" \

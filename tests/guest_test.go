@@ -233,6 +233,10 @@ func checkSwapWorkload(t *testing.T, r guestResults, tag string) {
 	}
 }
 
+// guestMem is TestGuest's guest RAM: room for the swap daemon's locked
+// memory beside a workload of twice the RAM (swap_guest_test.go).
+const guestMem = "384M"
+
 // TestGuest boots the guest once and runs the zram baseline, the ublk
 // module check and every registered scenario; it logs boot time, each
 // workload's times, swap throughput and swap-in latency, and the ratios
@@ -241,7 +245,7 @@ func TestGuest(t *testing.T) {
 	guestReady(t)
 	all := append([]guestScenario{zramScenario, ublkModuleScenario}, guestScenarios...)
 	dir := t.TempDir()
-	args := []string{"--bin", guestWorkload(t)}
+	args := []string{"--mem", guestMem, "--bin", guestWorkload(t)}
 	var script strings.Builder
 	// The standard workload's shape for every scenario alike, so ratios
 	// hold: S4D_GUEST_JOBS=3 runs three processes at once (same total).

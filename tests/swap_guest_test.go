@@ -12,20 +12,18 @@ import (
 // empties its pool. TestGuest logs its swap throughput and latency against
 // the zram baseline's (a larger workload: per-second figures compare).
 //
-// The workload is 110 MiB, not the baseline's twice the RAM: the daemon
-// keeps ~105 MiB of the 212 MiB guest locked (code, Go heap, I/O
-// buffers, the memory set aside for compressed pages; see README, "Swap
-// on s4d"), and at twice the RAM the guest stalls: alone in a boot it
-// passed 3 times of 6, and here, after the zram baseline, it stalled
-// and the rest of the boot was lost; with anything forking beside it, it
-// always stalls (README has the stacks: a mapping populated in direct
-// reclaim while the I/O path waits). (zram run beside the daemon, with
-// the same memory left, had its 110 MiB workload killed.)
-const swapScenarioMiB = "110"
-
+// The workload is the baseline's, twice the guest's RAM, with a loop
+// forking beside it: before the daemon stopped mapping memory on its I/O
+// path (README, "Swap on s4d") this stalled the guest in every boot. The
+// guest has 384 MiB (guestMem): the daemon keeps ~117 MiB locked at its
+// first device and its pool grows locked by ~0.65 KiB a page swapped; at
+// 320 MiB the workload alone passed but beside the loop the guest ran out
+// of memory the daemon could refill its reserve from. A stall fails
+// loudly: lockwatch prints every daemon thread's kernel stack before the
+// scenario's limit kills it.
 var s4dSwapScenario = guestScenario{
 	Name:  "s4d-swap",
-	Limit: 150 * time.Second,
+	Limit: 300 * time.Second,
 	Script: `guest_load ublk_drv
 # Thread stacks of 256 KiB: the daemon's memory is locked whole, and
 # glibc gives each thread a stack of RLIMIT_STACK (8 MiB by default).
@@ -42,7 +40,13 @@ s4d ctl swap | grep -q "^ *$dev "
 mkswap $dev >/dev/null
 swapon -d $dev
 s4d ctl swap | grep -q '\[SWAP\]'
-S4D_WL_MIB=` + swapScenarioMiB + ` guest_workload s4d-swap
+# Stacks of every daemon thread at 270 s, before the limit kills a stall.
+lockwatch 15 270 $daemon &
+watch=$!
+( while :; do cat /proc/meminfo >/dev/null; sleep 0.2; done ) &
+forks=$!
+guest_workload s4d-swap
+kill $forks $watch
 s4d ctl swap --batches
 swapoff $dev
 sleep 1.5
@@ -54,7 +58,7 @@ s4d swap del $dev
 [ ! -e $dev ]
 kill $daemon; wait $daemon || true
 `,
-	Bins: func(t *testing.T) []string { return []string{guestS4D(t)} },
+	Bins: func(t *testing.T) []string { return []string{guestS4D(t), guestLockwatch(t)} },
 	Check: func(t *testing.T, r guestResults) {
 		checkSwapWorkload(t, r, "s4d-swap")
 	},
@@ -77,4 +81,14 @@ var ublkDeviceScenario = guestScenario{
 func init() {
 	registerGuestScenario(ublkDeviceScenario)
 	registerGuestScenario(s4dSwapScenario)
+}
+
+// guestLockwatch builds tests/guest/lockwatch.c static, for the guest.
+func guestLockwatch(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lockwatch")
+	if out, err := exec.Command("cc", "-static", "-O2", "-o", path, "guest/lockwatch.c").CombinedOutput(); err != nil {
+		t.Fatalf("cc -static guest/lockwatch.c: %v\n%s", err, out)
+	}
+	return path
 }

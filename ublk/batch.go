@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/bits"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -126,7 +127,9 @@ func (g *gatherer) writes(reqs []Request, res []int32) {
 	if len(keys) == 0 {
 		return
 	}
+	t0 := time.Now()
 	err := g.st.Put(keys, g.pages[:off])
+	g.stats.Writes.StoreNs.Add(uint64(time.Since(t0)))
 	g.stats.note(&g.stats.Writes, len(keys), err)
 	for _, i := range idx {
 		if err != nil {
@@ -188,7 +191,11 @@ func (g *gatherer) reads(reqs []Request, res []int32) {
 	}
 	missing := g.missing[:len(keys)]
 	clear(missing)
+	t0 := time.Now()
 	err := g.st.Get(keys, g.pages[:len(keys)*g.blockSize], missing)
+	t1 := time.Now()
+	g.stats.Reads.StoreNs.Add(uint64(t1.Sub(t0)))
+	defer func() { g.stats.Reads.CopyNs.Add(uint64(time.Since(t1))) }()
 	g.stats.note(&g.stats.Reads, len(keys), err)
 	// Pages go back to their requests in the order they were gathered.
 	off, p := 0, 0
@@ -225,14 +232,23 @@ type Stats struct {
 	Errors        atomic.Uint64 // store calls that failed
 	Waits         atomic.Uint64 // ring waits that returned requests
 	Requests      atomic.Uint64 // requests served
+	// ServeNs is the queues' time from a wait's requests in hand to
+	// their results committed to the kernel (store calls, copies, the
+	// commit's system call), summed over Waits.
+	ServeNs atomic.Uint64
 	// BatchPages counts store calls by pages in them: bucket i holds
 	// calls of 2^i to 2^(i+1)-1 pages.
 	BatchPages [16]atomic.Uint64
 }
 
-// Counter counts store calls and their pages.
+// Counter counts store calls and their pages, and the time they took:
+// StoreNs in the store (index, engine, checksums), CopyNs copying pages
+// back to the requests' buffers (reads). Against the swap-in latency a
+// process sees, what is left is the kernel's side and io_uring's round
+// trip.
 type Counter struct {
-	Calls, Pages atomic.Uint64
+	Calls, Pages    atomic.Uint64
+	StoreNs, CopyNs atomic.Uint64
 }
 
 func (s *Stats) note(c *Counter, pages int, err error) {

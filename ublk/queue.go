@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -87,6 +88,7 @@ func (q *queue) run(ready chan<- error, flusher *error) (err error) {
 		q.stats.Waits.Add(1)
 		q.stats.Requests.Add(uint64(len(q.reqs)))
 		res := q.res[:len(q.reqs)]
+		t0 := time.Now()
 		q.g.serve(q.reqs, res)
 		for i, r := range q.reqs {
 			q.prep(ioCommitAndFetchReq, r.Tag, res[i])
@@ -94,6 +96,7 @@ func (q *queue) run(ready chan<- error, flusher *error) (err error) {
 		if e := q.ring.submit(0); e != nil {
 			return fmt.Errorf("queue %d: commit: %w", q.id, e)
 		}
+		q.stats.ServeNs.Add(uint64(time.Since(t0)))
 	}
 	return err
 }

@@ -180,6 +180,12 @@ func printBatches(w io.Writer, devs []ipc.SwapDevice) {
 		}
 		fmt.Fprintf(w, "%s: %d requests in %d waits; writes %d calls/%d pages, reads %d calls/%d pages; pages per call %s\n",
 			d.Name, d.Requests, d.Waits, d.WriteIOs, d.WritePgs, d.ReadIOs, d.ReadPgs, strings.Join(parts, " "))
+		// Where the daemon's time goes, per call: what a swap-in costs here,
+		// against the latency a process sees (the rest is the kernel and
+		// io_uring's round trip).
+		per := func(ns, n uint64) float64 { return float64(ns) / 1e3 / float64(max(n, 1)) }
+		fmt.Fprintf(w, "%s: us per call: read store %.1f, read copy %.1f, write store %.1f; us per wait served and committed %.1f\n",
+			d.Name, per(d.ReadStoreNs, d.ReadIOs), per(d.ReadCopyNs, d.ReadIOs), per(d.WriteStoreNs, d.WriteIOs), per(d.ServeNs, d.Waits))
 	}
 }
 
