@@ -14,8 +14,9 @@ import (
 // guest: the queue thread in mmap -> __mm_populate -> reclaim). Grown
 // now, the heap's pages stay mapped and present: they are locked, so the
 // runtime's scavenger cannot hand them back (madvise refuses locked
-// pages), and the collector keeps the heap within the bound, so it needs
-// no new mapping later.
+// pages), and the collector keeps the heap within the bound, so while the
+// live heap stays under it no new mapping is needed. (The runtime's own
+// metadata, allocated apart from the heap, may still map a little.)
 func growHeap(limit int64) uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
