@@ -86,6 +86,7 @@ run() { # label, daemon args...
 run one-gpu /tmp/mg/s4d daemon --backend cuda --gpus 0
 run all-gpus /tmp/mg/s4d daemon --backend cuda
 run auto /tmp/mg/s4d daemon --backend auto
+if [ "$NGPU" -gt 2 ]; then run two-gpus /tmp/mg/s4d daemon --backend cuda --gpus 0,1; fi
 # Second runs of the two, for the spread.
 run one-gpu-2 /tmp/mg/s4d daemon --backend cuda --gpus 0
 run all-gpus-2 /tmp/mg/s4d daemon --backend cuda
