@@ -1,25 +1,12 @@
 package pagecache
 
 import (
-	"encoding/binary"
-	"hash/crc32"
 	"sort"
 
 	"github.com/s4d-project/s4d/pagefmt"
-	"github.com/s4d-project/s4d/pageindex"
 )
 
 // What the store tells about its pages and pools: Inspect, Stats, Pools.
-
-// object returns the stored bytes of e after checking their checksum.
-func (s *Store) object(e pageindex.Entry) ([]byte, bool) {
-	if e.OnFile() {
-		return s.tierObject(e) // tier.go
-	}
-	obj := s.arena.Bytes(e.Handle(), e.ObjSize())
-	data := obj[checksumSize:]
-	return data, binary.LittleEndian.Uint32(obj) == crc32.Checksum(data, pagefmt.Castagnoli)
-}
 
 // PageInfo describes how one key is stored.
 type PageInfo struct {
@@ -31,41 +18,7 @@ type PageInfo struct {
 	Data    []byte // stored bytes, when asked for
 }
 
-// Inspect describes keys, copying their stored bytes if withData.
-func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) ([]PageInfo, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	p, err := s.lookup(uid, name)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]PageInfo, len(keys))
-	w := p.ix.Walk(false)
-	defer w.Done()
-	for i, key := range keys {
-		e, ok := w.At(key).Get(key)
-		if !ok {
-			out[i].Result = NotFound
-			continue
-		}
-		pi := PageInfo{Class: e.Class(), Size: e.Size(), Backend: s.backendName(e.Backend())}
-		if e.HasObject() || e.OnFile() {
-			obj, ok := s.object(e)
-			if !ok {
-				out[i].Result = Corrupt
-				continue
-			}
-			if pi.Class == pagefmt.ClassSame {
-				pi.Fill = binary.LittleEndian.Uint64(obj)
-			}
-			if withData {
-				pi.Data = append([]byte(nil), obj...)
-			}
-		}
-		out[i] = pi
-	}
-	return out, nil
-}
+// Inspect is in read.go, beside the other reads of stored bytes.
 
 // Stats is a snapshot of the whole store.
 type Stats struct {

@@ -16,7 +16,9 @@ import (
 // returned for reuse. The read lock is held while the bytes are copied and
 // their checksums checked, on all cores for a large batch (one core copying
 // took as long as decompressing the batch on two); decompression runs
-// without the lock.
+// without the lock. Pages off RAM are read without it (readOutside): the
+// keys are then found again, and the pages in RAM copied from where they
+// are once those reads are done.
 func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out []pagefmt.Stored, res []Result) ([]pagefmt.Stored, []byte, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -24,24 +26,33 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 	if err != nil {
 		return out, scratch, err
 	}
-	out = out[:0]
-	need, onFile := 0, 0
-	w := p.ix.Walk(false)
-	for i, key := range keys {
-		e, ok := w.At(key).GetTouch(key) // a read: the page's age starts again
-		res[i] = OK
-		if !ok {
-			res[i] = NotFound
-		} else if e.HasObject() {
-			need += e.ObjSize()
-		} else if e.OnFile() {
-			res[i] = pendingRead
-			onFile++
-		}
-		// Park the entry in Fill until the bytes are copied.
-		out = append(out, pagefmt.Stored{Class: e.Class(), Fill: uint64(e)})
+	if cap(out) < len(keys) {
+		out = make([]pagefmt.Stored, len(keys))
 	}
-	w.Done()
+	out = out[:len(keys)]
+	offRAM := getFind(p, keys, out, res, true) > 0
+	if offRAM {
+		if err := s.readOutside(out, res, func() error {
+			p, err := s.lookup(uid, name)
+			if err == nil {
+				getFind(p, keys, out, res, false)
+			}
+			return err
+		}); err != nil {
+			return out[:0], scratch, err
+		}
+		for i := range out {
+			if res[i] == OK && out[i].Data != nil {
+				res[i] = readDone // its bytes are the Tier's: nothing to copy
+			}
+		}
+	}
+	need := 0
+	for i := range out {
+		if e := pageindex.Entry(out[i].Fill); res[i] == OK && e.HasObject() {
+			need += e.ObjSize()
+		}
+	}
 	if cap(scratch) < need {
 		scratch = make([]byte, need)
 	}
@@ -54,18 +65,54 @@ func (s *Store) Get(uid uint32, name string, keys []uint64, scratch []byte, out 
 		}
 	}
 	inParallel(len(out), 256, func(lo, hi int) { s.copyChecked(out, res, lo, hi) })
-	if onFile > 0 {
-		s.readBack(out, res) // tier.go
+	if offRAM {
+		for i := range res {
+			if res[i] == readDone {
+				res[i] = OK
+			}
+		}
 	}
 	return out, scratch, nil
+}
+
+// readDone marks, in Get, a page already read off RAM; callers never see
+// it.
+const readDone Result = 0xFD
+
+// getFind looks up keys, parking each entry in Fill until its bytes are
+// copied or read (pendingRead: off RAM), and counts those off RAM. A first
+// look touches the pages: a read, their age starts again. The caller
+// holds the read lock.
+func getFind(p *pool, keys []uint64, out []pagefmt.Stored, res []Result, touch bool) int {
+	w := p.ix.Walk(false)
+	defer w.Done()
+	n := 0
+	for i, key := range keys {
+		var e pageindex.Entry
+		var ok bool
+		if touch {
+			e, ok = w.At(key).GetTouch(key)
+		} else {
+			e, ok = w.At(key).Get(key)
+		}
+		out[i] = pagefmt.Stored{Class: e.Class(), Fill: uint64(e)}
+		res[i] = OK
+		if !ok {
+			res[i] = NotFound
+		} else if e.OnFile() {
+			res[i] = pendingRead
+			n++
+		}
+	}
+	return n
 }
 
 // copyChecked copies the objects of out[lo:hi] into the places Get gave
 // them and checks their checksums. The caller holds the read lock.
 func (s *Store) copyChecked(out []pagefmt.Stored, res []Result, lo, hi int) {
 	for i := lo; i < hi; i++ {
-		if res[i] == pendingRead {
-			continue // off RAM: read after
+		if res[i] == readDone {
+			continue // read off RAM already
 		}
 		e := pageindex.Entry(out[i].Fill)
 		out[i].Fill = 0
@@ -137,7 +184,6 @@ func (s *Store) view(uid uint32, name string, keys []uint64, out []pagefmt.Store
 			clear(out)
 			return out, err
 		}
-		s.readBack(out, res) // pages whose entry changed meanwhile, under the lock
 	}
 	err = fn(out)
 	clear(out) // no references into the arena outlive the lock
@@ -197,4 +243,91 @@ func (s *Store) Missing(uid uint32, name string, keys []uint64) bool {
 		}
 	}
 	return false
+}
+
+// Inspect describes keys, copying their stored bytes if withData. Pages
+// off RAM are read without the read lock, as Get reads them.
+func (s *Store) Inspect(uid uint32, name string, keys []uint64, withData bool) ([]PageInfo, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, err := s.lookup(uid, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PageInfo, len(keys))
+	if s.inspect(p, keys, withData, out, nil, nil) == 0 {
+		return out, nil
+	}
+	st, res := make([]pagefmt.Stored, len(keys)), make([]Result, len(keys))
+	relook := func() error {
+		p, err := s.lookup(uid, name)
+		if err == nil {
+			s.inspect(p, keys, withData, out, st, res)
+		}
+		return err
+	}
+	if err := relook(); err != nil {
+		return nil, err
+	}
+	if err := s.readOutside(st, res, relook); err != nil {
+		return nil, err
+	}
+	for i := range st {
+		switch {
+		case res[i] == Corrupt || res[i] == Failed:
+			out[i] = PageInfo{Result: res[i]}
+		case st[i].Data != nil: // read off RAM
+			if st[i].Class == pagefmt.ClassSame {
+				out[i].Fill = st[i].Fill
+			}
+			if withData {
+				out[i].Data = append([]byte(nil), st[i].Data...)
+			}
+		}
+	}
+	return out, nil
+}
+
+// inspect describes keys into out and counts those off RAM; with st, it
+// parks their entries there as pending reads (res), the rest OK. The
+// caller holds the read lock.
+func (s *Store) inspect(p *pool, keys []uint64, withData bool, out []PageInfo, st []pagefmt.Stored, res []Result) int {
+	w := p.ix.Walk(false)
+	defer w.Done()
+	n := 0
+	for i, key := range keys {
+		if st != nil {
+			st[i], res[i] = pagefmt.Stored{}, OK
+		}
+		e, ok := w.At(key).Get(key)
+		if !ok {
+			out[i] = PageInfo{Result: NotFound}
+			continue
+		}
+		pi := PageInfo{Class: e.Class(), Size: e.Size(), Backend: s.backendName(e.Backend())}
+		out[i] = pi
+		if e.OnFile() {
+			n++
+			if st != nil {
+				st[i], res[i] = pagefmt.Stored{Class: e.Class(), Fill: uint64(e)}, pendingRead
+			}
+			continue
+		}
+		if !e.HasObject() {
+			continue
+		}
+		obj := s.arena.Bytes(e.Handle(), e.ObjSize())
+		data := obj[checksumSize:]
+		if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, pagefmt.Castagnoli) {
+			out[i] = PageInfo{Result: Corrupt}
+			continue
+		}
+		if pi.Class == pagefmt.ClassSame {
+			out[i].Fill = binary.LittleEndian.Uint64(data)
+		}
+		if withData {
+			out[i].Data = append([]byte(nil), data...)
+		}
+	}
+	return n
 }

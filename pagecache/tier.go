@@ -33,8 +33,8 @@ type Tier interface {
 	// MakeRoom moves pages off RAM (Relocate) until the arena can take
 	// need more bytes under its limit. No lock of the store is held.
 	MakeRoom(need uint64) error
-	// Read fills rs, in one batch. The store's read lock is held, or a
-	// Hold stands.
+	// Read fills rs, in one batch. No lock of the store is held (a read
+	// may take seconds); a Hold stands.
 	Read(rs []TierRead)
 	// Hold keeps every place off RAM from reuse until unhold is called,
 	// so that pages found under the store's lock may be read without it
@@ -97,6 +97,12 @@ func (s *Store) SetTier(t Tier) {
 // callers never see it.
 const pendingRead Result = 0xFE
 
+// readRounds bounds how often readOutside reads again pages whose entry
+// changed while it read them: each round needs the page moved off RAM
+// anew meanwhile, so a page still changing after this many answers
+// Failed rather than keep its reader (never wrong bytes).
+const readRounds = 8
+
 // pendingReads lists the reads of the pages found off RAM (res
 // pendingRead, their entry parked in out[i].Fill), with their indexes.
 func pendingReads(out []pagefmt.Stored, res []Result) (idx []int, ent []pageindex.Entry, rs []TierRead) {
@@ -110,47 +116,68 @@ func pendingReads(out []pagefmt.Stored, res []Result) (idx []int, ent []pageinde
 	return idx, ent, rs
 }
 
-// readOutside reads the pages a View found off RAM without the store's
-// read lock, which the caller holds on entry and on return: a slow disk
-// then keeps no writer waiting, nor the readers queued behind one. The
-// Tier holds their places meanwhile, so the bytes read are those the
-// entries pointed at. Once the lock is back, relook finds the keys anew
-// (pages in RAM may have moved); a page whose entry is the one read
-// takes the bytes, and one that changed stays pending, for readBack.
-func (s *Store) readOutside(out []pagefmt.Stored, res []Result, relook func() error) error {
-	idx, ent, rs := pendingReads(out, res)
-	if len(rs) == 0 {
-		return nil
-	}
-	unhold := s.tier.Hold()
-	defer unhold()
-	s.mu.RUnlock()
-	s.tier.Read(rs)
-	s.mu.RLock()
-	if err := relook(); err != nil {
-		return err
-	}
-	for k, i := range idx {
-		if res[i] != pendingRead || pageindex.Entry(out[i].Fill)&^pageindex.IdleBits != ent[k]&^pageindex.IdleBits {
-			continue
-		}
-		out[i].Fill = 0
-		res[i] = checkObject(rs[k].Data, rs[k].Err, &out[i])
-	}
-	return nil
+// tierGot is one page read off RAM: its index, the entry it was read for
+// and what the Tier answered.
+type tierGot struct {
+	i int
+	e pageindex.Entry
+	r TierRead
 }
 
-// readBack reads the pages found off RAM, all in one batch, and checks
-// their checksums. The caller holds the store's read lock.
-func (s *Store) readBack(out []pagefmt.Stored, res []Result) {
-	idx, _, rs := pendingReads(out, res)
-	if len(rs) == 0 {
-		return
+// readOutside reads the pages found off RAM (res pendingRead) without the
+// store's read lock, which the caller holds on entry and on return: a slow
+// disk or a cluster failing over then keeps no writer waiting, nor the
+// readers queued behind one. The Tier holds every place off RAM meanwhile,
+// so an entry found again unchanged still names the bytes read. Once the
+// lock is back, relook finds the keys anew, parking the entries of those
+// off RAM again as pending; a page whose entry is one read takes those
+// bytes, and one that changed is read in the next round. No Tier read
+// happens under the lock.
+func (s *Store) readOutside(out []pagefmt.Stored, res []Result, relook func() error) error {
+	var got []tierGot
+	var unhold func()
+	defer func() {
+		if unhold != nil {
+			unhold()
+		}
+	}()
+	for round := 0; ; round++ {
+		settle(out, res, got)
+		idx, ent, rs := pendingReads(out, res)
+		if len(rs) == 0 {
+			return nil
+		}
+		if round == readRounds {
+			for _, i := range idx {
+				res[i], out[i].Fill = Failed, 0
+			}
+			return nil
+		}
+		if unhold == nil {
+			unhold = s.tier.Hold() // to the end: got's bytes stay those of their places
+		}
+		s.mu.RUnlock()
+		s.tier.Read(rs)
+		s.mu.RLock()
+		if err := relook(); err != nil {
+			return err
+		}
+		for k, i := range idx {
+			got = append(got, tierGot{i: i, e: ent[k], r: rs[k]})
+		}
 	}
-	s.tier.Read(rs)
-	for k, i := range idx {
-		out[i].Fill = 0
-		res[i] = checkObject(rs[k].Data, rs[k].Err, &out[i])
+}
+
+// settle gives each page still pending the bytes read for its entry, if
+// any were (the latest read of an index wins).
+func settle(out []pagefmt.Stored, res []Result, got []tierGot) {
+	for k := len(got) - 1; k >= 0; k-- {
+		g := got[k]
+		if res[g.i] != pendingRead || pageindex.Entry(out[g.i].Fill)&^pageindex.IdleBits != g.e&^pageindex.IdleBits {
+			continue
+		}
+		out[g.i].Fill = 0
+		res[g.i] = checkObject(g.r.Data, g.r.Err, &out[g.i])
 	}
 }
 
@@ -158,6 +185,9 @@ func (s *Store) readBack(out []pagefmt.Stored, res []Result) {
 func checkObject(obj []byte, err error, st *pagefmt.Stored) Result {
 	if err != nil {
 		return Failed
+	}
+	if len(obj) < checksumSize {
+		return Corrupt
 	}
 	data := obj[checksumSize:len(obj):len(obj)]
 	if binary.LittleEndian.Uint32(obj) != crc32.Checksum(data, pagefmt.Castagnoli) {
@@ -170,23 +200,9 @@ func checkObject(obj []byte, err error, st *pagefmt.Stored) Result {
 	return OK
 }
 
-// tierObject reads one page's object off RAM, checked.
-func (s *Store) tierObject(e pageindex.Entry) ([]byte, bool) {
-	rs := []TierRead{{Loc: Loc(e.Handle()), Len: e.ObjSize()}}
-	s.tier.Read(rs)
-	var st pagefmt.Stored
-	if checkObject(rs[0].Data, rs[0].Err, &st) != OK {
-		return nil, false
-	}
-	return st.Data, true
-}
-
 // CheckObject checks an object as a Tier keeps it (checksum, then stored
 // bytes) and returns its stored bytes; false if they fail the checksum.
 func CheckObject(obj []byte) ([]byte, bool) {
-	if len(obj) < checksumSize {
-		return nil, false
-	}
 	var st pagefmt.Stored
 	if checkObject(obj, nil, &st) != OK {
 		return nil, false
