@@ -22,7 +22,8 @@
 // read from the storage buffer (cached; copied for the match search), and
 // each region is reused once its phase is over.
 // Output per page (info[4*i..]): class (1 zero, 2 same, 3 lz4, 5 raw),
-// size, then the fill word (zero / same) or the packed byte offset (lz4).
+// size, then the fill word (zero / same) or the packed byte offset (lz4)
+// and the CRC-32C of the stored bytes (lz4 / raw; see storedSum).
 // Subgroup and workgroup-memory scans give identical bytes (integer sums).
 SG_ENABLE_V
 
@@ -71,6 +72,7 @@ var<workgroup> rh: array<u32, RP>;
 var<workgroup> rl: array<u32, WG>;
 var<workgroup> bcast: u32;
 var<workgroup> flag: atomic<u32>;
+var<workgroup> crcAcc: atomic<u32>; // storedSum's
 
 // The page's first word in pages (the helpers read the page there).
 var<private> pbase: u32;
@@ -99,7 +101,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // Workgroup memory that is read before it is written starts zeroed
     // here (the device may be opened without Dawn's zero-initialization):
     // heads and round tables.
-    if (t == 0u) { atomicStore(&flag, 0u); }
+    if (t == 0u) { atomicStore(&flag, 0u); atomicStore(&crcAcc, 0u); }
     for (var i = t; i < PS / 2u; i = i + WG) { hd[i] = 0u; }
     for (var i = t; i < 2u * NB; i = i + WG) { atomicStore(&tb[i], 0u); }
     // 1. Test every 8-byte word against the first.
@@ -391,6 +393,7 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     workgroupBarrier();
+    let crc = storedSum(t, size, true);
 
     // 6. Append the block to the packed output.
     if (t == 0u) {
@@ -405,6 +408,6 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
         info[4u * pageIdx] = 3u;
         info[4u * pageIdx + 1u] = size;
         info[4u * pageIdx + 2u] = goff;
-        info[4u * pageIdx + 3u] = 0u;
+        info[4u * pageIdx + 3u] = crc;
     }
 }

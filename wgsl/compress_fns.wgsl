@@ -206,11 +206,12 @@ fn anchorAt(i: u32) -> u32 {
 
 // The page goes out raw (the block did not fit, or a benchmark stopped).
 fn storeRaw(pageIdx: u32, t: u32) {
+    let sum = storedSum(t, PS, false);
     if (t == 0u) {
         info[4u * pageIdx] = 5u;
         info[4u * pageIdx + 1u] = PS;
         info[4u * pageIdx + 2u] = 0u;
-        info[4u * pageIdx + 3u] = 0u;
+        info[4u * pageIdx + 3u] = sum;
     }
 }
 
@@ -252,4 +253,47 @@ fn scanWG(t: u32, v: u32) -> vec2<u32> {
     let r = vec2<u32>(rh[SCAN + t] - v, rh[SCAN + WG - 1u]);
     workgroupBarrier();
     return r;
+}
+
+// CRC-32C (Castagnoli, reflected) of the page's stored bytes: the first
+// s bytes of the block in lk (inLk) or of the page itself (raw). Each
+// invocation runs the CRC from register 0 over its 32 bytes; that CRC is
+// linear, so the pieces combine by XOR once each is shifted past the
+// bytes after it (times x^(8n) mod P), and the register's start of
+// ~0 is one more such term. Called by the whole workgroup, uniformly.
+const CRC_POLY: u32 = 0x82f63b78u;
+
+// a*b mod P, x^0 at bit 31 (as zlib's multmodp).
+fn gfmul(a: u32, b0: u32) -> u32 {
+    var b = b0;
+    var p = 0u;
+    for (var m = 0x80000000u; m != 0u; m = m >> 1u) {
+        if ((a & m) != 0u) { p = p ^ b; }
+        b = (b >> 1u) ^ (CRC_POLY & (0u - (b & 1u)));
+    }
+    return p;
+}
+
+CRC_SHIFT_V
+
+fn storedSum(t: u32, s: u32, inLk: bool) -> u32 {
+    let a = min(32u * t, s);
+    let e = min(a + 32u, s);
+    var c = 0u;
+    for (var p = a; p < e; p = p + 4u) {
+        var w: u32;
+        if (inLk) { w = atomicLoad(&lk[p >> 2u]); } else { w = pages[pbase + (p >> 2u)]; }
+        let nb = min(e - p, 4u) * 8u; // the bits of the piece in this word
+        if (nb < 32u) { w = w & ((1u << nb) - 1u); }
+        c = c ^ w;
+        for (var k = 0u; k < nb; k = k + 1u) {
+            c = (c >> 1u) ^ (CRC_POLY & (0u - (c & 1u)));
+        }
+    }
+    var v = 0u;
+    if (a < e) { v = crcShift(c, s - e); }
+    if (t == 0u) { v = v ^ crcShift(0xffffffffu, s); }
+    atomicXor(&crcAcc, v);
+    workgroupBarrier();
+    return ~atomicLoad(&crcAcc);
 }

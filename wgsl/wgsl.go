@@ -6,6 +6,7 @@ package wgsl
 import (
 	"cmp"
 	_ "embed"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -71,6 +72,7 @@ func Source(src string, p Params) string {
 		"STOP_V", strconv.Itoa(p.Stop)+"u",
 		"TUNE_V", strconv.Itoa(p.Tune)+"u",
 		"DEPTH_V", strconv.Itoa(cmp.Or(p.Depth, PagelzDepth))+"u",
+		"CRC_SHIFT_V", crcShiftSource,
 	)...)
 	return r.Replace(src)
 }
@@ -81,5 +83,35 @@ func WorkgroupBytes(p Params) int {
 	return 2*2048*4 + // links and heads, reused by later phases
 		2*256*4 + // round tables
 		2*wg*4 + wg*4 + // round hashes and lists
-		8 + wg // flags, subgroup sums
+		12 + wg // flags, the CRC, subgroup sums
+}
+
+// crcShiftSource is the kernel's crcShift(v, n): the CRC register v moved
+// past n zero bytes (n < 8192), times x^(8n) mod P, one gfmul per bit of
+// n by the constants x^(8*2^j) mod P worked out here.
+var crcShiftSource = func() string {
+	var b strings.Builder
+	b.WriteString("fn crcShift(v0: u32, n: u32) -> u32 {\n    var v = v0;\n")
+	k := uint32(1) << 30 // x^1, x^0 being bit 31
+	for range 3 {
+		k = gfmul(k, k)
+	}
+	for j := range 13 { // k = x^(8*2^j)
+		fmt.Fprintf(&b, "    if ((n & %du) != 0u) { v = gfmul(0x%08xu, v); }\n", 1<<j, k)
+		k = gfmul(k, k)
+	}
+	b.WriteString("    return v;\n}\n")
+	return b.String()
+}()
+
+// gfmul is a*b mod the CRC-32C polynomial, as the kernel's gfmul.
+func gfmul(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+		}
+		b = b>>1 ^ 0x82f63b78&-(b&1)
+	}
+	return p
 }

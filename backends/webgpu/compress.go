@@ -296,13 +296,18 @@ func (b *Backend) fill(s *slot, out *pagefmt.Compressed, lo int, base uint32, to
 		mt := s.meta32[k*metaWords : (k+1)*metaWords]
 		class, size := pagefmt.Class(mt[0]), mt[1]
 		out.Class[i], out.Size[i], out.Off[i], out.Fill[i] = class, size, 0, 0
+		// The kernel sums lz4 and raw pages' stored bytes (meta word 3);
+		// a same page's 8 bytes are summed here, a zero page's sum is 0.
+		out.Sum[i] = mt[3]
 		switch class {
 		case pagefmt.ClassZero:
 			if size != 0 {
 				return fmt.Errorf("webgpu: page %d: zero page of size %d", i, size)
 			}
+			out.Sum[i] = 0
 		case pagefmt.ClassSame:
 			out.Fill[i] = uint64(mt[2]) | uint64(mt[3])<<32
+			out.Sum[i] = out.Checksum(i, nil)
 		case pagefmt.ClassLZ4:
 			if size == 0 || size > limit || mt[2]%4 != 0 || uint64(mt[2])+uint64(size) > uint64(total) {
 				return fmt.Errorf("webgpu: page %d: lz4 block of %d bytes at %d out of range", i, size, mt[2])
@@ -370,6 +375,7 @@ func (b *Backend) Compress(ctx context.Context, in *pagefmt.Batch, out *pagefmt.
 		return errNotTaken
 	}
 	out.Reset(in.Len())
+	out.Sum = pagefmt.Resize(out.Sum, in.Len()) // filled unasked: the kernel's sums cost the host nothing
 	return b.compressBatch(ctx, in, out, nil)
 }
 

@@ -56,6 +56,7 @@ func (p *parts) deliverRound(b *Backend, s *slot, r, lo int, limit uint32) error
 	defer p.release(r)
 	part := &s.part
 	part.Reset(s.n)
+	part.Sum = pagefmt.Resize(part.Sum, s.n)
 	if err := b.fill(s, part, 0, 0, len(s.data), limit); err != nil {
 		return err
 	}
