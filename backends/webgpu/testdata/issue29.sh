@@ -26,7 +26,7 @@ say "$(nvidia-smi -L) cores $(nproc) VK_DRIVER_FILES=$VK_DRIVER_FILES $(date -u)
 # wgpu-native. TestSameBytesAsPagelz4 is left out: the kernel may store
 # other bytes than pagelz4 (any standard LZ4 block), which the fuzz and
 # round-trip tests check.
-TESTS='TestFeatures|TestPollSleep|TestSameBytesAsPagelz4|TestLayout|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestSubgroupsWhereOffered|TestDeviceLost|TestOverlappingBatches|FuzzCompress|FuzzDecompress'
+TESTS='TestFeatures|TestPollSleep|TestSameBytesAsPagelz4|TestLayout|TestKernelSums|TestConformance/lz4|TestConformance/empty|TestRatio|TestMultiRound|TestSubgroupFallbackSame|TestSubgroupsWhereOffered|TestDeviceLost|TestOverlappingBatches|FuzzCompress|FuzzDecompress'
 T=$PWD/$C/webgpu.test
 # QUICK=1 (a short call): no fallback suite, no in-process benchmarks, the
 # daemon on the "heap" process only.
