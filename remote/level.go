@@ -27,6 +27,7 @@ type Level struct {
 	mu      sync.Mutex
 	places  []place // by place number; a free one has block 0
 	free    []uint32
+	parked  []uint32 // places taken back while held: reused only after the last Hold
 	blocks  map[uint64]*blockInfo
 	nextID  uint64
 	holds   int
@@ -128,7 +129,7 @@ func (l *Level) Store(ctx context.Context, objs [][]byte) (locs []uint32, err er
 	locs = make([]uint32, len(objs))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.places)-1-len(l.free)+len(objs) > int(MaxPlaces) {
+	if len(l.places)-1-len(l.free)-len(l.parked)+len(objs) > int(MaxPlaces) {
 		return nil, errors.New("remote: the level's place table is full")
 	}
 	for _, p := range out {
@@ -222,7 +223,14 @@ func (l *Level) Forget(loc uint32) {
 	}
 	i := loc &^ RemoteLoc
 	l.places[i] = place{}
-	l.free = append(l.free, i)
+	// A reader under a Hold checks afterwards that a page's place is
+	// unchanged; a place given again meanwhile could pass that check with
+	// another object's bytes, so it waits for the last Hold.
+	if l.holds > 0 {
+		l.parked = append(l.parked, i)
+	} else {
+		l.free = append(l.free, i)
+	}
 	if b.live--; b.live == 0 {
 		l.doomed = append(l.doomed, p.block)
 	}
@@ -252,6 +260,8 @@ func (l *Level) collect() {
 	if l.holds > 0 {
 		return
 	}
+	l.free = append(l.free, l.parked...)
+	l.parked = l.parked[:0]
 	for _, id := range l.doomed {
 		if b := l.blocks[id]; b != nil && b.live == 0 {
 			l.deleted = append(l.deleted, deletion{id, b.size})
@@ -294,7 +304,7 @@ func (l *Level) Sweep(ctx context.Context) (int, error) {
 func (l *Level) Objects() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.places) - 1 - len(l.free)
+	return len(l.places) - 1 - len(l.free) - len(l.parked)
 }
 
 func (l *Level) Blocks() int {
