@@ -42,8 +42,8 @@ type Config struct {
 	WebGPUNoSG   bool // webgpu: workgroup-memory scans even with subgroups
 	NvcompLib    string
 	GPUMemLimit  int64
-	GPUs         []int // GPU ordinals to use (--gpus 0,2); nil = every visible one
-	GPUPinLimit  int64 // host memory registered with the GPUs, across devices; 0 = a quarter of RAM
+	GPUs         []int         // GPU ordinals to use (--gpus 0,2); nil = every visible one
+	GPUPinLimit  int64         // host memory registered with the GPUs, across devices; 0 = a quarter of RAM
 	CoalesceWait time.Duration // how long a small batch may wait for others; 0 = never merge
 	PollWait     time.Duration // how long a connection polls for its next request before sleeping; 0 = never
 	PoolsPerUser int           // pools one user may create; 0 = no limit

@@ -412,4 +412,3 @@ func (b *Backend) codec(c pagefmt.Codec) (*cu.Codec, cu.Opts, cu.Opts) {
 	}
 	return &b.lz4, lz4C, lz4D
 }
-
