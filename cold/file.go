@@ -217,3 +217,26 @@ func (c *fileLevel) stats() FileStats {
 	}
 	return st
 }
+
+// readGood reads the picked pages' objects off the file, held so their
+// space is not reused meanwhile (a page freed then is refused later by
+// Relocate), and keeps those that read back whole: a page the file cannot
+// give back stays where it is, to be reported when read, never moved as
+// other bytes. vs is reused for the pages kept.
+func (c *fileLevel) readGood(vs []pagecache.PageRef) (ok []pagecache.PageRef, objs [][]byte) {
+	rs := make([]backing.Read, len(vs))
+	for i := range vs {
+		rs[i] = backing.Read{Off: c.off(vs[i].Loc()), Len: vs[i].ObjSize()}
+	}
+	c.f.Hold()
+	c.f.ReadBatch(rs)
+	c.f.Unhold()
+	ok = vs[:0]
+	for i, v := range vs {
+		if _, good := pagecache.CheckObject(rs[i].Data); rs[i].Err == nil && good {
+			ok = append(ok, v)
+			objs = append(objs, rs[i].Data)
+		}
+	}
+	return ok, objs
+}

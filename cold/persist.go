@@ -83,25 +83,10 @@ func (c *fileLevel) compactFile() uint64 {
 		}
 		vs := all[:n]
 		all = all[n:]
-		rs := make([]backing.Read, len(vs))
-		for i := range vs {
-			rs[i] = backing.Read{Off: c.off(vs[i].Loc()), Len: vs[i].ObjSize()}
-		}
-		// Held: the objects' space is not reused while they are read,
-		// though a page be freed meanwhile (Relocate then refuses it).
-		c.f.Hold()
-		c.f.ReadBatch(rs)
-		c.f.Unhold()
-		ok := vs[:0]
-		var sizes []int
-		var objs [][]byte
-		for i, v := range vs {
-			// A bad one stays, to be reported when read.
-			if _, good := pagecache.CheckObject(rs[i].Data); rs[i].Err == nil && good {
-				ok = append(ok, v)
-				sizes = append(sizes, len(rs[i].Data))
-				objs = append(objs, rs[i].Data)
-			}
+		ok, objs := c.readGood(vs)
+		sizes := make([]int, len(objs))
+		for i, o := range objs {
+			sizes[i] = len(o)
 		}
 		b := c.f.Place(sizes)
 		if len(b.Offs) == 0 {

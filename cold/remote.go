@@ -92,23 +92,7 @@ func (c *fileLevel) spill(want int) error {
 	if len(vs) == 0 {
 		return errors.New("nothing on the backing file to spill to the remote tier")
 	}
-	rs := make([]backing.Read, len(vs))
-	for i := range vs {
-		rs[i] = backing.Read{Off: c.off(vs[i].Loc()), Len: vs[i].ObjSize()}
-	}
-	c.f.Hold()
-	c.f.ReadBatch(rs)
-	c.f.Unhold()
-	ok := vs[:0]
-	var objs [][]byte
-	for i, v := range vs {
-		// A page the file cannot give back stays there, to be reported
-		// when read: never moved as other bytes.
-		if _, good := pagecache.CheckObject(rs[i].Data); rs[i].Err == nil && good {
-			ok = append(ok, v)
-			objs = append(objs, rs[i].Data)
-		}
-	}
+	ok, objs := c.readGood(vs)
 	if len(ok) == 0 {
 		return errors.New("no page on the backing file could be read to spill")
 	}
