@@ -152,6 +152,9 @@ func (r *reader) read(depth int) (Value, error) {
 	rest := l[1:]
 	switch v.Kind {
 	case '+', '-', ',', '(':
+		if len(rest) > r.lim.MaxBulk { // a line is a string too: the same bound
+			return v, protoErr("line of %d bytes (limit %d)", len(rest), r.lim.MaxBulk)
+		}
 		if err := r.charge(len(rest)); err != nil {
 			return v, err
 		}
