@@ -2,6 +2,7 @@ package slab
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,6 +21,10 @@ import (
 type slabMem struct {
 	slabSize int
 	free     [][]byte // slabs let go, their pages returned
+	// cold are slabs given back from locked memory (a swap daemon's):
+	// unlocked to give them back, they would fault in unlocked pages, so
+	// only Rearm (or an arena free to map) hands them out again.
+	cold [][]byte
 	rest     []byte   // what the newest region has not handed out
 	maps     *regions
 	pin      Pinner // registers new regions with a device (pinned.go)
@@ -60,6 +65,12 @@ func (m *slabMem) get() ([]byte, error) {
 		m.free = m.free[:n-1]
 		return s, nil
 	}
+	if n := len(m.cold); n > 0 && !m.noMap {
+		s := m.cold[n-1]
+		m.cold[n-1] = nil
+		m.cold = m.cold[:n-1]
+		return s, nil
+	}
 	if len(m.rest) < m.slabSize {
 		if m.noMap {
 			return nil, ErrNoSpare
@@ -84,8 +95,25 @@ func (m *slabMem) get() ([]byte, error) {
 
 // giveBack returns slabs' pages to the kernel, each run of adjacent slabs
 // in one call; they read as zeros when handed out again. It needs no lock:
-// nothing refers to slabs let go.
-func giveBack(slabs [][]byte) {
+// nothing refers to slabs let go. The kernel refuses to drop locked pages
+// (a daemon serving swap locks its memory), so a locked run is unlocked
+// first and comes back in cold, to be locked again before reuse (Rearm);
+// kept is what could not be given back and is still present.
+func giveBack(slabs [][]byte) (kept, cold [][]byte) {
+	forEachRun(slabs, func(run []byte, in [][]byte) {
+		switch err := unix.Madvise(run, unix.MADV_DONTNEED); {
+		case err == nil:
+		case errors.Is(err, unix.EINVAL) && unix.Munlock(run) == nil && unix.Madvise(run, unix.MADV_DONTNEED) == nil:
+			cold = append(cold, in...)
+		default:
+			kept = append(kept, in...)
+		}
+	})
+	return kept, cold
+}
+
+// forEachRun calls f with each run of adjacent slabs, sorting slabs.
+func forEachRun(slabs [][]byte, f func(run []byte, slabs [][]byte)) {
 	slices.SortFunc(slabs, func(x, y []byte) int { return cmp.Compare(addr(x), addr(y)) })
 	for i := 0; i < len(slabs); {
 		j, end := i+1, addr(slabs[i])+uintptr(len(slabs[i]))
@@ -93,7 +121,7 @@ func giveBack(slabs [][]byte) {
 			end += uintptr(len(slabs[j]))
 			j++
 		}
-		unix.Madvise(unsafe.Slice(&slabs[i][0], int(end-addr(slabs[i]))), unix.MADV_DONTNEED)
+		f(unsafe.Slice(&slabs[i][0], int(end-addr(slabs[i]))), slabs[i:j])
 		i = j
 	}
 }
@@ -136,21 +164,64 @@ func (a *Arena) Sweep(mu sync.Locker) uint64 {
 	let := a.sweep()
 	mu.Unlock()
 	// Outside the lock: after deleting a GiB, thousands of slabs go back.
-	giveBack(let)
+	kept, cold := giveBack(let)
 	mu.Lock()
 	a.mem.reuse(let)
+	a.mem.takeCold(cold)
 	idle := a.mem.idleMappings()
 	mu.Unlock()
-	return uint64(len(let))*uint64(a.slabSize) + dropMappings(idle)
+	return uint64(len(let)-len(kept))*uint64(a.slabSize) + dropMappings(idle)
 }
 
 // Release gives back all kept slab memory at once.
 func (a *Arena) Release() {
 	for range 2 {
 		let := a.sweep()
-		giveBack(let)
+		_, cold := giveBack(let)
 		a.mem.reuse(let)
+		a.mem.takeCold(cold)
 	}
+}
+
+// takeCold moves the slabs of cold from free (where reuse filed them with
+// the rest) to the cold list.
+func (m *slabMem) takeCold(cold [][]byte) {
+	if len(cold) == 0 {
+		return
+	}
+	gone := make(map[uintptr]bool, len(cold))
+	for _, s := range cold {
+		gone[addr(s)] = true
+	}
+	m.free = slices.DeleteFunc(m.free, func(s []byte) bool { return gone[addr(s)] })
+	m.cold = append(m.cold, cold...)
+}
+
+// Rearm locks up to n bytes of slabs given back from locked memory again,
+// faulting their pages in, and files them for new slabs: the memory a
+// swap daemon refills its spare from before it maps any. Like MapReserve
+// it may wait for memory, so it holds mu (the arena's lock) only to take
+// and to file slabs. It returns the bytes it filed.
+func (a *Arena) Rearm(mu sync.Locker, n uint64) uint64 {
+	want := int(n / uint64(a.slabSize))
+	mu.Lock()
+	k := min(want, len(a.mem.cold))
+	take := slices.Clone(a.mem.cold[len(a.mem.cold)-k:])
+	a.mem.cold = a.mem.cold[:len(a.mem.cold)-k]
+	mu.Unlock()
+	var ready, failed [][]byte
+	forEachRun(take, func(run []byte, slabs [][]byte) {
+		if unix.Mlock(run) == nil { // locks and faults in every page
+			ready = append(ready, slabs...)
+		} else {
+			failed = append(failed, slabs...)
+		}
+	})
+	mu.Lock()
+	a.mem.reuse(ready)
+	a.mem.cold = append(a.mem.cold, failed...)
+	mu.Unlock()
+	return uint64(len(ready)) * uint64(a.slabSize)
 }
 
 // keptBytes is the slab memory kept for reuse.
