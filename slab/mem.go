@@ -24,8 +24,8 @@ type slabMem struct {
 	// cold are slabs given back from locked memory (a swap daemon's):
 	// unlocked to give them back, they would fault in unlocked pages, so
 	// only Rearm (or an arena free to map) hands them out again.
-	cold [][]byte
-	rest     []byte   // what the newest region has not handed out
+	cold     [][]byte
+	rest     []byte // what the newest region has not handed out
 	maps     *regions
 	pin      Pinner // registers new regions with a device (pinned.go)
 	keepIdle int    // idle registered bytes kept for reuse (pinned.go)

@@ -40,9 +40,10 @@ func MapReserve(n uint64, slabSize int) ([]byte, error) {
 // fresh memory. A swap device needs it: its writes come when the machine
 // has no free memory left, and a process that must fault in new pages to
 // store them may get none (only the kernel's own reclaim may take its
-// reserves). With the daemon's memory locked the pages stay present,
-// emptied slabs included (a locked page cannot be given back), so what
-// is reserved is kept. The caller holds the arena's lock.
+// reserves). With the daemon's memory locked the pages stay present
+// until a sweep gives an emptied slab back (unlocking it first: giveBack);
+// the refill locks such slabs again before it maps more (Rearm). The
+// caller holds the arena's lock.
 func (a *Arena) AddReserve(r []byte) uint64 {
 	m := &a.mem
 	m.maps.all = append(m.maps.all, r)
