@@ -202,16 +202,18 @@ func (t *Tier) checkpointEvery(every time.Duration) {
 
 // Close runs once requests are answered: with Persist, every page still
 // in RAM goes to the file and the index is recorded, so the next start
-// has them all; then the file is closed.
-func (t *Tier) Close() {
+// has them all; then the file is closed. It says whether the persist
+// failed (nil without Persist).
+func (t *Tier) Close() (err error) {
 	if t.file == nil {
-		return
+		return nil
 	}
 	close(t.stop)
 	t.fileWG.Wait()
 	if t.cfg.Persist {
 		t0 := time.Now()
-		n, err := t.file.PersistAll()
+		var n uint64
+		n, err = t.file.PersistAll()
 		st := t.file.f.Stats()
 		if err != nil {
 			t.log.Error("persisting the pages failed: those still in RAM are lost with this stop", "err", err,
@@ -221,6 +223,7 @@ func (t *Tier) Close() {
 		}
 	}
 	t.file.f.Close()
+	return err
 }
 
 // The backing file's requests (WRITEBACK) and statistics.

@@ -270,7 +270,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 // already read to be answered. A reply being written is finished: its
 // client has the write deadline (the frame timeout) to read it.
 func (d *Daemon) shutdown() {
-	d.stopSwaps() // while the store still serves their swapoff (swap.go)
+	kept := d.stopSwaps() // while the store still serves their swapoff (swap.go)
 	d.regs.ReleaseAll(d.log)
 	d.cold.Stop() // a recompression stops before the backends close
 	d.mu.Lock()
@@ -300,8 +300,16 @@ func (d *Daemon) shutdown() {
 	if joined {
 		unix.Close(d.wake) // a connection still running may wait on it
 	}
-	d.router.Close() // merged batches finish before the backends close
-	d.cold.Close()   // with persist, every page goes to the backing file
+	d.router.Close()             // merged batches finish before the backends close
+	persistErr := d.cold.Close() // with persist, every page goes to the backing file
+	if kept {
+		// Only now may the next start serve every page it finds.
+		if persistErr != nil {
+			d.log.Error("swap devices left without their pages persisted: the next start fails reads of pages it cannot vouch for", "err", persistErr)
+		} else if err := d.saveSwaps(true); err != nil {
+			d.log.Error("swap records not written", "err", err)
+		}
+	}
 	if d.remote != nil {
 		d.remote.Close()
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,8 @@ type swapSet struct {
 	spare atomic.Uint64
 	// refill wakes keepSpare at once when a swap-out found no spare.
 	refill chan struct{}
+	// orphans are devices of the last run not taken over (swapkeep.go).
+	orphans []swapRecord
 }
 
 type swapDev struct {
@@ -52,10 +55,25 @@ type swapDev struct {
 	// reattached with pages in use would not be. prio: for swapon.
 	fresh bool
 	prio  int
+	rec   swapRecord // what the next daemon needs to take it over
 }
 
-// addSwap creates a device of req.Size bytes.
-func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio int) (ipc.SwapDevice, error) {
+// setSwapCodec gives a device's pool its own codec.
+func (d *Daemon) setSwapCodec(st *swapStore, codec string) error {
+	c, err := pagefmt.ParseCodec(codec)
+	if err != nil {
+		return errorf(ipc.CodeMalformed, "%v", err)
+	}
+	st.codec = c
+	if err := d.store.SetPoolCodec(0, st.pool, c); err != nil {
+		return storeErr(err, st.pool)
+	}
+	return nil
+}
+
+// addSwap creates a device of req.Size bytes; spec is the [[swap]] table
+// it comes from (-1: SWAP).
+func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio, spec int) (ipc.SwapDevice, error) {
 	if d.cfg.PageSize != 4096 {
 		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "swap needs a page size of 4096 (the daemon's is %d)", d.cfg.PageSize)
 	}
@@ -76,16 +94,11 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio int) (ipc.SwapD
 	s.next++
 	st := newSwapStore(d, swapPool(s.next), queues)
 	if codec != "" {
-		c, err := pagefmt.ParseCodec(codec)
-		if err != nil {
-			return ipc.SwapDevice{}, errorf(ipc.CodeMalformed, "%v", err)
-		}
-		st.codec = c
-		if err := d.store.SetPoolCodec(0, st.pool, c); err != nil {
-			return ipc.SwapDevice{}, storeErr(err, st.pool)
+		if err := d.setSwapCodec(st, codec); err != nil {
+			return ipc.SwapDevice{}, err
 		}
 	}
-	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, Log: d.log}
+	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, Recovery: true, Log: d.log}
 	if err := d.setAside(st, req, opts.Batch()); err != nil {
 		return ipc.SwapDevice{}, err
 	}
@@ -96,8 +109,12 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio int) (ipc.SwapD
 	if dev.Flusher != nil {
 		d.log.Warn("swap queue threads are not I/O flushers (needs CAP_SYS_RESOURCE): under memory pressure they may wait on reclaim", "err", dev.Flusher)
 	}
-	sd := &swapDev{n: s.next, dev: dev, st: st, fresh: true, prio: prio}
+	sd := &swapDev{n: s.next, dev: dev, st: st, fresh: true, prio: prio, rec: swapRecord{ID: dev.ID, N: s.next,
+		Size: dev.Size(), Queues: queues, Depth: dev.Depth(), Reserve: req.Reserve, Codec: codec, Prio: prio, Spec: spec}}
 	s.devs = append(s.devs, sd)
+	if err := d.saveSwaps(false); err != nil {
+		d.log.Error("swap records not written: after a crash the next start would not take this device over", "err", err)
+	}
 	d.log.Info("swap device added", "device", dev.BlockPath(), "size", dev.Size(), "queues", dev.Queues(), "pool", st.pool)
 	return d.describeSwap(sd), nil
 }
@@ -276,6 +293,9 @@ func (d *Daemon) delSwap(name string) ([]ipc.SwapDevice, error) {
 		d.removeSwap(sd)
 	}
 	s.devs = keep
+	if err := d.saveSwaps(false); err != nil {
+		d.log.Error("swap records not written", "err", err)
+	}
 	if len(keep) == 0 {
 		d.store.MapOnlyReserve(false) // no swap-out left to serve
 	}
@@ -343,32 +363,51 @@ func (d *Daemon) followSwapoff() {
 	}
 }
 
-// stopSwaps removes every device when the daemon stops. A device still in
-// use as swap is turned off first, which brings its pages back into the
-// processes that own them: removing it under them would kill them.
-func (d *Daemon) stopSwaps() {
+// stopSwaps, when the daemon stops with persist, leaves every device to
+// the next start (keepSwaps) and says so. Else it removes them: a device
+// still in use as swap is turned off first, which brings its pages back
+// into the processes that own them: removing it under them would kill them.
+func (d *Daemon) stopSwaps() bool {
+	if d.cfg.Persist {
+		return d.keepSwaps()
+	}
 	s := &d.swaps
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	active := ublk.ActiveSwaps()
+	had := len(s.devs) > 0
+	var stay []*swapDev
 	for _, sd := range s.devs {
 		if path := sd.dev.BlockPath(); active[path] {
 			d.log.Info("swapoff before stopping", "device", path)
 			if err := swapoff(path); err != nil {
+				// Its I/O waits for the next start, which takes it over.
 				d.log.Error("swapoff failed; the device stays (its pages are still in use)", "device", path, "err", err)
+				stay = append(stay, sd)
 				continue
 			}
 		}
 		d.removeSwap(sd)
 	}
-	s.devs = nil
+	s.devs = stay
+	if had {
+		if err := d.saveSwaps(false); err != nil {
+			d.log.Error("swap records not written", "err", err)
+		}
+	}
+	return false
 }
 
-// startSwaps creates the devices the configuration names.
+// startSwaps takes over the devices the last run left, then creates those
+// of the configuration not among them.
 func (d *Daemon) startSwaps() {
+	taken := d.recoverSwaps()
 	for i, spec := range d.cfg.Swap {
+		if slices.Contains(taken, i) {
+			continue
+		}
 		size := spec.Bytes(settings.RAM())
-		dev, err := d.addSwap(ipc.SwapRequest{Size: size, Queues: spec.Queues, Depth: spec.Depth}, spec.Codec, spec.Priority)
+		dev, err := d.addSwap(ipc.SwapRequest{Size: size, Queues: spec.Queues, Depth: spec.Depth}, spec.Codec, spec.Priority, i)
 		if err != nil {
 			d.log.Error("swap device from the configuration not created", "swap", i+1, "size", size, "err", err)
 			continue
@@ -392,8 +431,8 @@ func (d *Daemon) describeSwap(sd *swapDev) ipc.SwapDevice {
 	dev, st := sd.dev, &sd.dev.Stats
 	out := ipc.SwapDevice{Name: dev.BlockPath(), DiskSize: dev.Size(), Pool: sd.st.pool, Streams: dev.Queues(), Depth: dev.Depth(),
 		ReadIOs: st.Reads.Calls.Load(), ReadPgs: st.Reads.Pages.Load(), WriteIOs: st.Writes.Calls.Load(), WritePgs: st.Writes.Pages.Load(),
-		Discard: st.Discarded.Load(), Errors: st.Errors.Load(), Requests: st.Requests.Load(), Waits: st.Waits.Load(),
-		Total: dev.BufferBytes(), Fresh: sd.fresh, Priority: sd.prio,
+		Discard: st.Discarded.Load(), Errors: st.Errors.Load(), Lost: sd.st.lost.Load(), Requests: st.Requests.Load(), Waits: st.Waits.Load(),
+		Total: dev.BufferBytes(), Fresh: sd.fresh, Kept: d.cfg.Persist, Priority: sd.prio,
 		ReadStoreNs: st.Reads.StoreNs.Load(), ReadCopyNs: st.Reads.CopyNs.Load(), WriteStoreNs: st.Writes.StoreNs.Load(), ServeNs: st.ServeNs.Load()}
 	for i := range st.BatchPages {
 		out.BatchPages = append(out.BatchPages, st.BatchPages[i].Load())
@@ -423,7 +462,7 @@ func (c *conn) swap(body []byte) ([]byte, error) {
 	}
 	switch req.Action {
 	case ipc.SwapAdd:
-		dev, err := c.d.addSwap(req, "", -1)
+		dev, err := c.d.addSwap(req, "", -1, -1)
 		if err != nil {
 			return nil, err
 		}

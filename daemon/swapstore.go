@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
@@ -19,10 +20,15 @@ type swapStore struct {
 	// device's life: the request pool's are unmapped when idle, and a
 	// swap-out must not need fresh memory to grow them again (warm).
 	outs chan *pagefmt.Compressed
+	// After a takeover that could not prove every page is the last
+	// written (swapkeep.go): a bit per block written or discarded since.
+	trustAll bool
+	fresh    []atomic.Uint64
+	lost     atomic.Uint64 // reads refused for it (SwapDevice.Lost)
 }
 
 func newSwapStore(d *Daemon, pool string, queues int) *swapStore {
-	s := &swapStore{d: d, pool: pool, outs: make(chan *pagefmt.Compressed, queues)}
+	s := &swapStore{d: d, pool: pool, outs: make(chan *pagefmt.Compressed, queues), trustAll: true}
 	for range queues {
 		s.outs <- new(pagefmt.Compressed)
 	}
@@ -56,7 +62,10 @@ func (s *swapStore) warm(n int) error {
 // it (ValidPool refuses spaces).
 func swapPool(n int) string { return fmt.Sprintf("(swap %d)", n) }
 
-var errSwapStore = errors.New("swap pages not stored")
+var (
+	errSwapStore = errors.New("swap pages not stored")
+	errSwapLost  = errors.New("lost with the daemon's last crash (not written since the takeover)")
+)
 
 func (s *swapStore) Put(keys []uint64, pages []byte) error {
 	d := s.d
@@ -87,11 +96,25 @@ func (s *swapStore) Put(keys []uint64, pages []byte) error {
 			err = fmt.Errorf("%w: %d of %d pages refused (memory limit)", errSwapStore, bad, len(keys))
 		}
 	}
+	if err == nil {
+		s.mark(keys)
+	}
 	return err
 }
 
 func (s *swapStore) Get(keys []uint64, dst []byte, missing []bool) error {
 	d := s.d
+	// After a crash's takeover a page the pool holds may be older than
+	// the last one written (restored from the backing file), and one it
+	// lacks may have been lost: either fails until written again.
+	for _, k := range keys {
+		if !s.known(k) {
+			if s.lost.Add(1) == 1 {
+				d.log.Warn("swap read of a page lost with the last crash: answered with an I/O error (the process gets SIGBUS)", "pool", s.pool, "block", k)
+			}
+			return fmt.Errorf("swap block %d: %w", k, errSwapLost)
+		}
+	}
 	res := make([]pagecache.Result, len(keys))
 	_, err := d.store.View(0, s.pool, keys, nil, res, func(stored []pagefmt.Stored) error {
 		for i, r := range res {
@@ -135,7 +158,10 @@ func (s *swapStore) Get(keys []uint64, dst []byte, missing []bool) error {
 func (s *swapStore) Delete(keys []uint64) error {
 	err := s.d.store.Del(0, s.pool, keys, make([]pagecache.Result, len(keys)))
 	if errors.Is(err, pagecache.ErrNoPool) {
-		return nil
+		err = nil
+	}
+	if err == nil {
+		s.mark(keys)
 	}
 	return err
 }

@@ -49,7 +49,10 @@ type SwapDevice struct {
 	WriteIOs uint64 `json:"write_ios"` // store calls for writes
 	WritePgs uint64 `json:"write_pages"`
 	Discard  uint64 `json:"discarded_pages"`
-	Errors   uint64 `json:"errors"`   // store calls that failed (their I/O got EIO)
+	Errors   uint64 `json:"errors"` // store calls that failed (their I/O got EIO)
+	// Lost: reads failed (EIO) because the daemon crashed since the page
+	// was written and cannot vouch for the copy it has, if any.
+	Lost     uint64 `json:"lost_reads,omitempty"`
 	Requests uint64 `json:"requests"` // kernel requests served
 	Waits    uint64 `json:"waits"`    // ring waits that returned requests
 	// BatchPages counts store calls by pages: entry i, calls of 2^i to
@@ -67,6 +70,9 @@ type SwapDevice struct {
 	// Fresh: created empty by this daemon, not reattached with pages
 	// in use (only a fresh device may get mkswap: `s4d swap on`).
 	Fresh bool `json:"fresh"`
+	// Kept: the daemon leaves the device in place across its own stops
+	// (persist on), swap included, and its next start takes it over.
+	Kept bool `json:"kept"`
 	// Priority for swapon, from the [[swap]] table; -1 the kernel's.
 	Priority int `json:"priority"`
 }

@@ -88,7 +88,8 @@ func (c *Control) Close() error {
 }
 
 var ctrlNames = map[uint32]string{cmdGetDevInfo: "GET_DEV_INFO", cmdAddDev: "ADD_DEV", cmdDelDev: "DEL_DEV",
-	cmdStartDev: "START_DEV", cmdStopDev: "STOP_DEV", cmdSetParams: "SET_PARAMS", cmdGetParams: "GET_PARAMS"}
+	cmdStartDev: "START_DEV", cmdStopDev: "STOP_DEV", cmdSetParams: "SET_PARAMS", cmdGetParams: "GET_PARAMS",
+	cmdStartUserRecovery: "START_USER_RECOVERY", cmdEndUserRecovery: "END_USER_RECOVERY"}
 
 // run issues one control command and waits for its result. The n bytes
 // at buf, when buf is not nil, go to the kernel in c.page and come back
@@ -169,4 +170,30 @@ func (c *Control) StopDev(id uint32) error {
 func (c *Control) DelDev(id uint32) error {
 	_, err := c.run(cmdDelDev, id, 0, nil, 0)
 	return err
+}
+
+// getParams reads the parameters a device was given.
+func (c *Control) getParams(id uint32) (*params, error) {
+	p := &params{Len: paramsLen}
+	_, err := c.run(cmdGetParams, id, 0, unsafe.Pointer(p), paramsLen)
+	return p, err
+}
+
+// startRecovery readies a quiesced device for a new server: its queues
+// take FETCH_REQ again.
+func (c *Control) startRecovery(id uint32) error {
+	_, err := c.run(cmdStartUserRecovery, id, 0, nil, 0)
+	return err
+}
+
+// endRecovery hands the device to this process once every queue has
+// fetched (the kernel waits for that) and lets the waiting I/O through.
+func (c *Control) endRecovery(id uint32) error {
+	for {
+		_, err := c.run(cmdEndUserRecovery, id, uint64(os.Getpid()), nil, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err
+	}
 }

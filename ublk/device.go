@@ -19,7 +19,11 @@ type Options struct {
 	Queues    int    // hardware queues, each served by its own thread; 0 = one per CPU
 	Depth     int    // requests in flight per queue; 0 = 64
 	MaxIO     int    // largest I/O in bytes; 0 = 128 KiB
-	Log       *slog.Logger
+	// Recovery makes the device outlive its server: when the process
+	// ends, its I/O waits (quiesced) until Recover in a new one takes it
+	// over, and requests in flight then are sent again (recovery.go).
+	Recovery bool
+	Log      *slog.Logger
 }
 
 // Limits on what Options may ask.
@@ -81,6 +85,7 @@ type Device struct {
 	Stats Stats
 
 	done    chan struct{} // closed when every queue has stopped
+	queues  []*queue
 	mu      sync.Mutex
 	qerr    error // the first queue's failure
 	closed  bool
@@ -97,8 +102,12 @@ func Create(opts Options, st Store) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	flags := uint64(flagCmdIoctlEncode)
+	if opts.Recovery {
+		flags |= flagUserRecovery | flagUserRecoveryReissue
+	}
 	info, err := ctrl.AddDev(DevInfo{NrHwQueues: uint16(opts.Queues), QueueDepth: uint16(opts.Depth),
-		MaxIOBufBytes: uint32(opts.MaxIO), DevID: ^uint32(0), Flags: flagCmdIoctlEncode})
+		MaxIOBufBytes: uint32(opts.MaxIO), DevID: ^uint32(0), Flags: flags})
 	if err != nil {
 		ctrl.Close()
 		return nil, err
@@ -149,6 +158,16 @@ func (d *Device) start(st Store, info DevInfo) error {
 	if err := d.ctrl.setParams(d.ID, p); err != nil {
 		return err
 	}
+	if err := d.serve(st); err != nil {
+		return err
+	}
+	return d.ctrl.StartDev(d.ID)
+}
+
+// serve opens the device's character node and starts a thread per queue,
+// each with a fetch on every tag, and returns once all have fetched.
+func (d *Device) serve(st Store) error {
+	o := d.opts
 	var err error
 	if d.cdev, err = openWait(d.CharPath(), 5*time.Second); err != nil {
 		return err
@@ -159,6 +178,7 @@ func (d *Device) start(st Store, info DevInfo) error {
 	for i := 0; i < o.Queues; i++ {
 		q := &queue{id: i, cdev: d.cdev, depth: o.Depth, maxIO: o.MaxIO, stats: &d.Stats,
 			g: newGatherer(st, o.BlockSize, o.Depth, o.MaxIO, &d.Stats)}
+		d.queues = append(d.queues, q)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -180,10 +200,23 @@ func (d *Device) start(st Store, info DevInfo) error {
 		}
 	}
 	d.Flusher = errors.Join(flusher...)
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	return errors.Join(errs...)
+}
+
+// Detach stops serving without removing the device: once a batch being
+// served is answered, the queues answer nothing more, and what the kernel
+// sends after waits. For a device made with Recovery, the process then
+// exits and the next one takes the device over (Recover), the requests
+// left waiting included; the store must not change after Detach.
+func (d *Device) Detach() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	for _, q := range d.queues {
+		q.hold.Lock()
+		q.detached = true
+		q.hold.Unlock()
 	}
-	return d.ctrl.StartDev(d.ID)
 }
 
 // openWait opens a device node that devtmpfs or udev creates shortly

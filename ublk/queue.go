@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -33,6 +34,11 @@ type queue struct {
 
 	reqs []Request
 	res  []int32
+
+	// hold is held while a batch is served; detached (set under it by
+	// Device.Detach) parks the thread before the next one.
+	hold     sync.Mutex
+	detached bool
 }
 
 // run sets the queue up, fetches a request for every tag, reports on
@@ -85,6 +91,13 @@ func (q *queue) run(ready chan<- error, flusher *error) (err error) {
 		if len(q.reqs) == 0 {
 			continue
 		}
+		q.hold.Lock()
+		if q.detached {
+			// Unanswered: with user recovery the kernel sends these
+			// requests again to the next server, once this one is gone.
+			q.hold.Unlock()
+			select {}
+		}
 		q.stats.Waits.Add(1)
 		q.stats.Requests.Add(uint64(len(q.reqs)))
 		res := q.res[:len(q.reqs)]
@@ -93,7 +106,9 @@ func (q *queue) run(ready chan<- error, flusher *error) (err error) {
 		for i, r := range q.reqs {
 			q.prep(ioCommitAndFetchReq, r.Tag, res[i])
 		}
-		if e := q.ring.submit(0); e != nil {
+		e := q.ring.submit(0)
+		q.hold.Unlock()
+		if e != nil {
 			return fmt.Errorf("queue %d: commit: %w", q.id, e)
 		}
 		q.stats.ServeNs.Add(uint64(time.Since(t0)))

@@ -17,6 +17,10 @@ const (
 	cmdStopDev    = 0x07
 	cmdSetParams  = 0x08
 	cmdGetParams  = 0x09
+	// User recovery (Linux 6.0+): a device created with flagUserRecovery
+	// outlives its server, quiesced, until a new one takes it over.
+	cmdStartUserRecovery = 0x10
+	cmdEndUserRecovery   = 0x11
 )
 
 // I/O commands, issued on /dev/ublkcN.
@@ -37,8 +41,9 @@ const (
 
 // Device flags (dev_info.flags).
 const (
-	flagUserRecovery   = 1 << 3
-	flagCmdIoctlEncode = 1 << 6
+	flagUserRecovery        = 1 << 3
+	flagUserRecoveryReissue = 1 << 4 // requests in flight at the server's death go to the next one
+	flagCmdIoctlEncode      = 1 << 6
 )
 
 // Parameter types and attributes.

@@ -95,6 +95,7 @@ struct opts {
 	uint64_t seed;
 	int lat, random_order;
 	const char *tag;
+	const char *wait; // -w: the file whose presence lets the last check start
 };
 
 // order returns the page visiting order: identity, or a fixed shuffle.
@@ -144,6 +145,14 @@ static long run(int proc, const struct opts *o) {
 		// Check the previous pass's pages (all but the first time), then
 		// write this pass's; the last round only checks.
 		if (pass > 0) {
+			// -w: say the pages are written, then wait for the go-ahead
+			// (a scenario swaps them out and restarts the daemon meanwhile).
+			if (o->wait && pass == o->passes) {
+				printf("S4D-WORKLOAD-WRITTEN tag=%s proc=%d\n", o->tag, proc);
+				fflush(stdout);
+				while (access(o->wait, F_OK) != 0)
+					usleep(100000);
+			}
 			uint64_t pseed = seed + (uint64_t)(pass - 1) * 7919;
 			int measure = o->lat && pass == o->passes;
 			swapcounts(&in0, &out0);
@@ -225,7 +234,8 @@ static void usage(void) {
 		"  -l          time first touches of pages swapped out in the last check (every SAMPLE-th page, default 4)\n"
 		"  -o ORDER    visit pages in order (seq, default) or in a fixed shuffle (rand)\n"
 		"  -t TAG      tag of the result lines (default $S4D_TAG or 'workload')\n"
-		"  -x PAGE     spoil one byte of PAGE after the last write (checks the checker: must fail)\n");
+		"  -x PAGE     spoil one byte of PAGE after the last write (checks the checker: must fail)\n"
+		"  -w FILE     after the last write, print S4D-WORKLOAD-WRITTEN and wait until FILE exists to check\n");
 	exit(2);
 }
 
@@ -235,7 +245,7 @@ int main(int argc, char **argv) {
 	o.tag = getenv("S4D_TAG") ? getenv("S4D_TAG") : "workload";
 	char *end;
 	int c;
-	while ((c = getopt(argc, argv, "m:j:p:s:r:lL:o:t:x:h")) != -1) {
+	while ((c = getopt(argc, argv, "m:j:p:s:r:lL:o:t:x:w:h")) != -1) {
 		switch (c) {
 		case 'm': o.mib = strtol(optarg, &end, 10); if (*end || o.mib <= 0) usage(); break;
 		case 'j': procs = strtol(optarg, &end, 10); if (*end || procs <= 0 || procs > 64) usage(); break;
@@ -253,6 +263,7 @@ int main(int argc, char **argv) {
 			break;
 		case 't': o.tag = optarg; break;
 		case 'x': o.corrupt = strtol(optarg, &end, 10); if (*end || o.corrupt < 0) usage(); break;
+		case 'w': o.wait = optarg; break;
 		default: usage();
 		}
 	}

@@ -1,0 +1,208 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/ublk"
+)
+
+// Swap devices across restarts (#28). Every device is made with ublk's
+// user recovery, so it outlives the daemon: its I/O waits until the next
+// daemon takes it over (ublk.Recover), and the processes swapping on it
+// wait rather than die. What the next daemon can serve:
+//
+//   - After a stop with --persist (SIGTERM: the queues stop answering, the
+//     pages go to the backing file, then this record says "clean"), every
+//     page as last written: nothing is lost.
+//   - After kill -9 or a crash, or a stop without persist, it cannot prove
+//     a page is the last version written: a block it holds is served only
+//     if it was written or discarded since the takeover, and any other read
+//     fails (EIO: the process touching it gets SIGBUS). Never zeros, never
+//     an older version.
+//
+// Without --persist a stop swaps the devices off first (every page goes
+// back to its process) and removes them, as before; only a crash leaves
+// one behind.
+
+// swapRecord is what the next daemon needs to take a device over.
+type swapRecord struct {
+	ID      uint32 `json:"id"`
+	N       int    `json:"n"` // pool number: swapPool(N)
+	Size    uint64 `json:"size"`
+	Queues  int    `json:"queues"`
+	Depth   int    `json:"depth"`
+	Reserve uint64 `json:"reserve,omitempty"`
+	Codec   string `json:"codec,omitempty"`
+	Prio    int    `json:"prio"`
+	Spec    int    `json:"spec"` // the [[swap]] table it came from, -1 for `swap add`
+}
+
+type swapRecords struct {
+	// Clean: written after a stop that persisted every page, with the
+	// queues stopped first. Anything else is a crash to the next start.
+	Clean   bool         `json:"clean"`
+	Devices []swapRecord `json:"devices"`
+}
+
+// swapStatePath is where the records live: beside the socket, in the
+// runtime directory, which outlives a restart and, like the devices,
+// not a reboot.
+func (d *Daemon) swapStatePath() string {
+	return filepath.Join(filepath.Dir(d.cfg.Socket), "s4d-swap.json")
+}
+
+// saveSwaps writes the records of the devices served now, atomically.
+func (d *Daemon) saveSwaps(clean bool) error {
+	recs := swapRecords{Clean: clean, Devices: []swapRecord{}}
+	for _, sd := range d.swaps.devs {
+		recs.Devices = append(recs.Devices, sd.rec)
+	}
+	recs.Devices = append(recs.Devices, d.swaps.orphans...)
+	b, err := json.Marshal(recs)
+	if err != nil {
+		return err
+	}
+	path := d.swapStatePath()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// loadSwaps reads the records a previous daemon left (none: no file).
+func (d *Daemon) loadSwaps() (swapRecords, error) {
+	var recs swapRecords
+	b, err := os.ReadFile(d.swapStatePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return recs, nil
+	}
+	if err != nil {
+		return recs, err
+	}
+	if err := json.Unmarshal(b, &recs); err != nil {
+		return recs, fmt.Errorf("%s: %w", d.swapStatePath(), err)
+	}
+	return recs, nil
+}
+
+// recoverSwaps takes over the devices a previous daemon left, and returns
+// the [[swap]] tables they came from (not to be made again).
+func (d *Daemon) recoverSwaps() []int {
+	recs, err := d.loadSwaps()
+	if err != nil {
+		d.log.Error("swap devices of the last run not read: left as they are", "err", err)
+		return nil
+	}
+	if len(recs.Devices) == 0 {
+		return nil
+	}
+	if err := ublk.Available(); err != nil {
+		d.log.Error("swap devices of the last run not taken over", "err", err)
+		return nil
+	}
+	trusted := recs.Clean && d.cfg.Persist
+	var specs []int
+	s := &d.swaps
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d.guardMemory()
+	for _, r := range recs.Devices {
+		s.next = max(s.next, r.N)
+		sd, err := d.takeOver(r, trusted)
+		if errors.Is(err, ublk.ErrNoDevice) {
+			d.log.Warn("swap device of the last run is gone", "id", r.ID)
+			continue
+		}
+		if err != nil {
+			// Kept in the records for the next start: deleting it would
+			// fail every process with pages on it.
+			d.log.Error("swap device of the last run not taken over", "id", r.ID, "err", err)
+			s.orphans = append(s.orphans, r)
+			continue
+		}
+		s.devs = append(s.devs, sd)
+		if r.Spec >= 0 {
+			specs = append(specs, r.Spec)
+		}
+	}
+	if err := d.saveSwaps(false); err != nil {
+		d.log.Error("swap records not written: a crash now would leave devices the next start does not know", "err", err)
+	}
+	return specs
+}
+
+// takeOver serves device r from its pool again.
+func (d *Daemon) takeOver(r swapRecord, trusted bool) (*swapDev, error) {
+	st := newSwapStore(d, swapPool(r.N), r.Queues)
+	if r.Codec != "" {
+		if err := d.setSwapCodec(st, r.Codec); err != nil {
+			return nil, err
+		}
+	}
+	if !trusted {
+		st.distrust(r.Size / 4096)
+	}
+	opts := ublk.Options{Size: r.Size, Queues: r.Queues, Depth: r.Depth, Recovery: true, Log: d.log}
+	if err := d.setAside(st, ipc.SwapRequest{Size: r.Size, Reserve: r.Reserve}, opts.Batch()); err != nil {
+		return nil, err
+	}
+	dev, err := ublk.Recover(r.ID, opts, st)
+	if err != nil {
+		return nil, err
+	}
+	held := d.describeSwap(&swapDev{dev: dev, st: st}).Pages
+	d.log.Info("swap device taken over", "device", dev.BlockPath(), "pool", st.pool, "pages", held,
+		"every_page_served", trusted)
+	return &swapDev{n: r.N, dev: dev, st: st, prio: r.Prio, rec: r}, nil
+}
+
+// keepSwaps, at a stop with persist, stops the devices' queues (a batch
+// being served is answered first) and leaves the devices to the next
+// daemon, swap on; the pages then go to the backing file with the rest.
+// It says whether there were any.
+func (d *Daemon) keepSwaps() bool {
+	s := &d.swaps
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sd := range s.devs {
+		sd.dev.Detach()
+		d.log.Info("swap device left for the next start", "device", sd.dev.BlockPath())
+	}
+	return len(s.devs) > 0
+}
+
+// distrust makes a block the store does not hold fail to read (instead of
+// reading as zeros) until it is written or discarded: after a crash a
+// missing block may be one whose pages were lost.
+func (s *swapStore) distrust(blocks uint64) {
+	s.fresh = make([]atomic.Uint64, (blocks+63)/64)
+	s.trustAll = false
+}
+
+// mark records blocks written or discarded since the takeover.
+func (s *swapStore) mark(keys []uint64) {
+	if s.trustAll {
+		return
+	}
+	for _, k := range keys {
+		if w := k / 64; w < uint64(len(s.fresh)) {
+			s.fresh[w].Or(1 << (k % 64))
+		}
+	}
+}
+
+// known says whether a block missing from the pool reads as zeros.
+func (s *swapStore) known(k uint64) bool {
+	if s.trustAll {
+		return true
+	}
+	w := k / 64
+	return w < uint64(len(s.fresh)) && s.fresh[w].Load()&(1<<(k%64)) != 0
+}

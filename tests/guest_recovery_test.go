@@ -1,0 +1,119 @@
+package tests
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// A daemon serving swap restarts, planned and with kill -9, while a
+// process's pages are out on its device (#28, point 3; daemon/swapkeep.go).
+// The device stays (ublk user recovery) and the next daemon takes it over.
+//
+//   - Stopped with persist (SIGTERM): the pages go to the backing file and
+//     come back; the process waiting on them goes on and every page is right.
+//   - kill -9: the next daemon cannot vouch for the pages it lost, so the
+//     process gets SIGBUS on the first such page, or, if it had none out,
+//     every page right: never a wrong page. The device then serves new
+//     pages as before.
+//
+// The process writes its pages, waits (workload -w) while a second one
+// pushes them out to the device and the daemon restarts, then checks them.
+// The daemon's binary and backing file live on a tmpfs that is never
+// swapped (noswap): while the daemon is down its device holds swap I/O,
+// and a page the next daemon needs to start must not be out on it.
+var swapRecoveryScenario = guestScenario{
+	Name:  "s4d-recovery",
+	Limit: 330 * time.Second,
+	Script: `guest_load ublk_drv
+ulimit -s 256
+mkdir -p /keep
+mount -t tmpfs -o noswap,size=200M tmpfs /keep
+cp /bin/s4d /bin/workload /keep/
+S=/keep/s4d W=/keep/workload
+truncate -s 160M /keep/back
+export S4D_SOCKET=/run/s4d-rec.sock
+start() {
+	rm -f $S4D_SOCKET
+	$S daemon --socket $S4D_SOCKET --backing-file /keep/back --persist true --checkpoint-interval 0 >>/tmp/rec.log 2>&1 &
+	daemon=$!
+	for i in $(seq 600); do $S ctl stats >/dev/null 2>&1 && return 0; sleep 0.1; done
+	echo "daemon not up"; tail -20 /tmp/rec.log; return 1
+}
+written() {
+	for i in $(seq 1200); do grep -q S4D-WORKLOAD-WRITTEN $1 && return 0; sleep 0.1; done
+	echo "workload never wrote its pages"; return 1
+}
+start
+dev=$($S swap add --size 1G --depth 32 --reserve 16M)
+mkswap $dev >/dev/null
+swapon $dev
+
+# 1. A planned restart with persist.
+$W -m 160 -t rec-restart -w /tmp/goA >/tmp/wA.out 2>&1 &
+wa=$!
+written /tmp/wA.out
+$W -m 300 -t rec-hog >/dev/null
+kill -TERM $daemon
+wait $daemon || true
+grep -q "left for the next start" /tmp/rec.log
+t0=$(guest_uptime)
+start
+grep "taken over" /tmp/rec.log | tail -1 | grep -q "every_page_served=true"
+echo "S4D-RESULT tag=s4d-recovery kind=takeover how=restart up_s=$(awk -v a=$t0 -v b=$(guest_uptime) 'BEGIN { printf "%.2f", b - a }')"
+$S ctl swap | grep -q "$dev"
+touch /tmp/goA
+rc=0; wait $wa || rc=$?
+grep S4D-RESULT /tmp/wA.out
+[ $rc -eq 0 ] || { echo "after the restart the workload exited $rc"; cat /tmp/wA.out; exit 1; }
+
+# 2. kill -9.
+$W -m 160 -t rec-crash -w /tmp/goC >/tmp/wC.out 2>&1 &
+wc=$!
+written /tmp/wC.out
+$W -m 300 -t rec-hog >/dev/null
+kill -KILL $daemon
+wait $daemon || true
+start
+grep "taken over" /tmp/rec.log | tail -1 | grep -q "every_page_served=false"
+touch /tmp/goC
+rc=0; wait $wc || rc=$?
+grep S4D-RESULT /tmp/wC.out || true
+echo "S4D-RESULT tag=s4d-recovery kind=takeover how=kill9 workload_rc=$rc"
+# SIGBUS (128+7) on a lost page, or every page right; a wrong page fails.
+if grep -q "wrong" /tmp/wC.out; then echo "a wrong page after kill -9"; cat /tmp/wC.out; exit 1; fi
+[ $rc -eq 0 ] || [ $rc -eq 135 ] || { echo "after kill -9 the workload exited $rc"; exit 1; }
+$W -m 300 -t rec-after
+swapoff $dev
+$S swap del $dev
+kill $daemon
+wait $daemon || true
+`,
+	Bins: func(t *testing.T) []string { return []string{guestS4D(t)} },
+	Check: func(t *testing.T, r guestResults) {
+		var restart, crash bool
+		for _, m := range r.get("s4d-recovery", "takeover") {
+			restart = restart || m["how"] == "restart"
+			crash = crash || m["how"] == "kill9"
+		}
+		if !restart || !crash {
+			t.Errorf("s4d-recovery: takeovers seen: restart %v, kill -9 %v", restart, crash)
+		}
+		for _, tag := range []string{"rec-restart", "rec-after"} {
+			for _, m := range r.get(tag, "workload") {
+				if m["bad"] != "0" {
+					t.Errorf("%s: %s wrong pages", tag, m["bad"])
+				}
+			}
+		}
+		// Pages must have come back from the device after the restart, or
+		// the restart proved nothing.
+		if w := r.get("rec-restart", "workload"); len(w) != 1 {
+			t.Errorf("rec-restart: %v", w)
+		} else if n, _ := strconv.Atoi(w[0]["verify_pswpin"]); n == 0 {
+			t.Errorf("rec-restart: no page swapped in after the restart: %v", w[0])
+		}
+	},
+}
+
+func init() { registerGuestScenario(swapRecoveryScenario) }
