@@ -72,7 +72,8 @@ func (b *Backend) ensure(s *slot, n int) error {
 	metaSize := uint64(c * metaWords * 4)
 	st := C.WGPUFlags(C.S4D_BUFFER_STORAGE)
 	C.s4d_push_errors(p, d.dev)
-	s.in = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_DST, C.uint64_t(pages), 0)
+	// COPY_SRC too: the copy-only ceiling benchmark reads the pages back.
+	s.in = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_DST|C.S4D_BUFFER_COPY_SRC, C.uint64_t(pages), 0)
 	s.packed = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(pages), 0)
 	s.meta = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC, C.uint64_t(metaSize), 0)
 	s.total = C.s4d_create_buffer(p, d.dev, st|C.S4D_BUFFER_COPY_SRC|C.S4D_BUFFER_COPY_DST, 16, 0)

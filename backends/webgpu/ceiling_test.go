@@ -1,0 +1,153 @@
+// Ceiling benchmarks (issue 29): what the host copies and the transfers
+// alone reach at the engine's sizes, to set beside the kernels alone
+// (BenchmarkKernel64MiB, BenchmarkDecompressKernel64MiB) and the whole
+// engine (BenchmarkCompress64MiB, BenchmarkDecompress64MiB, which run
+// the cpu engine in the same process).
+
+package webgpu
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// ceilPages is the daemon's batch: 4096 pages of 4 KiB (16 MiB).
+const ceilPages = 4096
+
+// BenchmarkCeilingHostCopy is the staging memcpy alone: 16 MiB into the
+// mapped staging buffer (dst=staging, what PUT's copy in writes to) and
+// into ordinary memory (dst=heap), on 1..16 goroutines.
+func BenchmarkCeilingHostCopy(bm *testing.B) {
+	b := open(bm)
+	pages := benchPages(bm)[:ceilPages*PageSize]
+	s := <-b.slots
+	defer func() { b.slots <- s }()
+	staged, err := b.stagedSlice(s, ceilPages)
+	if err != nil {
+		bm.Fatal(err)
+	}
+	heap := make([]byte, len(pages))
+	for _, dst := range []struct {
+		name string
+		buf  []byte
+	}{{"staging", staged}, {"heap", heap}} {
+		for _, t := range []int{1, 2, 4, 8, 16} {
+			bm.Run(fmt.Sprintf("dst=%s/threads=%d", dst.name, t), func(bm *testing.B) {
+				bm.SetBytes(int64(len(pages)))
+				for bm.Loop() {
+					ceilCopy(dst.buf, pages, t)
+				}
+			})
+		}
+	}
+	if !bytes.Equal(staged, pages) || !bytes.Equal(heap, pages) {
+		bm.Fatal("copied bytes differ")
+	}
+}
+
+// ceilCopy is parallelCopy with exactly t goroutines, even on small
+// slices, so the thread counts mean what they say.
+func ceilCopy(dst, src []byte, t int) {
+	if t == 1 {
+		copy(dst, src)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (len(src) + t - 1) / t
+	for lo := 0; lo < len(src); lo += per {
+		hi := min(lo+per, len(src))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[lo:hi], src[lo:hi])
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkCeilingCopyOnly moves 4096-page batches through the engine's
+// own buffers with no compute pass: up is PUT's transfers (stage, copy to
+// the device), down is GET's (device to readback, copy out), both is a
+// round trip. callers batches run at once, each on its own slot (the
+// daemon's clients overlap so). This is what the engine could reach with
+// an infinitely fast kernel; the gap from here to the targets is the
+// implementation's and the driver's.
+func BenchmarkCeilingCopyOnly(bm *testing.B) {
+	b := open(bm)
+	pages := benchPages(bm)[:ceilPages*PageSize]
+	var slots []*slot
+	for range numSlots {
+		slots = append(slots, <-b.slots)
+	}
+	for range extraSlots {
+		slots = append(slots, <-b.extra)
+	}
+	defer func() {
+		for _, s := range slots {
+			if s.extra {
+				b.extra <- s
+			} else {
+				b.slots <- s
+			}
+		}
+	}()
+	dsts := make([][]byte, len(slots))
+	for i := range dsts {
+		dsts[i] = make([]byte, len(pages))
+	}
+	// Fill every slot's device buffer once, so down-only reads real pages.
+	for i, s := range slots {
+		if err := b.copyPass(s, pages, dsts[i], ceilPages, true, true, 8); err != nil {
+			bm.Fatal(err)
+		}
+		if !bytes.Equal(dsts[i], pages) {
+			bm.Fatal("pages differ after a round trip through the device")
+		}
+	}
+	for _, mode := range []string{"up", "down", "both"} {
+		up, down := mode != "down", mode != "up"
+		for _, callers := range []int{1, 2, 4} {
+			if callers > len(slots) {
+				continue
+			}
+			// As the engine: a lone batch copies on every core, overlapping
+			// ones on 8 goroutines each.
+			procs := 8
+			if callers == 1 {
+				procs = runtime.GOMAXPROCS(0)
+			}
+			bm.Run(fmt.Sprintf("%s/callers=%d", mode, callers), func(bm *testing.B) {
+				bm.SetBytes(int64(callers * len(pages)))
+				cpu0 := cpuSeconds()
+				for bm.Loop() {
+					var wg sync.WaitGroup
+					errs := make([]error, callers)
+					for g := range callers {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							errs[g] = b.copyPass(slots[g], pages, dsts[g], ceilPages, up, down, procs)
+						}()
+					}
+					wg.Wait()
+					for _, err := range errs {
+						if err != nil {
+							bm.Fatal(err)
+						}
+					}
+				}
+				bm.StopTimer()
+				gb := float64(callers*len(pages)) * float64(bm.N) / 1e9
+				bm.ReportMetric((cpuSeconds()-cpu0)/gb, "core-s/GB")
+			})
+		}
+	}
+	for i := range dsts {
+		if !bytes.Equal(dsts[i], pages) {
+			bm.Fatal("pages differ after the copies")
+		}
+	}
+}
