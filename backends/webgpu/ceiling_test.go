@@ -8,10 +8,15 @@ package webgpu
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/pagefmt"
 )
 
 // ceilPages is the daemon's batch: 4096 pages of 4 KiB (16 MiB).
@@ -150,4 +155,79 @@ func BenchmarkCeilingCopyOnly(bm *testing.B) {
 			bm.Fatal("pages differ after the copies")
 		}
 	}
+}
+
+// BenchmarkDecompressParallel has 8 callers expand 4096-page batches at
+// once (the daemon's GETs), on a backend of its own with 2 and with 4
+// decompression sets (numDSlots: the old and the new default), and with
+// the cpu engine in the same run.
+func BenchmarkDecompressParallel(bm *testing.B) {
+	open(bm) // skips without the library
+	pages := benchPages(bm)
+	c, err := cpu.New(backends.Options{})
+	if err != nil {
+		bm.Fatal(err)
+	}
+	defer c.Close()
+	const callers = 8
+	nb := len(pages) / (ceilPages * PageSize)
+	srcs := make([][]pagefmt.Stored, nb)
+	for k := range nb {
+		part := pages[k*ceilPages*PageSize : (k+1)*ceilPages*PageSize]
+		in := &pagefmt.Batch{PageSize: PageSize, Pages: part, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
+		out := &pagefmt.Compressed{}
+		if err := c.Compress(context.Background(), in, out); err != nil {
+			bm.Fatal(err)
+		}
+		for i := range in.Len() {
+			srcs[k] = append(srcs[k], pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)})
+		}
+	}
+	run := func(bm *testing.B, b backends.Backend) {
+		ds := make([]*pagefmt.Decompression, callers)
+		for g := range ds {
+			ds[g] = &pagefmt.Decompression{PageSize: PageSize, Src: srcs[g%nb], Dst: make([]byte, ceilPages*PageSize)}
+		}
+		bm.SetBytes(int64(callers * ceilPages * PageSize))
+		cpu0 := cpuSeconds()
+		for bm.Loop() {
+			var wg sync.WaitGroup
+			errs := make([]error, callers)
+			for g := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[g] = b.Decompress(context.Background(), ds[g])
+				}()
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					bm.Fatal(err)
+				}
+			}
+		}
+		bm.StopTimer()
+		bm.ReportMetric((cpuSeconds()-cpu0)/(float64(callers*ceilPages*PageSize)*float64(bm.N)/1e9), "core-s/GB")
+		for g, d := range ds {
+			k := g % nb
+			if !bytes.Equal(d.Dst, pages[k*ceilPages*PageSize:(k+1)*ceilPages*PageSize]) {
+				bm.Fatalf("caller %d: decompressed pages differ", g)
+			}
+		}
+	}
+	for _, n := range []int{2, 4} {
+		bm.Run(fmt.Sprintf("webgpu/dslots=%d", n), func(bm *testing.B) {
+			old := numDSlots
+			numDSlots = n
+			b, err := New(backends.FromEnv(backends.Options{}), true)
+			numDSlots = old
+			if err != nil {
+				bm.Fatal(err)
+			}
+			defer b.Close()
+			run(bm, b)
+		})
+	}
+	bm.Run("cpu", func(bm *testing.B) { run(bm, c) })
 }

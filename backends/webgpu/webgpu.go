@@ -82,8 +82,13 @@ type Backend struct {
 	dlast  atomic.Pointer[dslot] // the set of the last decompression (benchmarks)
 }
 
-// numDSlots is how many decompressions may be under way at once.
-var numDSlots = 2
+// numDSlots is how many decompressions may be under way at once. The
+// daemon's 8-16 clients GET at once; each decompression holds its set
+// from packing to copy-out, so with two the host work of the others
+// waited (issue 29: more batches in flight). A set grows to its largest
+// batch: 16 MiB of device output and as much mapped readback per 4096
+// pages.
+var numDSlots = 4
 
 // New opens the WebGPU backend. allowCPU accepts a CPU adapter (Mesa's
 // lavapipe): it is correct but slower than the cpu backend, so the
