@@ -236,6 +236,9 @@ type Stats struct {
 	// their results committed to the kernel (store calls, copies, the
 	// commit's system call), summed over Waits.
 	ServeNs atomic.Uint64
+	// RingFlags are the io_uring setup flags the queue rings got (0: a
+	// plain ring, the kernel refused them or S4D_UBLK_PLAIN_RING=1).
+	RingFlags atomic.Uint32
 	// BatchPages counts store calls by pages in them: bucket i holds
 	// calls of 2^i to 2^(i+1)-1 pages.
 	BatchPages [16]atomic.Uint64

@@ -119,9 +119,11 @@ func (q *queue) run(ready chan<- error, flusher *error) (err error) {
 func (q *queue) setup() error {
 	var err error
 	// Room for a command per tag in each direction.
-	if q.ring, err = newRing(uint32(q.depth)); err != nil {
+	var flags uint32
+	if q.ring, flags, err = newQueueRing(uint32(q.depth)); err != nil {
 		return fmt.Errorf("queue %d: %w", q.id, err)
 	}
+	q.stats.RingFlags.Store(flags)
 	psz := os.Getpagesize()
 	n := (q.depth*int(unsafe.Sizeof(ioDesc{})) + psz - 1) &^ (psz - 1)
 	if q.descs, err = unix.Mmap(q.cdev, descOffset(q.id, psz), n, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"unsafe"
 
@@ -16,8 +17,16 @@ import (
 // server needs: NOP and URING_CMD.
 
 const (
-	setupSQE128    = 1 << 10 // IORING_SETUP_SQE128
-	featSingleMmap = 1 << 0  // IORING_FEAT_SINGLE_MMAP
+	setupSQE128 = 1 << 10 // IORING_SETUP_SQE128
+	// A queue's ring has one submitter, its locked thread, so the kernel
+	// may run the ring's task work (ublk's commands complete as task
+	// work) only when that thread waits, instead of interrupting it with
+	// a signal-like IPI for each completion (what the liburing docs and
+	// the kernel's ublk selftest server use for the same reason).
+	setupCoopTaskrun  = 1 << 8  // IORING_SETUP_COOP_TASKRUN
+	setupSingleIssuer = 1 << 12 // IORING_SETUP_SINGLE_ISSUER
+	setupDeferTaskrun = 1 << 13 // IORING_SETUP_DEFER_TASKRUN
+	featSingleMmap    = 1 << 0  // IORING_FEAT_SINGLE_MMAP
 
 	offSQRing = 0          // IORING_OFF_SQ_RING
 	offCQRing = 0x8000000  // IORING_OFF_CQ_RING
@@ -78,9 +87,32 @@ type ring struct {
 // kernel.io_uring_disabled or a seccomp filter).
 var ErrNoUring = errors.New("io_uring is not available")
 
-func newRing(entries uint32) (*ring, error) {
+// newRing sets up a ring any thread may submit to (one at a time).
+func newRing(entries uint32) (*ring, error) { return newRingFlags(entries, 0) }
+
+// plainQueueRings turns the queue rings' setup flags off
+// (S4D_UBLK_PLAIN_RING=1): the same daemon, with and without them, in one
+// guest boot.
+var plainQueueRings = os.Getenv("S4D_UBLK_PLAIN_RING") == "1"
+
+// newQueueRing sets up a ring for one thread that submits and waits on it
+// alone (SINGLE_ISSUER: another thread's submit fails with EEXIST). A
+// kernel that refuses the flags (before 6.1) gets a plain ring.
+func newQueueRing(entries uint32) (r *ring, flags uint32, err error) {
+	if !plainQueueRings {
+		flags = setupCoopTaskrun | setupSingleIssuer | setupDeferTaskrun
+		r, err = newRingFlags(entries, flags)
+		if !errors.Is(err, unix.EINVAL) {
+			return r, flags, err
+		}
+	}
+	r, err = newRingFlags(entries, 0)
+	return r, 0, err
+}
+
+func newRingFlags(entries, flags uint32) (*ring, error) {
 	var p uringParams
-	p.Flags = setupSQE128
+	p.Flags = setupSQE128 | flags
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
 		if errno == unix.ENOSYS || errno == unix.EPERM {
