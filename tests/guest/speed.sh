@@ -22,7 +22,7 @@ done
 tmp=$(mktemp -d /tmp/s4d-speed.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cc -static -O2 -Wall -Wextra -Werror -o "$tmp/workload" "$here/workload.c"
-(cd "$here/../.." && go build -ldflags=-s -w -o "$tmp/s4d" ./cmd/s4d)
+(cd "$here/../.." && go build "-ldflags=-s -w" -o "$tmp/s4d" ./cmd/s4d)
 s4d_run='
 ulimit -s 256
 s4d daemon --socket /run/s4d.sock >/tmp/s4d-$1.log 2>&1 &
