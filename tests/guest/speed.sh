@@ -2,9 +2,10 @@
 # speed.sh [--smp N] [--mib M]: swap speed in one guest boot, the same
 # workload on zram swap, on s4d swap with the queue rings' io_uring flags
 # (SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN) and on s4d swap with plain
-# rings (S4D_UBLK_PLAIN_RING=1), each with the same vm.page-cluster, and
-# with --gomaxprocs N once more with the flags and GOMAXPROCS=N
-# (--no-plain leaves the plain rings' run out, for a shorter boot). Prints
+# rings (S4D_UBLK_PLAIN_RING=1), each with the same vm.page-cluster; with
+# --gomaxprocs N, right after zram, once more with the flags and
+# GOMAXPROCS=N (--no-plain leaves the plain rings' run out, for a shorter
+# boot). Prints
 # the S4D-RESULT lines (wall time, swap-in/out MiB/s, swap-in latency) and
 # `s4d ctl swap --batches` (the daemon's own time per read call); the whole
 # console goes to --log FILE (default /tmp/s4d-speed.log).
@@ -50,15 +51,15 @@ guest_workload zram
 guest_zram_off \"\$GUEST_ZRAM\"
 guest_load ublk_drv
 s4d_swap() { $s4d_run }
+# The queue thread returns from its wait in a system call and needs a P:
+# with GOMAXPROCS=1 (one vCPU) it may wait for another goroutine's slice.
+if [ -n \"\$gmp\" ]; then export GOMAXPROCS=\$gmp; s4d_swap s4d-gomaxprocs\$gmp; unset GOMAXPROCS; fi
 s4d_swap s4d-flags
 if [ -z \"\$noplain\" ]; then
 	export S4D_UBLK_PLAIN_RING=1
 	s4d_swap s4d-plain
 	unset S4D_UBLK_PLAIN_RING
 fi
-# The queue thread returns from its wait in a system call and needs a P:
-# with GOMAXPROCS=1 (one vCPU) it may wait for another goroutine's slice.
-if [ -n \"\$gmp\" ]; then export GOMAXPROCS=\$gmp; s4d_swap s4d-gomaxprocs\$gmp; fi
 "
 bash "$here/run.sh" --timeout 590 --mem 384M --smp "$smp" \
 	--bin "$tmp/workload" --bin "$tmp/s4d" --log "$log" -- "$script" >/dev/null || rc=$?
