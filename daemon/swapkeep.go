@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/ublk"
 )
@@ -172,8 +174,17 @@ func (d *Daemon) keepSwaps() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sd := range s.devs {
-		sd.dev.Detach()
 		d.log.Info("swap device left for the next start", "device", sd.dev.BlockPath())
+		sd.dev.Detach()
+	}
+	if len(s.devs) > 0 {
+		// From now on nothing may swap in: a log line written to a pipe
+		// whose reader waits on a swapped-out page would hold the stop
+		// for good (in the guest, a log file on tmpfs did). Such a line
+		// is dropped instead of waited for.
+		for _, fd := range []int{1, 2} {
+			unix.SetNonblock(fd, true)
+		}
 	}
 	return len(s.devs) > 0
 }

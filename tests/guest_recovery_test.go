@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -19,9 +21,11 @@ import (
 //
 // The process writes its pages, waits (workload -w) while a second one
 // pushes them out to the device and the daemon restarts, then checks them.
-// The daemon's binary and backing file live on a tmpfs that is never
+// The daemon's binary, log and backing file live on a tmpfs that is never
 // swapped (noswap): while the daemon is down its device holds swap I/O,
-// and a page the next daemon needs to start must not be out on it.
+// and a page the daemon needs to stop (a log line: the log's last page
+// was out on the device in one boot) or the next one needs to start must
+// not be out on it.
 var swapRecoveryScenario = guestScenario{
 	Name:  "s4d-recovery",
 	Limit: 330 * time.Second,
@@ -29,38 +33,40 @@ var swapRecoveryScenario = guestScenario{
 ulimit -s 256
 mkdir -p /keep
 mount -t tmpfs -o noswap,size=200M tmpfs /keep
-cp /bin/s4d /bin/workload /keep/
+cp /bin/s4d /bin/workload /bin/restart /keep/
 S=/keep/s4d W=/keep/workload
 truncate -s 160M /keep/back
 export S4D_SOCKET=/run/s4d-rec.sock
-start() {
-	rm -f $S4D_SOCKET
-	$S daemon --socket $S4D_SOCKET --backing-file /keep/back --persist true --checkpoint-interval 0 >>/tmp/rec.log 2>&1 &
-	daemon=$!
-	for i in $(seq 600); do $S ctl stats >/dev/null 2>&1 && return 0; sleep 0.1; done
-	echo "daemon not up"; tail -20 /tmp/rec.log; return 1
-}
+args="daemon --socket $S4D_SOCKET --backing-file /keep/back --persist true --checkpoint-interval 0"
+$S $args >>/keep/rec.log 2>&1 &
+daemon=$!
+for i in $(seq 600); do $S ctl stats >/dev/null 2>&1 && break; sleep 0.1; done
 written() {
 	for i in $(seq 1200); do grep -q S4D-WORKLOAD-WRITTEN $1 && return 0; sleep 0.1; done
 	echo "workload never wrote its pages"; return 1
 }
-start
+# takeover N: wait for the Nth "taken over" line of the log.
+takeover() {
+	for i in $(seq 600); do [ $(grep -c "taken over" /keep/rec.log) -ge $1 ] && { grep "taken over" /keep/rec.log | tail -1; return 0; }; sleep 0.1; done
+	echo "no takeover"; tail -30 /keep/rec.log; return 1
+}
 dev=$($S swap add --size 1G --depth 32 --reserve 16M)
 mkswap $dev >/dev/null
 swapon $dev
 
-# 1. A planned restart with persist.
+# 1. A planned restart with persist. The restart is done by a program
+# locked in memory: this shell may have pages out on the device, which
+# waits while no daemon serves it.
 $W -m 160 -t rec-restart -w /tmp/goA >/tmp/wA.out 2>&1 &
 wa=$!
 written /tmp/wA.out
 $W -m 300 -t rec-hog >/dev/null
-kill -TERM $daemon
-wait $daemon || true
-grep -q "left for the next start" /tmp/rec.log
+echo "recovery: pages out, restarting ($(awk '/^pswpout/ {print $2}' /proc/vmstat) pages swapped out)"
 t0=$(guest_uptime)
-start
-grep "taken over" /tmp/rec.log | tail -1 | grep -q "every_page_served=true"
+daemon=$(/keep/restart 15 $daemon $S4D_SOCKET /keep/rec.log -- $S $args)
+takeover 1 | grep -q "every_page_served=true"
 echo "S4D-RESULT tag=s4d-recovery kind=takeover how=restart up_s=$(awk -v a=$t0 -v b=$(guest_uptime) 'BEGIN { printf "%.2f", b - a }')"
+grep -q "left for the next start" /keep/rec.log
 $S ctl swap | grep -q "$dev"
 touch /tmp/goA
 rc=0; wait $wa || rc=$?
@@ -72,10 +78,9 @@ $W -m 160 -t rec-crash -w /tmp/goC >/tmp/wC.out 2>&1 &
 wc=$!
 written /tmp/wC.out
 $W -m 300 -t rec-hog >/dev/null
-kill -KILL $daemon
-wait $daemon || true
-start
-grep "taken over" /tmp/rec.log | tail -1 | grep -q "every_page_served=false"
+echo "recovery: pages out, kill -9"
+daemon=$(/keep/restart 9 $daemon $S4D_SOCKET /keep/rec.log -- $S $args)
+takeover 2 | grep -q "every_page_served=false"
 touch /tmp/goC
 rc=0; wait $wc || rc=$?
 grep S4D-RESULT /tmp/wC.out || true
@@ -87,9 +92,8 @@ $W -m 300 -t rec-after
 swapoff $dev
 $S swap del $dev
 kill $daemon
-wait $daemon || true
 `,
-	Bins: func(t *testing.T) []string { return []string{guestS4D(t)} },
+	Bins: func(t *testing.T) []string { return []string{guestS4D(t), guestRestart(t)} },
 	Check: func(t *testing.T, r guestResults) {
 		var restart, crash bool
 		for _, m := range r.get("s4d-recovery", "takeover") {
@@ -117,3 +121,13 @@ wait $daemon || true
 }
 
 func init() { registerGuestScenario(swapRecoveryScenario) }
+
+// guestRestart builds tests/guest/restart.c static, for the guest.
+func guestRestart(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "restart")
+	if out, err := exec.Command("cc", "-static", "-O2", "-o", path, "guest/restart.c").CombinedOutput(); err != nil {
+		t.Fatalf("cc -static guest/restart.c: %v\n%s", err, out)
+	}
+	return path
+}

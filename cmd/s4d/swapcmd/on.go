@@ -52,14 +52,19 @@ var onCommand = &cli.Command{
 var offCommand = &cli.Command{
 	Name:      "off",
 	Usage:     "swapoff a device of the daemon's (its pages come back into the processes)",
-	UsageText: "s4d swap off DEVICE",
-	Flags:     flags,
+	UsageText: "s4d swap off [--unless-kept] DEVICE",
+	Flags: append([]cli.Flag{&cli.BoolFlag{Name: "unless-kept",
+		Usage: "leave swap on if the daemon keeps the device across its stops (persist): s4d-swap@.service's stop, so that a restart of the daemon hands the device and its pages over instead of swapping everything in"}}, flags...),
 	Action: func(cx *cli.Context) error {
 		dev, err := ownDevice(cx)
 		if err != nil {
 			return err
 		}
 		if !ublk.ActiveSwaps()[dev.Name] {
+			return nil
+		}
+		if dev.Kept && cx.Bool("unless-kept") {
+			fmt.Printf("%s left on as swap: the daemon keeps it across its restart\n", dev.Name)
 			return nil
 		}
 		return sysPath(unix.SYS_SWAPOFF, dev.Name, 0)

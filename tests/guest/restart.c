@@ -1,0 +1,95 @@
+// restart: stop a daemon and start the next one without touching swap.
+//
+//   restart SIGNAL PID SOCKET LOG -- PROGRAM ARGS...
+//
+// While a swap daemon is down its device holds every swap I/O until the
+// next one takes it over; a shell restarting it may itself have pages out
+// on that device and wait for good (seen in the guest). This program locks
+// itself in memory first and allocates nothing after, so it sends SIGNAL to
+// PID, waits for PID to end, starts PROGRAM (stdout and stderr appended to
+// LOG, in a session of its own) and returns once PROGRAM's socket exists.
+// Build it static (cc -static), and keep PROGRAM on a filesystem that is
+// never swapped (tmpfs -o noswap). Exit status: 0, or 1 with the reason.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void nap(void) {
+	struct timespec ts = {0, 50 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv) {
+	if (argc < 7 || strcmp(argv[5], "--") != 0) {
+		fprintf(stderr, "usage: restart SIGNAL PID SOCKET LOG -- PROGRAM ARGS...\n");
+		return 2;
+	}
+	if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+		perror("restart: mlockall");
+		return 1;
+	}
+	int sig = atoi(argv[1]);
+	pid_t pid = atoi(argv[2]);
+	const char *sock = argv[3], *log = argv[4];
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/%d/stat", pid);
+	if (kill(pid, sig) != 0) {
+		perror("restart: kill");
+		return 1;
+	}
+	// A zombie keeps /proc/PID until its parent reaps it: the state
+	// letter after the name says it has ended.
+	for (int i = 0; i < 20 * 60 * 5; i++) {
+		char buf[256];
+		// A Go daemon still there after a minute: SIGQUIT makes it print
+		// every goroutine's stack to its log, and end.
+		if (i == 20 * 60)
+			kill(pid, SIGQUIT);
+		int fd = open(proc, O_RDONLY);
+		if (fd < 0)
+			break;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			char *p = strrchr(buf, ')');
+			if (p && (p[2] == 'Z' || p[2] == 'X'))
+				break;
+		}
+		nap();
+	}
+	unlink(sock);
+	pid_t child = fork();
+	if (child < 0) {
+		perror("restart: fork");
+		return 1;
+	}
+	if (child == 0) {
+		setsid();
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[6], argv + 6);
+		_exit(127);
+	}
+	struct stat st;
+	for (int i = 0; i < 20 * 120; i++) {
+		if (stat(sock, &st) == 0) {
+			printf("%d\n", child);
+			return 0;
+		}
+		nap();
+	}
+	fprintf(stderr, "restart: %s did not appear\n", sock);
+	return 1;
+}
