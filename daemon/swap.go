@@ -98,7 +98,7 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio, spec int) (ipc
 			return ipc.SwapDevice{}, err
 		}
 	}
-	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, Recovery: true, Log: d.log}
+	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, Recovery: d.cfg.SwapTakeover, Log: d.log}
 	if err := d.setAside(st, req, opts.Batch()); err != nil {
 		return ipc.SwapDevice{}, err
 	}
@@ -368,7 +368,7 @@ func (d *Daemon) followSwapoff() {
 // still in use as swap is turned off first, which brings its pages back
 // into the processes that own them: removing it under them would kill them.
 func (d *Daemon) stopSwaps() bool {
-	if d.cfg.Persist {
+	if d.cfg.Persist && d.cfg.SwapTakeover {
 		return d.keepSwaps()
 	}
 	s := &d.swaps
@@ -401,7 +401,10 @@ func (d *Daemon) stopSwaps() bool {
 // startSwaps takes over the devices the last run left, then creates those
 // of the configuration not among them.
 func (d *Daemon) startSwaps() {
-	taken := d.recoverSwaps()
+	var taken []int
+	if d.cfg.SwapTakeover {
+		taken = d.recoverSwaps()
+	}
 	for i, spec := range d.cfg.Swap {
 		if slices.Contains(taken, i) {
 			continue
@@ -432,7 +435,7 @@ func (d *Daemon) describeSwap(sd *swapDev) ipc.SwapDevice {
 	out := ipc.SwapDevice{Name: dev.BlockPath(), DiskSize: dev.Size(), Pool: sd.st.pool, Streams: dev.Queues(), Depth: dev.Depth(),
 		ReadIOs: st.Reads.Calls.Load(), ReadPgs: st.Reads.Pages.Load(), WriteIOs: st.Writes.Calls.Load(), WritePgs: st.Writes.Pages.Load(),
 		Discard: st.Discarded.Load(), Errors: st.Errors.Load(), Lost: sd.st.lost.Load(), Requests: st.Requests.Load(), Waits: st.Waits.Load(),
-		Total: dev.BufferBytes(), Fresh: sd.fresh, Kept: d.cfg.Persist, Priority: sd.prio,
+		Total: dev.BufferBytes(), Fresh: sd.fresh, Kept: d.cfg.Persist && d.cfg.SwapTakeover, Priority: sd.prio,
 		ReadStoreNs: st.Reads.StoreNs.Load(), ReadCopyNs: st.Reads.CopyNs.Load(), WriteStoreNs: st.Writes.StoreNs.Load(), ServeNs: st.ServeNs.Load()}
 	for i := range st.BatchPages {
 		out.BatchPages = append(out.BatchPages, st.BatchPages[i].Load())

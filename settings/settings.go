@@ -69,6 +69,10 @@ type Config struct {
 	BackingVerify   bool // read each write to it back before trusting it
 	Persist         bool
 	CheckpointEvery time.Duration
+	// SwapTakeover makes swap devices outlive the daemon (ublk user
+	// recovery; daemon/swapkeep.go). Off by default: not yet shown working
+	// in the guest (README, "Restarts and crashes").
+	SwapTakeover bool
 	// WritebackHeadroom is the percent of MemLimit kept free in the
 	// background by writing the coldest pages to the backing file, so
 	// that a PUT seldom writes back itself (0 = only when one must).
