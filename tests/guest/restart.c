@@ -27,6 +27,25 @@ static void nap(void) {
 	nanosleep(&ts, NULL);
 }
 
+// dump_log copies the end of the daemon's log (its goroutines after
+// SIGQUIT) to the console: the shell that started this may be waiting on
+// a swapped-out page, and could not print it.
+static void dump_log(const char *log) {
+	static char buf[65536];
+	for (int i = 0; i < 60; i++)
+		nap();
+	int fd = open(log, O_RDONLY), con = open("/dev/console", O_WRONLY);
+	if (fd < 0 || con < 0)
+		return;
+	off_t end = lseek(fd, 0, SEEK_END);
+	lseek(fd, end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0, SEEK_SET);
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n > 0)
+		write(con, buf, n);
+	close(fd);
+	close(con);
+}
+
 int main(int argc, char **argv) {
 	if (argc < 7 || strcmp(argv[5], "--") != 0) {
 		fprintf(stderr, "usage: restart SIGNAL PID SOCKET LOG -- PROGRAM ARGS...\n");
@@ -51,8 +70,10 @@ int main(int argc, char **argv) {
 		char buf[256];
 		// A Go daemon still there after a minute: SIGQUIT makes it print
 		// every goroutine's stack to its log, and end.
-		if (i == 20 * 60)
+		if (i == 20 * 60) {
 			kill(pid, SIGQUIT);
+			dump_log(log);
+		}
 		int fd = open(proc, O_RDONLY);
 		if (fd < 0)
 			break;
