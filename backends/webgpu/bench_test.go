@@ -116,21 +116,7 @@ func BenchmarkCompressParallel64MiB(bm *testing.B) {
 			bm.SetBytes(int64(callers * len(pages)))
 			cpu0 := cpuSeconds()
 			for bm.Loop() {
-				var wg sync.WaitGroup
-				errs := make([]error, callers)
-				for g := range callers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						errs[g] = b.Compress(context.Background(), in, &pagefmt.Compressed{})
-					}()
-				}
-				wg.Wait()
-				for _, err := range errs {
-					if err != nil {
-						bm.Fatal(err)
-					}
-				}
+				eachCaller(bm, callers, func(g int) error { return b.Compress(context.Background(), in, &pagefmt.Compressed{}) })
 			}
 			bm.StopTimer()
 			gb := float64(callers*len(pages)) * float64(bm.N) / 1e9
@@ -256,5 +242,21 @@ func BenchmarkDecompress64MiB(bm *testing.B) {
 				bm.Fatal("decompressed pages differ")
 			}
 		})
+	}
+}
+
+// eachCaller runs f for callers 0..callers-1 at once and fails bm on the
+// first error: one round of a parallel benchmark.
+func eachCaller(bm *testing.B, callers int, f func(g int) error) {
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	for g := range callers {
+		wg.Go(func() { errs[g] = f(g) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			bm.Fatal(err)
+		}
 	}
 }

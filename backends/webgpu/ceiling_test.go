@@ -128,21 +128,7 @@ func BenchmarkCeilingCopyOnly(bm *testing.B) {
 				bm.SetBytes(int64(callers * len(pages)))
 				cpu0 := cpuSeconds()
 				for bm.Loop() {
-					var wg sync.WaitGroup
-					errs := make([]error, callers)
-					for g := range callers {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							errs[g] = b.copyPass(slots[g], pages, dsts[g], ceilPages, up, down, procs)
-						}()
-					}
-					wg.Wait()
-					for _, err := range errs {
-						if err != nil {
-							bm.Fatal(err)
-						}
-					}
+					eachCaller(bm, callers, func(g int) error { return b.copyPass(slots[g], pages, dsts[g], ceilPages, up, down, procs) })
 				}
 				bm.StopTimer()
 				gb := float64(callers*len(pages)) * float64(bm.N) / 1e9
@@ -191,21 +177,7 @@ func BenchmarkDecompressParallel(bm *testing.B) {
 		bm.SetBytes(int64(callers * ceilPages * PageSize))
 		cpu0 := cpuSeconds()
 		for bm.Loop() {
-			var wg sync.WaitGroup
-			errs := make([]error, callers)
-			for g := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[g] = b.Decompress(context.Background(), ds[g])
-				}()
-			}
-			wg.Wait()
-			for _, err := range errs {
-				if err != nil {
-					bm.Fatal(err)
-				}
-			}
+			eachCaller(bm, callers, func(g int) error { return b.Decompress(context.Background(), ds[g]) })
 		}
 		bm.StopTimer()
 		bm.ReportMetric((cpuSeconds()-cpu0)/(float64(callers*ceilPages*PageSize)*float64(bm.N)/1e9), "core-s/GB")
