@@ -98,18 +98,20 @@ func (m *slabMem) get() ([]byte, error) {
 // nothing refers to slabs let go. The kernel refuses to drop locked pages
 // (a daemon serving swap locks its memory), so a locked run is unlocked
 // first and comes back in cold, to be locked again before reuse (Rearm);
-// kept is what could not be given back and is still present.
-func giveBack(slabs [][]byte) (kept, cold [][]byte) {
+// the others come back in free, kept of them still present (not given).
+func giveBack(slabs [][]byte) (free, cold [][]byte, kept int) {
 	forEachRun(slabs, func(run []byte, in [][]byte) {
 		switch err := unix.Madvise(run, unix.MADV_DONTNEED); {
 		case err == nil:
+			free = append(free, in...)
 		case errors.Is(err, unix.EINVAL) && unix.Munlock(run) == nil && unix.Madvise(run, unix.MADV_DONTNEED) == nil:
 			cold = append(cold, in...)
 		default:
-			kept = append(kept, in...)
+			free = append(free, in...)
+			kept += len(in)
 		}
 	})
-	return kept, cold
+	return free, cold, kept
 }
 
 // forEachRun calls f with each run of adjacent slabs, sorting slabs.
@@ -164,37 +166,23 @@ func (a *Arena) Sweep(mu sync.Locker) uint64 {
 	let := a.sweep()
 	mu.Unlock()
 	// Outside the lock: after deleting a GiB, thousands of slabs go back.
-	kept, cold := giveBack(let)
+	free, cold, kept := giveBack(let)
 	mu.Lock()
-	a.mem.reuse(let)
-	a.mem.takeCold(cold)
+	a.mem.reuse(free)
+	a.mem.cold = append(a.mem.cold, cold...)
 	idle := a.mem.idleMappings()
 	mu.Unlock()
-	return uint64(len(let)-len(kept))*uint64(a.slabSize) + dropMappings(idle)
+	return uint64(len(let)-kept)*uint64(a.slabSize) + dropMappings(idle)
 }
 
 // Release gives back all kept slab memory at once.
 func (a *Arena) Release() {
 	for range 2 {
 		let := a.sweep()
-		_, cold := giveBack(let)
-		a.mem.reuse(let)
-		a.mem.takeCold(cold)
+		free, cold, _ := giveBack(let)
+		a.mem.reuse(free)
+		a.mem.cold = append(a.mem.cold, cold...)
 	}
-}
-
-// takeCold moves the slabs of cold from free (where reuse filed them with
-// the rest) to the cold list.
-func (m *slabMem) takeCold(cold [][]byte) {
-	if len(cold) == 0 {
-		return
-	}
-	gone := make(map[uintptr]bool, len(cold))
-	for _, s := range cold {
-		gone[addr(s)] = true
-	}
-	m.free = slices.DeleteFunc(m.free, func(s []byte) bool { return gone[addr(s)] })
-	m.cold = append(m.cold, cold...)
 }
 
 // Rearm locks up to n bytes of slabs given back from locked memory again,
