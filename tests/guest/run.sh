@@ -6,19 +6,21 @@
 # end, a panic (panic=-1, -no-reboot) or the host-side time bound ends it.
 #
 #   tests/guest/run.sh [--bin PATH]... [--file SRC:DST]... [--mem 256M] [--smp 1]
-#                      [--timeout SEC] [--log FILE] [--keep DIR] -- 'script'
+#                      [--timeout SEC] [--log FILE] [--keep DIR] [--disk FILE] -- 'script'
 #
 # In the script: busybox, /bin/NAME for each --bin, the functions of
 # tests/guest/lib.sh (sourced first), `set -e` on. Exit status: the
 # script's; 124 when the time bound killed the guest; 125 when the guest
 # ended without reporting (a crash, a panic); 2 on bad arguments or a
-# missing kernel (the message names the remedy).
+# missing kernel (the message names the remedy). --disk FILE: FILE (raw)
+# is the guest's /dev/nvme0n1 (NVMe is built into the kernel), storage
+# that takes no guest RAM, e.g. a swap daemon's backing file.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 kdir=${S4D_GUEST_DIR:-/var/cache/s4d-guest}
 mem=256M smp=1 timeout=150 log="" keep="" script="" append=""
-bins=() files=()
+bins=() files=() disk=()
 
 die() { echo "run.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -30,11 +32,13 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout=${2:?}; shift 2;;
 	--log) log=${2:?}; shift 2;;
 	--keep) keep=${2:?}; shift 2;;
+	--disk) [ -f "${2:-}" ] || die "--disk wants an existing file, got '${2:-}'"
+		disk=(-drive "file=$2,if=none,id=disk0,format=raw,cache=unsafe" -device nvme,drive=disk0,serial=s4d); shift 2;;
 	--append) append=${2:?}; shift 2;;
 	--kernel-dir) kdir=${2:?}; shift 2;;
 	--script) script=$(cat "${2:?}"); shift 2;;
 	--) shift; script=${1:-}; shift || true; [ $# -eq 0 ] || die "one script after --, quoted";;
-	-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+	-h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
 	*) die "unknown argument '$1' (see --help)";;
 	esac
 done
@@ -118,7 +122,7 @@ set +e
 # lines must reach a reader as they come (the test times the boot by them).
 timeout -k 5 "$timeout" "$qemu" -accel tcg -cpu max -m "$mem" -smp "$smp" \
 	-nodefaults -no-user-config -display none -serial stdio -no-reboot \
-	-kernel "$kdir/vmlinuz" -initrd "$work/initrd" \
+	-kernel "$kdir/vmlinuz" -initrd "$work/initrd" ${disk[@]+"${disk[@]}"} \
 	-append "console=ttyS0 panic=-1 loglevel=4 rdinit=/init $append" \
 	</dev/null 2>&1 | sed -u 's/\r$//' | tee "$out"
 qrc=${PIPESTATUS[0]}
