@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
 	--kernel-dir) kdir=${2:?}; shift 2;;
 	--script) script=$(cat "${2:?}"); shift 2;;
 	--) shift; script=${1:-}; shift || true; [ $# -eq 0 ] || die "one script after --, quoted";;
-	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
 	*) die "unknown argument '$1' (see --help)";;
 	esac
 done
