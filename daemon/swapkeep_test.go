@@ -1,9 +1,15 @@
 package daemon
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/s4d-project/s4d/settings"
 )
 
 // After a takeover that cannot vouch for every page, a block missing from
@@ -55,5 +61,54 @@ func TestSwapRecords(t *testing.T) {
 	}
 	if _, err := d.loadSwaps(); err == nil {
 		t.Fatal("a damaged record file was read without an error")
+	}
+}
+
+// A batch of swap-ins gathers several processes' pages: after a crash's
+// takeover, a page lost with the crash fails alone, and the batch's other
+// pages (written since, or never written) are served.
+func TestSwapGetFailsOnlyLostPages(t *testing.T) {
+	cfg := settings.Defaults()
+	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
+	cfg.Backend = "cpu"
+	cfg.Log = slog.New(slog.DiscardHandler)
+	d, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	st := newSwapStore(d, swapPool(1), 1)
+	page := bytes.Repeat([]byte("swapped "), 512)
+	if err := st.Put([]uint64{1, 2}, append(bytes.Clone(page), page...)); err != nil {
+		t.Fatal(err)
+	}
+	st.distrust(16)
+	if err := st.Put([]uint64{2}, page); err != nil { // written since the takeover
+		t.Fatal(err)
+	}
+	if err := st.Delete([]uint64{3}); err != nil { // discarded since: reads as zeros
+		t.Fatal(err)
+	}
+	keys := []uint64{1, 2, 3, 4} // 1 and 4: neither written nor discarded since
+	dst := make([]byte, len(keys)*4096)
+	missing, failed := make([]bool, len(keys)), make([]bool, len(keys))
+	if err := st.Get(keys, dst, missing, failed); err != nil {
+		t.Fatalf("the batch failed as a whole: %v", err)
+	}
+	if want := []bool{true, false, false, true}; !slices.Equal(failed, want) {
+		t.Fatalf("failed %v, want %v", failed, want)
+	}
+	if !bytes.Equal(dst[4096:8192], page) || !missing[2] {
+		t.Fatalf("the pages beside the lost ones: block 2 right %v, block 3 missing %v", bytes.Equal(dst[4096:8192], page), missing[2])
+	}
+	if n := st.lost.Load(); n != 2 {
+		t.Errorf("%d lost reads counted, want 2", n)
 	}
 }

@@ -64,7 +64,6 @@ func swapPool(n int) string { return fmt.Sprintf("(swap %d)", n) }
 
 var (
 	errSwapStore = errors.New("swap pages not stored")
-	errSwapLost  = errors.New("lost with the daemon's last crash (not written since the takeover)")
 )
 
 func (s *swapStore) Put(keys []uint64, pages []byte) error {
@@ -102,57 +101,75 @@ func (s *swapStore) Put(keys []uint64, pages []byte) error {
 	return err
 }
 
-func (s *swapStore) Get(keys []uint64, dst []byte, missing []bool) error {
+// Get serves what it can of keys and fails the rest page by page
+// (failed[i]): a batch gathers several processes' swap-ins, and a page
+// one of them lost must not fail the others'.
+func (s *swapStore) Get(keys []uint64, dst []byte, missing, failed []bool) error {
 	d := s.d
-	// After a crash's takeover a page the pool holds may be older than
-	// the last one written (restored from the backing file), and one it
-	// lacks may have been lost: either fails until written again.
-	for _, k := range keys {
-		if !s.known(k) {
-			if s.lost.Add(1) == 1 {
-				d.log.Warn("swap read of a page lost with the last crash: answered with an I/O error (the process gets SIGBUS)", "pool", s.pool, "block", k)
-			}
-			return fmt.Errorf("swap block %d: %w", k, errSwapLost)
-		}
-	}
 	res := make([]pagecache.Result, len(keys))
 	_, err := d.store.View(0, s.pool, keys, nil, res, func(stored []pagefmt.Stored) error {
 		for i, r := range res {
-			switch r {
-			case pagecache.OK:
-			case pagecache.NotFound:
+			switch {
+			case !s.known(keys[i]):
+				// After a crash's takeover a page the pool holds may be
+				// older than the last one written (restored from the
+				// backing file), and one it lacks may have been lost:
+				// either fails until written again.
+				s.lose(keys[i])
+				failed[i] = true
+			case r == pagecache.OK:
+				continue
+			case r == pagecache.NotFound:
 				// Never written or discarded: decodes as zeros in place.
 				missing[i] = true
-				stored[i] = pagefmt.Stored{Class: pagefmt.ClassZero}
 			default:
 				if r == pagecache.Corrupt {
 					d.corrupt.Add(1)
 				}
-				return fmt.Errorf("swap block %d: %v", keys[i], r)
+				failed[i] = true
 			}
+			stored[i] = pagefmt.Stored{Class: pagefmt.ClassZero}
 		}
 		dd := pagefmt.Decompression{PageSize: d.cfg.PageSize, Src: stored, Dst: dst[:len(stored)*d.cfg.PageSize]}
 		if err := d.router.Decompress(d.ctx, &dd); err != nil {
 			return err
 		}
 		for i, f := range dd.Failed {
-			if f {
-				return fmt.Errorf("swap block %d did not decode", keys[i])
-			}
+			failed[i] = failed[i] || f
 		}
 		return nil
 	})
 	if errors.Is(err, pagecache.ErrNoPool) {
-		// Nothing written yet: every block reads as zeros.
-		for i := range missing {
-			missing[i] = true
+		// Nothing written yet: every block reads as zeros, but for one
+		// lost with a crash.
+		for i, k := range keys {
+			if missing[i] = s.known(k); !missing[i] {
+				s.lose(k)
+				failed[i] = true
+			}
 		}
-		return nil
+		err = nil
 	}
 	if err != nil {
 		d.failedRd.Add(uint64(len(keys)))
+		return err
 	}
-	return err
+	n := 0
+	for _, f := range failed {
+		if f {
+			n++
+		}
+	}
+	d.failedRd.Add(uint64(n))
+	return nil
+}
+
+// lose counts a read refused for a page lost with the last crash, and
+// says so in the log the first time.
+func (s *swapStore) lose(k uint64) {
+	if s.lost.Add(1) == 1 {
+		s.d.log.Warn("swap read of a page lost with the last crash: answered with an I/O error (the process gets SIGBUS)", "pool", s.pool, "block", k)
+	}
 }
 
 func (s *swapStore) Delete(keys []uint64) error {

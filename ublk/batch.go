@@ -3,6 +3,7 @@ package ublk
 import (
 	"errors"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,8 +18,10 @@ type Store interface {
 	Put(keys []uint64, pages []byte) error
 	// Get fills dst with the pages of keys. For a key never stored (or
 	// deleted) it sets missing[i] and leaves that page of dst alone: the
-	// server reads it as zeros.
-	Get(keys []uint64, dst []byte, missing []bool) error
+	// server reads it as zeros. For a page it cannot serve (lost,
+	// corrupt) it sets failed[i]: only the requests holding such a page
+	// fail (EIO), the batch's others are served. An error fails them all.
+	Get(keys []uint64, dst []byte, missing, failed []bool) error
 	// Delete forgets the pages of keys; unknown keys are no error.
 	Delete(keys []uint64) error
 }
@@ -58,6 +61,7 @@ type gatherer struct {
 	keys    []uint64
 	pages   []byte
 	missing []bool
+	failed  []bool
 	idx     []int // request of each page gathered
 }
 
@@ -65,7 +69,7 @@ func newGatherer(st Store, blockSize, depth, maxIO int, stats *Stats) *gatherer 
 	n := depth * (maxIO / blockSize)
 	return &gatherer{st: st, shift: uint(bits.TrailingZeros(uint(blockSize))), blockSize: blockSize, stats: stats,
 		keys: make([]uint64, 0, max(n, deleteChunk)), pages: touched(n * blockSize), missing: make([]bool, n),
-		idx: make([]int, 0, n)}
+		failed: make([]bool, n), idx: make([]int, 0, n)}
 }
 
 // touched is a buffer whose pages are present now (see Touch).
@@ -190,9 +194,11 @@ func (g *gatherer) reads(reqs []Request, res []int32) {
 		return
 	}
 	missing := g.missing[:len(keys)]
+	failed := g.failed[:len(keys)]
 	clear(missing)
+	clear(failed)
 	t0 := time.Now()
-	err := g.st.Get(keys, g.pages[:len(keys)*g.blockSize], missing)
+	err := g.st.Get(keys, g.pages[:len(keys)*g.blockSize], missing, failed)
 	t1 := time.Now()
 	g.stats.Reads.StoreNs.Add(uint64(t1.Sub(t0)))
 	defer func() { g.stats.Reads.CopyNs.Add(uint64(time.Since(t1))) }()
@@ -205,7 +211,7 @@ func (g *gatherer) reads(reqs []Request, res []int32) {
 			continue
 		}
 		n := int(r.Count) << sectorShift / g.blockSize
-		if err != nil {
+		if err != nil || slices.Contains(failed[p:p+n], true) {
 			res[i] = -int32(unix.EIO)
 			off += n * g.blockSize
 			p += n

@@ -14,6 +14,7 @@ type memStore struct {
 	puts, gets, dels int
 	maxDel           int
 	fail             error
+	bad              map[uint64]bool // pages Get reports failed, one by one
 }
 
 func newMemStore() *memStore { return &memStore{pages: map[uint64][]byte{}} }
@@ -32,7 +33,7 @@ func (m *memStore) Put(keys []uint64, pages []byte) error {
 	return nil
 }
 
-func (m *memStore) Get(keys []uint64, dst []byte, missing []bool) error {
+func (m *memStore) Get(keys []uint64, dst []byte, missing, failed []bool) error {
 	m.gets++
 	if m.fail != nil {
 		return m.fail
@@ -40,6 +41,7 @@ func (m *memStore) Get(keys []uint64, dst []byte, missing []bool) error {
 	for i, k := range keys {
 		p, ok := m.pages[k]
 		missing[i] = !ok
+		failed[i] = m.bad[k]
 		if ok {
 			copy(dst[i*4096:], p)
 		} else {

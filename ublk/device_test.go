@@ -24,10 +24,10 @@ func (l *lockedStore) Put(k []uint64, p []byte) error {
 	return l.m.Put(k, p)
 }
 
-func (l *lockedStore) Get(k []uint64, d []byte, miss []bool) error {
+func (l *lockedStore) Get(k []uint64, d []byte, miss, failed []bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.m.Get(k, d, miss)
+	return l.m.Get(k, d, miss, failed)
 }
 
 func (l *lockedStore) Delete(k []uint64) error {
