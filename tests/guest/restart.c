@@ -19,8 +19,21 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+// say prints a progress line to the console: the shell that started this
+// may be waiting on a page out on the held device, and print nothing.
+static void say(const char *fmt, long a) {
+	int con = open("/dev/console", O_WRONLY);
+	if (con >= 0) {
+		dprintf(con, "restart: ");
+		dprintf(con, fmt, a);
+		dprintf(con, "\n");
+		close(con);
+	}
+}
 
 static void nap(void) {
 	struct timespec ts = {0, 50 * 1000 * 1000};
@@ -46,6 +59,39 @@ static void dump_log(const char *log) {
 	close(con);
 }
 
+// dump_tasks prints every thread of pid to the console: its stat line
+// (the state letter after the name), wchan and kernel stack, to tell a
+// wait in Go (futex) from one in the kernel (a page on the held device).
+static void dump_tasks(pid_t pid) {
+	static char dents[8192], buf[8192], path[128];
+	int con = open("/dev/console", O_WRONLY);
+	snprintf(path, sizeof path, "/proc/%d/task", pid);
+	int dir = open(path, O_RDONLY | O_DIRECTORY);
+	if (con < 0 || dir < 0)
+		return;
+	long n;
+	while ((n = syscall(SYS_getdents64, dir, dents, sizeof dents)) > 0)
+		for (long i = 0; i < n;) {
+			// struct linux_dirent64: ino, off, reclen, type, name.
+			unsigned short reclen = *(unsigned short *)(dents + i + 16);
+			const char *name = dents + i + 19;
+			i += reclen;
+			if (name[0] == '.')
+				continue;
+			static const char *files[] = {"stat", "wchan", "stack"};
+			for (int f = 0; f < 3; f++) {
+				snprintf(path, sizeof path, "/proc/%d/task/%s/%s", pid, name, files[f]);
+				int fd = open(path, O_RDONLY);
+				ssize_t m = fd < 0 ? 0 : read(fd, buf, sizeof buf - 1);
+				if (fd >= 0)
+					close(fd);
+				dprintf(con, "RESTART-TASK %s %s: %.*s\n", name, files[f], (int)(m > 0 ? m : 0), buf);
+			}
+		}
+	close(dir);
+	close(con);
+}
+
 int main(int argc, char **argv) {
 	if (argc < 7 || strcmp(argv[5], "--") != 0) {
 		fprintf(stderr, "usage: restart SIGNAL PID SOCKET LOG -- PROGRAM ARGS...\n");
@@ -66,10 +112,14 @@ int main(int argc, char **argv) {
 	}
 	// A zombie keeps /proc/PID until its parent reaps it: the state
 	// letter after the name says it has ended.
-	for (int i = 0; i < 20 * 60 * 5; i++) {
+	say("signal sent to %ld", pid);
+	int i;
+	for (i = 0; i < 20 * 60 * 5; i++) {
 		char buf[256];
 		// A Go daemon still there after a minute: SIGQUIT makes it print
 		// every goroutine's stack to its log, and end.
+		if (i == 20 * 20)
+			dump_tasks(pid);
 		if (i == 20 * 60) {
 			kill(pid, SIGQUIT);
 			dump_log(log);
@@ -87,6 +137,7 @@ int main(int argc, char **argv) {
 		}
 		nap();
 	}
+	say("old daemon gone after %ld ms", i * 50L);
 	unlink(sock);
 	pid_t child = fork();
 	if (child < 0) {
@@ -105,12 +156,17 @@ int main(int argc, char **argv) {
 	}
 	struct stat st;
 	for (int i = 0; i < 20 * 120; i++) {
+		if (i % (20 * 15) == 0)
+			say("waiting for the new daemon's socket, %ld s", i / 20);
 		if (stat(sock, &st) == 0) {
+			say("new daemon serves after %ld ms", i * 50L);
 			printf("%d\n", child);
 			return 0;
 		}
 		nap();
 	}
 	fprintf(stderr, "restart: %s did not appear\n", sock);
+	dump_tasks(child);
+	dump_log(log);
 	return 1;
 }
