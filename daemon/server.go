@@ -20,6 +20,7 @@ import (
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/clientmem"
 	"github.com/s4d-project/s4d/cold"
+	"github.com/s4d-project/s4d/internal/topo"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/latency"
 	"github.com/s4d-project/s4d/pagecache"
@@ -328,6 +329,7 @@ type conn struct {
 	sock    *ipc.Socket
 	uid     uint32
 	pid     int32
+	ctx     context.Context // its requests' context (reqCtx), once looked up
 
 	// Reading (connio.go).
 	rd   *ipc.FrameReader
@@ -377,7 +379,7 @@ func (c *conn) loop() {
 		}
 		t0 := time.Now()
 		// What Read reserved for the body stays with the request.
-		c.req.ctx, c.req.h, c.req.body, c.req.fds = c.d.ctx, h, body, fds
+		c.req.ctx, c.req.h, c.req.body, c.req.fds = c.reqCtx(), h, body, fds
 		ok := c.serve()
 		c.spin.served = time.Since(t0)
 		c.d.lat.Observe(h.Op, c.spin.served)
@@ -387,6 +389,20 @@ func (c *conn) loop() {
 			return // a broken stream: the rest of it cannot be trusted
 		}
 	}
+}
+
+// reqCtx is the context the connection's requests run under: the
+// daemon's, carrying the client's NUMA node where the GPUs sit on several
+// nodes (looked up once: /proc/PID/numa_maps, else its CPUs), so that a
+// batch whose memory tells no node goes to the GPU nearest the client.
+func (c *conn) reqCtx() context.Context {
+	if c.ctx == nil {
+		c.ctx = c.d.ctx
+		if c.pid > 0 && c.d.router.Spread() {
+			c.ctx = routing.WithClientNode(c.d.ctx, topo.Host.ProcNode(int(c.pid)))
+		}
+	}
+	return c.ctx
 }
 
 // done hands back what the request held: nothing holds on to a request

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -51,22 +52,54 @@ func engineOf(be backends.Backend) string {
 	return be.Name()
 }
 
+// clientNode is the context key of WithClientNode.
+type clientNode struct{}
+
+// WithClientNode marks ctx with the NUMA node nearest the client a request
+// serves (topo.ProcNode: its pages, else its CPUs). A batch whose memory
+// tells no node (pages in the daemon's own buffers, not faulted in yet)
+// goes nearest the client instead.
+func WithClientNode(ctx context.Context, node int) context.Context {
+	return context.WithValue(ctx, clientNode{}, node)
+}
+
+// Spread says whether the devices sit on more than one NUMA node: only
+// then is a client's node worth looking up.
+func (r *Router) Spread() bool {
+	first := -1
+	for _, be := range r.set.Usable() {
+		if d, ok := be.(Device); ok && d.NUMANode() >= 0 {
+			if first >= 0 && d.NUMANode() != first {
+				return true
+			}
+			first = d.NUMANode()
+		}
+	}
+	return false
+}
+
 // nodeOf is the NUMA node of the memory a batch is read from or written
 // to (a client's memfd, the store): Options.NodeOf, else the page's node
-// from the kernel.
-func (r *Router) nodeOf(mem []byte) int {
+// from the kernel; where neither knows, the client's (WithClientNode).
+func (r *Router) nodeOf(ctx context.Context, mem []byte) int {
+	var n int
 	if r.memNode != nil {
-		return r.memNode(mem)
+		n = r.memNode(mem)
+	} else {
+		n = topo.AddrNode(mem)
 	}
-	return topo.AddrNode(mem)
+	if c, ok := ctx.Value(clientNode{}).(int); ok && n < 0 {
+		n = c
+	}
+	return n
 }
 
 // place orders the peers of chain (the devices of one engine) for a batch
 // whose memory is on node (-1: unknown): gathered where the first of them
 // stood, nearest first, then by batches in flight, then as ranked. Chains
 // without peers are returned as they are, and the memory is not looked up.
-func (r *Router) place(chain []backends.Backend, mem []byte) []backends.Backend {
-	out := r.order(chain, mem)
+func (r *Router) place(ctx context.Context, chain []backends.Backend, mem []byte) []backends.Backend {
+	out := r.order(ctx, chain, mem)
 	if len(out) > 1 && r.Preference() == "auto" { // --backend cuda: the CPU only on failure
 		out = r.spill(out)
 	}
@@ -98,7 +131,7 @@ func (r *Router) spill(chain []backends.Backend) []backends.Backend {
 }
 
 // order is place without the spill.
-func (r *Router) order(chain []backends.Backend, mem []byte) []backends.Backend {
+func (r *Router) order(ctx context.Context, chain []backends.Backend, mem []byte) []backends.Backend {
 	peers := 0
 	for _, be := range chain {
 		if _, ok := be.(Device); ok {
@@ -108,7 +141,7 @@ func (r *Router) order(chain []backends.Backend, mem []byte) []backends.Backend 
 	if peers < 2 {
 		return chain
 	}
-	node := r.nodeOf(mem)
+	node := r.nodeOf(ctx, mem)
 	out := make([]backends.Backend, 0, len(chain))
 	done := map[string]bool{}
 	for _, be := range chain {

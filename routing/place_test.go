@@ -191,6 +191,31 @@ func TestPlaceNearest(t *testing.T) {
 	}
 }
 
+// A batch whose memory tells no node goes to the device nearest its
+// client: the node of the client's pages, else of its CPUs (topo.ProcNode).
+func TestPlaceClientNode(t *testing.T) {
+	h := fakeHost(t)
+	_, r := newPlaced(t, func([]byte) int { return -1 })
+	if !r.Spread() {
+		t.Fatal("devices on nodes 0 and 1 are not spread")
+	}
+	for _, pid := range []int{100, 200, 100} {
+		ctx := WithClientNode(context.Background(), h.ProcNode(pid))
+		pages := corpus.Pages(corpus.Mixed, 16, 4096, uint64(pid))
+		name, err := r.Compress(ctx, &pagefmt.Batch{PageSize: 4096, Pages: pages}, new(pagefmt.Compressed), nil)
+		want := map[int]string{100: "fakegpu1", 200: "fakegpu0"}[pid]
+		if err != nil || name != want {
+			t.Fatalf("client %d's batch went to %s (%v), want %s", pid, name, err, want)
+		}
+	}
+	// The memory's own node wins over the client's.
+	_, r = newPlaced(t, func([]byte) int { return 0 })
+	ctx := WithClientNode(context.Background(), 1)
+	if name, err := r.Compress(ctx, &pagefmt.Batch{PageSize: 4096, Pages: corpus.Pages(corpus.Mixed, 16, 4096, 1)}, new(pagefmt.Compressed), nil); err != nil || name != "fakegpu0" {
+		t.Fatalf("memory on node 0, client on 1: batch went to %s (%v)", name, err)
+	}
+}
+
 // Batches of unknown memory spread over the devices by queue depth; the
 // near device loses a batch to the far one once its queue is more than
 // farPenalty batches deeper.

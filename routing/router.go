@@ -295,7 +295,7 @@ func (r *Router) compressWith(ctx context.Context, codec pagefmt.Codec, chain []
 	defer r.end()
 	b.Codec, b.Threshold, b.Sums, b.Placed = codec, r.threshold, true, deliver != nil
 	pages := b.Pages
-	chain = r.place(taking(chain, b.PageSize, codec), pages)
+	chain = r.place(ctx, taking(chain, b.PageSize, codec), pages)
 	for i, be := range chain {
 		if i > 0 {
 			r.fallbacks.Add(1)
@@ -376,7 +376,7 @@ func (r *Router) Decompress(ctx context.Context, dd *pagefmt.Decompression) erro
 	if anyLimited(chain) { // only then is it worth a look at every page's class
 		chain = taking(chain, dd.PageSize, dd.Codecs()...)
 	}
-	chain = r.place(chain, dd.Dst)
+	chain = r.place(ctx, chain, dd.Dst)
 	for i, be := range chain {
 		if i > 0 {
 			r.fallbacks.Add(1)
