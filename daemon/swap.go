@@ -189,7 +189,7 @@ func (d *Daemon) setAside(st *swapStore, req ipc.SwapRequest, batch int) error {
 	if err != nil {
 		return errorf(ipc.CodeNoSpace, "setting aside %d bytes for swap: %v", want, err)
 	}
-	if err := st.warm(batch); err != nil {
+	if err := st.warm(batch, req.Size); err != nil {
 		return errorf(ipc.CodeFailed, "swap write path: %v", err)
 	}
 	d.swaps.spare.Add(got)

@@ -68,23 +68,7 @@ func TestSwapRecords(t *testing.T) {
 // takeover, a page lost with the crash fails alone, and the batch's other
 // pages (written since, or never written) are served.
 func TestSwapGetFailsOnlyLostPages(t *testing.T) {
-	cfg := settings.Defaults()
-	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
-	cfg.Backend = "cpu"
-	cfg.Log = slog.New(slog.DiscardHandler)
-	d, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- d.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	st := newSwapStore(d, swapPool(1), 1)
+	st := newSwapStore(serveTestDaemon(t), swapPool(1), 1)
 	page := bytes.Repeat([]byte("swapped "), 512)
 	if err := st.Put([]uint64{1, 2}, append(bytes.Clone(page), page...)); err != nil {
 		t.Fatal(err)
@@ -111,4 +95,58 @@ func TestSwapGetFailsOnlyLostPages(t *testing.T) {
 	if n := st.lost.Load(); n != 2 {
 		t.Errorf("%d lost reads counted, want 2", n)
 	}
+}
+
+// A device taken over holds pages in use from block 0 on: warming the
+// write path must neither delete them nor vouch for them after a crash
+// (it used blocks 0 to the batch's size: a restart lost 512 pages and the
+// swap header in the guest).
+func TestSwapWarmLeavesTheDevicesBlocks(t *testing.T) {
+	st := newSwapStore(serveTestDaemon(t), swapPool(1), 1)
+	page := bytes.Repeat([]byte("in use  "), 512)
+	keys := []uint64{0, 1, 15}
+	if err := st.Put(keys, bytes.Repeat(page, len(keys))); err != nil {
+		t.Fatal(err)
+	}
+	st.distrust(16)
+	if err := st.warm(128, 16*4096); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []uint64{0, 2, 15} {
+		if st.known(k) {
+			t.Errorf("block %d vouched for by warming", k)
+		}
+	}
+	st.trustAll = true
+	dst := make([]byte, len(keys)*4096)
+	missing, failed := make([]bool, len(keys)), make([]bool, len(keys))
+	if err := st.Get(keys, dst, missing, failed); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(missing, true) || !bytes.Equal(dst, bytes.Repeat(page, len(keys))) {
+		t.Fatalf("after warming, blocks 0, 1, 15: missing %v, pages right %v", missing, bytes.Equal(dst, bytes.Repeat(page, len(keys))))
+	}
+	if p, err := st.d.store.PoolInfo(0, st.pool); err != nil || p.Pages != uint64(len(keys)) {
+		t.Fatalf("pool holds %+v, %v: want the %d pages put", p, err, len(keys))
+	}
+}
+
+// serveTestDaemon serves a cpu daemon in this process until the test ends.
+func serveTestDaemon(t *testing.T) *Daemon {
+	cfg := settings.Defaults()
+	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
+	cfg.Backend = "cpu"
+	cfg.Log = slog.New(slog.DiscardHandler)
+	d, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d
 }

@@ -35,14 +35,21 @@ func newSwapStore(d *Daemon, pool string, queues int) *swapStore {
 	return s
 }
 
-// warm runs a batch of n pages through Put and Delete at keys [0, n), so
-// that the compression outputs and the router's buffers have grown to a
-// batch's size before the first swap-out needs them.
-func (s *swapStore) warm(n int) error {
+// warm runs a batch of n pages through Put and Delete, so that the
+// compression outputs and the router's buffers have grown to a batch's
+// size before the first swap-out needs them. Its keys lie past the
+// device's last block (size bytes), in whole words of the takeover's
+// bitmap: a device taken over holds pages in use from block 0 on (the
+// swap header first), which warming there would delete, and marking them
+// written would vouch for them after a crash.
+func (s *swapStore) warm(n int, size uint64) error {
+	base := (size/4096 + 63) &^ 63
 	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = base + uint64(i)
+	}
 	pages := make([]byte, n*s.d.cfg.PageSize)
 	for i := range keys {
-		keys[i] = uint64(i)
 		// Compressible, not zero: the engines do their whole work.
 		for j := 0; j < s.d.cfg.PageSize; j += 64 {
 			pages[i*s.d.cfg.PageSize+j] = byte(i + j)
