@@ -45,6 +45,21 @@ cuda-carry:
 	ls $(CUDA_CARRY)/deb/zstd_*.deb >/dev/null 2>&1 || (cd $(CUDA_CARRY)/deb && apt-get download zstd libzstd1)
 	$(GO) build -o $(CUDA_CARRY)/s4d ./cmd/s4d
 
+# Issue 31's one-call run on a host with several GPUs
+# (backends/cuda/multi-gpu.sh, then `bash .carry/multigpu/multi-gpu.sh`):
+# the cuda suite and an s4d built with the router's fault injection
+# (inert unless S4D_FAULT_DIR is set), a plain s4d, and the wheels and
+# debs cuda-carry fetches; the binaries xz'd to fit one call.
+MULTIGPU_CARRY := .carry/multigpu
+.PHONY: multigpu-carry
+multigpu-carry: cuda-carry
+	mkdir -p $(MULTIGPU_CARRY)
+	cp -r $(CUDA_CARRY)/deb $(CUDA_CARRY)/nvidia_libnvcomp_*.whl $(CUDA_CARRY)/lz4-*.whl backends/cuda/multi-gpu.sh $(MULTIGPU_CARRY)/
+	$(GO) test -c -tags s4dfault -o $(MULTIGPU_CARRY)/cuda.test ./backends/cuda
+	$(GO) build -ldflags='-s -w' -o $(MULTIGPU_CARRY)/s4d ./cmd/s4d
+	$(GO) build -tags s4dfault -ldflags='-s -w' -o $(MULTIGPU_CARRY)/s4d-fault ./cmd/s4d
+	xz -T2 -f $(MULTIGPU_CARRY)/s4d $(MULTIGPU_CARRY)/s4d-fault
+
 # nvcc from NVIDIA's PyPI wheels (the version the committed PTX was made
 # with), for make ptx on a machine without the CUDA toolkit.
 NVCC_WHEELS := nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96

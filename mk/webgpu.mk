@@ -132,7 +132,8 @@ test: test-webgpu-wgpu
 test-webgpu-wgpu: deps
 	S4D_WEBGPU_LIB=$(WEBGPU_LIBDIR)/$(WGPU_SO) S4D_REQUIRE_WEBGPU=1 $(GO) test -count=1 ./backends/webgpu
 
-# Issue 29's one-call run on the GPU machine (testdata/issue29.sh): the
+# Issue 29's one-call runs on the GPU machine (testdata/issue29.sh,
+# ceil.sh, ceil2.sh): the
 # webgpu carry's libraries and debs, the test binary, s4d, the page
 # dumper and the live-process holder, large files xz'd. A webgpu-old.test
 # or s4d-old put there by hand is run as the "before".
@@ -141,7 +142,7 @@ WGSL_CARRY := .carry/wgsl
 wgsl-carry: webgpu-carry
 	mkdir -p $(WGSL_CARRY)
 	cp -r $(WEBGPU_CARRY)/debs $(WEBGPU_CARRY)/whl $(WGSL_CARRY)/
-	cp backends/webgpu/testdata/issue29.sh backends/webgpu/testdata/dumppages.py backends/webgpu/testdata/holdpages.py $(WGSL_CARRY)/
+	cp backends/webgpu/testdata/issue29.sh backends/webgpu/testdata/ceil.sh backends/webgpu/testdata/ceil2.sh backends/webgpu/testdata/dumppages.py backends/webgpu/testdata/holdpages.py $(WGSL_CARRY)/
 	$(GO) test -c -o $(WGSL_CARRY)/webgpu.test ./backends/webgpu
 	$(GO) build -o $(WGSL_CARRY)/s4d ./cmd/s4d
 	for f in webgpu.test s4d; do xz -T2 -f $(WGSL_CARRY)/$$f; done

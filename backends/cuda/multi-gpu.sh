@@ -1,8 +1,7 @@
 #!/bin/bash
 # Every GPU of the host (issue 31), on a GPU machine with no Go and no
-# network. Expects in $CARRY (built as make cuda-carry does, plus:
-#   go test -c -tags s4dfault -o $CARRY/cuda.test ./backends/cuda
-#   go build -o - ./cmd/s4d | xz >$CARRY/s4d.xz, and with -tags s4dfault for s4d-fault.xz):
+# network. Expects in $CARRY (`make multigpu-carry`, then
+# `bash .carry/multigpu/multi-gpu.sh` on the GPU machine):
 # cuda.test and s4d-fault.xz built with -tags s4dfault (the router's fault
 # injection: inert unless $S4D_FAULT_DIR is set), s4d.xz, the nvCOMP and
 # lz4 wheels, Debian's zstd debs. Writes logs to $OUT:

@@ -5,15 +5,9 @@
 cd "$(dirname "$0")/../.." || exit 1
 C=.carry/webgpu  # filled by `make webgpu-carry`
 OUT=${OUT:-/tmp/s4d-webgpu}; mkdir -p "$OUT"
-for f in $C/debs/*.deb; do dpkg -x $f /; done; ldconfig
+. backends/webgpu/testdata/gpu-env.sh
 ldconfig -p | grep -c libvulkan
-for j in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
-  [ -f $j ] && export VK_DRIVER_FILES=$j && break
-done
-echo "VK_DRIVER_FILES=$VK_DRIVER_FILES"
-[ -x /usr/bin/python3 ] || ln -s "$(command -v python3)" /usr/bin/python3
-/usr/bin/python3 -m pip install -q --no-index --no-deps --target /tmp/site $C/whl/*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/site
+echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-}"
 /usr/bin/python3 -c 'import lz4.block; print("lz4", lz4.library_version_string())'
 nvidia-smi -L; nproc; command -v zstd || echo "no zstd CLI"
 # Dawn unless S4D_WEBGPU_LIB names another implementation, e.g.

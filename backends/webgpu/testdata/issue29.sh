@@ -10,15 +10,8 @@ cd "$(dirname "$0")/../.." || exit 1
 C=.carry/wgsl
 OUT=${OUT:-/tmp/s4d-wgsl}; mkdir -p "$OUT"; L=/tmp/wgsl-logs; mkdir -p $L
 SUM=$OUT/summary.txt
-say() { echo "$@" | tee -a $SUM; }
-for f in $C/*.xz; do xz -d -f "$f"; done; chmod +x $C/*.test $C/s4d*
-for f in $C/debs/*.deb; do dpkg -x $f /; done; ldconfig
-for j in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
-  [ -f $j ] && export VK_DRIVER_FILES=$j && break
-done
-[ -x /usr/bin/python3 ] || ln -s "$(command -v python3)" /usr/bin/python3
-/usr/bin/python3 -m pip install -q --no-index --no-deps --target /tmp/site $C/whl/*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/site S4D_REQUIRE_WEBGPU=1
+. backends/webgpu/testdata/gpu-env.sh
+export S4D_REQUIRE_WEBGPU=1
 DAWN=$PWD/$C/libwebgpu_wrapper.so WGPU=$PWD/$C/libwgpu_native.so S=$PWD/$C/s4d
 say "$(nvidia-smi -L) cores $(nproc) VK_DRIVER_FILES=$VK_DRIVER_FILES $(date -u)"
 
