@@ -1,31 +1,37 @@
 #!/bin/bash
-# speed.sh [--smp N] [--mib M]: swap speed in one guest boot, the same
-# workload on zram swap, on s4d swap with the queue rings' io_uring flags
-# (SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN) and on s4d swap with plain
-# rings (S4D_UBLK_PLAIN_RING=1), each with the same vm.page-cluster; with
-# --gomaxprocs N, right after zram, once more with the flags and
-# GOMAXPROCS=N (--no-plain leaves the plain rings' run out, for a shorter
-# boot). Prints
-# the S4D-RESULT lines (wall time, swap-in/out MiB/s, swap-in latency) and
-# `s4d ctl swap --batches` (the daemon's own time per read call); the whole
-# console goes to --log FILE (default /tmp/s4d-speed.log).
+# speed.sh [--smp N] [--page-cluster N] [--mib M] [--trace] [--gomaxprocs N]
+#          [--plain] [--log FILE]
+# Swap speed in one guest boot (384 MiB, QEMU/TCG): the same workload on
+# zram swap, on a ublk server with next to no store (tests/guest/nullublk:
+# the floor of a ublk server's round trip in this guest) and on s4d swap, each with the same vm.page-cluster (--page-cluster, the
+# kernel's default 3 if not given). --trace splits a swap-in's round trip
+# through null and s4d with the kernel's tracepoints (ublktrace.sh).
+# --gomaxprocs N adds s4d with GOMAXPROCS=N; --plain adds s4d with its queue
+# rings set up without SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN.
+# Prints the result lines, `s4d ctl swap --batches` (the daemon's own time
+# per read call) and a table of each run against zram; the whole console
+# goes to --log FILE (default /tmp/s4d-speed.log).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-smp=1 mib="" gmp="" noplain="" log=/tmp/s4d-speed.log
+smp=1 pc="" mib="" gmp="" plain="" trace="" log=/tmp/s4d-speed.log
 while [ $# -gt 0 ]; do
 	case $1 in
 	--smp) smp=${2:?}; shift 2;;
+	--page-cluster) pc=${2:?}; shift 2;;
 	--mib) mib=${2:?}; shift 2;;
 	--gomaxprocs) gmp=${2:?}; shift 2;;
-	--no-plain) noplain=1; shift;;
+	--plain) plain=1; shift;;
+	--trace) trace=1; shift;;
 	--log) log=${2:?}; shift 2;;
-	*) echo "usage: speed.sh [--smp N] [--mib M] [--gomaxprocs N] [--no-plain] [--log FILE]" >&2; exit 2;;
+	*) echo "usage: speed.sh [--smp N] [--page-cluster N] [--mib M] [--trace] [--gomaxprocs N] [--plain] [--log FILE]" >&2; exit 2;;
 	esac
 done
+case $pc in ""|[0-9]) ;; *) echo "speed.sh: --page-cluster wants 0-9, got '$pc'" >&2; exit 2;; esac
 tmp=$(mktemp -d /tmp/s4d-speed.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cc -static -O2 -Wall -Wextra -Werror -o "$tmp/workload" "$here/workload.c"
-(cd "$here/../.." && go build "-ldflags=-s -w" -o "$tmp/s4d" ./cmd/s4d)
+(cd "$here/../.." && go build "-ldflags=-s -w" -o "$tmp/s4d" ./cmd/s4d &&
+	go build "-ldflags=-s -w" -o "$tmp/nullublk" ./tests/guest/nullublk)
 s4d_run='
 ulimit -s 256
 s4d daemon --socket /run/s4d.sock >/tmp/s4d-$1.log 2>&1 &
@@ -34,7 +40,9 @@ for i in $(seq 100); do [ -S /run/s4d.sock ] && break; sleep 0.1; done
 export S4D_SOCKET=/run/s4d.sock
 dev=$(s4d swap add --size 1G --depth 32 --reserve 16M)
 mkswap $dev >/dev/null; swapon -d $dev
+traced $1
 guest_workload $1
+untraced
 s4d ctl swap --batches
 swapoff $dev; s4d swap del $dev
 kill $daemon; wait $daemon || true
@@ -42,26 +50,61 @@ rm -f /run/s4d.sock
 '
 script="
 set -e
+. /lib/ublktrace.sh
 ${mib:+export S4D_WL_MIB=$mib}
-gmp=$gmp
-noplain=$noplain
+${pc:+echo $pc > /proc/sys/vm/page-cluster}
+gmp=$gmp plain=$plain trace=$trace
 echo \"S4D-SPEED smp=\$(nproc) page_cluster=\$(cat /proc/sys/vm/page-cluster)\"
+traced() { tpid=; [ -z \"\$trace\" ] || { ublk_trace \$1 & tpid=\$!; }; }
+# A trace cut short must not stay on under the next run.
+untraced() { [ -z \"\$tpid\" ] || { kill \$tpid 2>/dev/null || true; wait \$tpid || true; echo 0 > /sys/kernel/tracing/tracing_on 2>/dev/null || true; }; }
 guest_zram_swap 1G
 guest_workload zram
 guest_zram_off \"\$GUEST_ZRAM\"
 guest_load ublk_drv
+nullublk --tag null >/tmp/null.out &
+npid=\$!
+for i in \$(seq 100); do [ -s /tmp/null.out ] && break; sleep 0.1; done
+dev=\$(head -n 1 /tmp/null.out)
+mkswap \$dev >/dev/null; swapon -d \$dev
+traced null
+guest_workload null
+untraced
+swapoff \$dev
+kill -TERM \$npid; wait \$npid || true
+grep S4D-RESULT /tmp/null.out
 s4d_swap() { $s4d_run }
-# The queue thread returns from its wait in a system call and needs a P:
-# with GOMAXPROCS=1 (one vCPU) it may wait for another goroutine's slice.
+s4d_swap s4d
 if [ -n \"\$gmp\" ]; then export GOMAXPROCS=\$gmp; s4d_swap s4d-gomaxprocs\$gmp; unset GOMAXPROCS; fi
-s4d_swap s4d-flags
-if [ -z \"\$noplain\" ]; then
+if [ -n \"\$plain\" ]; then
 	export S4D_UBLK_PLAIN_RING=1
 	s4d_swap s4d-plain
 	unset S4D_UBLK_PLAIN_RING
 fi
 "
 bash "$here/run.sh" --timeout 590 --mem 384M --smp "$smp" \
-	--bin "$tmp/workload" --bin "$tmp/s4d" --log "$log" -- "$script" >/dev/null || rc=$?
+	--bin "$tmp/workload" --bin "$tmp/s4d" --bin "$tmp/nullublk" \
+	--file "$here/ublktrace.sh:/lib/ublktrace.sh" --file "$here/ublktrace.awk:/lib/ublktrace.awk" \
+	--log "$log" -- "$script" >/dev/null || rc=$?
 grep -E '^S4D-(RESULT|SPEED)|ublk|per read|serve' "$log" | grep -v '^\[' || true
+# Each run against zram, from the workload and swap lines (process 0).
+awk '/^S4D-RESULT/ {
+	delete f; for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+	t = f["tag"]
+	if (f["kind"] == "workload" && f["proc"] == 0) {
+		if (!(t in seen)) { order[++n] = t; seen[t] = 1 }
+		vin[t] = f["verify_in_mib_s"]; vout[t] = f["write_out_mib_s"]; vs[t] = f["verify_s"]
+		p50[t] = f["swapin_p50_us"]; p99[t] = f["swapin_p99_us"]; flt[t] = f["majflt"]
+	}
+	if (f["kind"] == "swap") { wall[t] = f["wall_s"]; pin[t] = f["pswpin"] }
+}
+END {
+	if (!("zram" in seen)) exit
+	printf "%-18s %8s %8s %9s %7s %9s %7s %8s %8s %9s %8s\n", "run", "wall_s", "verify_s", "in_MiB/s", "in_x", "out_MiB/s", "out_x", "p50_us", "p99_us", "pswpin", "majflt"
+	for (i = 1; i <= n; i++) {
+		t = order[i]
+		printf "%-18s %8s %8s %9s %7.2f %9s %7.2f %8s %8s %9s %8s\n", t, wall[t], vs[t], vin[t], vin[t] / (vin["zram"] + 1e-9),
+			vout[t], vout[t] / (vout["zram"] + 1e-9), p50[t], p99[t], pin[t], flt[t]
+	}
+}' "$log"
 exit ${rc:-0}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// page is a page like the workload's (head random-ish bytes, then one
+// period repeated) or, with periodic false, one that repeats nothing.
+func page(seed byte, periodic bool) []byte {
+	p := make([]byte, block)
+	for i := range p {
+		p[i] = byte(i*7) ^ seed
+		if periodic && i >= head {
+			p[i] = byte((i-head)%period) ^ seed
+		}
+	}
+	return p
+}
+
+func TestMemStoreRoundTrip(t *testing.T) {
+	s := newMemStore(16, 1, 1)
+	a, b, c := page(1, true), page(2, false), page(3, true)
+	if err := s.Put([]uint64{3, 4, 5}, bytes.Join([][]byte{a, b, c}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	// Overwriting frees the old slot and keeps the new version.
+	c2 := page(9, false)
+	if err := s.Put([]uint64{5}, c2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete([]uint64{4}); err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, 4*block)
+	for i := range dst {
+		dst[i] = 0xee
+	}
+	missing, failed := make([]bool, 4), make([]bool, 4)
+	if err := s.Get([]uint64{3, 4, 5, 99}, dst, missing, failed); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst[:block], a) || !bytes.Equal(dst[2*block:3*block], c2) {
+		t.Fatal("a page came back wrong")
+	}
+	if missing[0] || !missing[1] || missing[2] || !missing[3] {
+		t.Fatalf("missing %v, want the deleted block and the one beyond the device", missing)
+	}
+	if len(s.freeS) != 1<<20/smallSize-1 || len(s.freeF) != 1<<20/block-1 {
+		t.Fatalf("slots leaked: %d small, %d full free", len(s.freeS), len(s.freeF))
+	}
+}
+
+func TestMemStoreFull(t *testing.T) {
+	s := newMemStore(1024, 1, 1)
+	var err error
+	for k := uint64(0); k < 1024 && err == nil; k++ {
+		err = s.Put([]uint64{k}, page(byte(k), false))
+	}
+	if !errors.Is(err, errFull) {
+		t.Fatalf("got %v, want errFull once the full-page slots are used", err)
+	}
+	if err := s.Put([]uint64{2000}, page(0, true)); err == nil {
+		t.Fatal("a block beyond the device was taken")
+	}
+}
