@@ -1,4 +1,4 @@
-# `s4d run`'s preload library (preload/s4d_run.c), built beside the binary
+# `s4d run`'s preload library (clients/preload/s4d_run.c), built beside the binary
 # and installed where the binary looks for it (../lib/s4d from bindir).
 CC          ?= cc
 RUN_LIB     := bin/libs4d-run.so
@@ -6,7 +6,7 @@ RUN_LIBDIR  ?= $(PREFIX)/lib/s4d
 
 .PHONY: install-run-lib uninstall-run-lib
 build: $(RUN_LIB)
-$(RUN_LIB): preload/s4d_run.c
+$(RUN_LIB): clients/preload/s4d_run.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -fPIC -shared -Wall -Wextra -Werror -o $@ $< -ldl -lpthread
 

@@ -1,6 +1,6 @@
 // Package runcmd is `s4d run`: an unmodified program whose large heap
 // allocations become s4d regions, through a preloaded library
-// (preload/s4d_run.c, installed beside the binary as libs4d-run.so).
+// (clients/preload/s4d_run.c, installed beside the binary as libs4d-run.so).
 package runcmd
 
 import (

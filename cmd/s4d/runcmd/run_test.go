@@ -116,7 +116,7 @@ func setup(t *testing.T, separate bool) (dir, sock, lib, bin string, kill func()
 	}
 	dir = t.TempDir()
 	lib, bin = filepath.Join(dir, Library), filepath.Join(dir, "prog")
-	src, _ := filepath.Abs("../../../preload/s4d_run.c")
+	src, _ := filepath.Abs("../../../clients/preload/s4d_run.c")
 	for _, args := range [][]string{
 		{"-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, src, "-ldl", "-lpthread"},
 		{"-O2", "-x", "c", "-o", bin, "-"},

@@ -56,7 +56,7 @@
 // own symbols are not interposed.
 #define S4D_FRAME_API static __attribute__((unused))
 #define S4D_LOCAL static __attribute__((unused))
-#include "../clients/c/s4d_frame.c"
+#include "../c/s4d_frame.c"
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
