@@ -2,10 +2,10 @@ package cold
 
 import (
 	"bytes"
-	"context"
 	"testing"
 
 	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/backendtest"
 	"github.com/s4d-project/s4d/backends/cpu"
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
@@ -13,27 +13,11 @@ import (
 
 // Helpers for tests on a store: pages put, read both ways, and compared.
 
-// fill compresses pages with the cpu backend, as the daemon does.
-func fill(t testing.TB, pages []byte, ps int) (*pagefmt.Batch, *pagefmt.Compressed) {
-	cb, err := cpu.New(backends.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &pagefmt.Batch{PageSize: ps, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: ps * 3 / 4}
-	var c pagefmt.Compressed
-	if err := cb.Compress(context.Background(), b, &c); err != nil {
-		t.Fatal(err)
-	}
-	return b, &c
-}
-
-func keysFrom(first uint64, n int) []uint64 {
-	k := make([]uint64, n)
-	for i := range k {
-		k[i] = first + uint64(i)
-	}
-	return k
-}
+// The cpu engine compresses what the tests put, as the daemon does.
+var (
+	fill     = backendtest.CompressCPU
+	keysFrom = backendtest.Keys
+)
 
 func putOK(t testing.TB, s *pagecache.Store, uid uint32, pool string, keys []uint64, pages []byte) {
 	t.Helper()
