@@ -26,11 +26,15 @@ ublk_trace() {
 			return 0
 		fi
 	done
-	i0=$(guest_vmstat pswpin)
-	while [ $(($(guest_vmstat pswpin) - i0)) -lt 2000 ]; do sleep 0.5; done
+	# The buffer now, before the workload leaves no memory for it.
 	echo 0 > $tr/tracing_on
 	echo > $tr/trace
-	echo 4096 > $tr/buffer_size_kb
+	if ! echo 2048 > $tr/buffer_size_kb; then
+		echo "S4D-RESULT tag=$tag kind=trace unavailable=buffer"
+		return 0
+	fi
+	i0=$(guest_vmstat pswpin)
+	while [ $(($(guest_vmstat pswpin) - i0)) -lt 2000 ]; do sleep 0.5; done
 	for e in $evs; do
 		echo 1 > $tr/events/$e/enable
 	done

@@ -8,7 +8,7 @@
 // not do: every process's swapped pages, the workload's own heap
 // included, come back through it.)
 //
-//	nullublk [--size 1G] [--depth 32] [--queues 0] [--mem-mib 96] [--full-mib 16] [--tag null]
+//	nullublk [--size 1G] [--depth 32] [--queues 0] [--max-mib 256] [--tag null]
 //
 // It prints the block device's path, serves until SIGTERM or SIGINT, then
 // prints its own timers as an S4D-RESULT line (kind=ublk-server) and
@@ -31,18 +31,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// memStore holds every page in memory set aside at start (nothing is
-// allocated while serving), at almost no cost per page: a page whose
-// bytes from head on repeat with a period of period bytes (the workload's
-// pages do: 512 random bytes, then one 64-byte block over and over) is
-// kept as its head and one period; any other (other processes' pages, the
-// swap header) whole. It is no general store: it is the cheapest one that
-// gives every page back right on this workload, so a swap-in costs the
-// round trip and next to nothing else.
+// memStore holds every page in memory, at almost no cost per page: a page
+// whose bytes from head on repeat with a period of period bytes (the
+// workload's pages do: 512 random bytes, then one 64-byte block over and
+// over) is kept as its head and one period; any other (other processes'
+// pages, the swap header) whole. It is no general store: it is the
+// cheapest one that gives every page back right on this workload, so a
+// swap-in costs the round trip and next to nothing else. Like s4d's pool
+// it grows as blocks are written (the kernel discards freed swap slots
+// only a cluster at a time), in chunks made present at once.
 type memStore struct {
-	small, full  []byte   // slots of smallSize bytes, of block bytes
+	small, full  [][]byte // chunks of slots: smallSize bytes, block bytes
 	freeS, freeF []uint32 // free slot numbers, used as stacks
 	where        []uint32 // per block: 0 none, 1+n small slot n, fullBit|n full slot n
+	max, used    int      // bytes the chunks may take, and take
 }
 
 const (
@@ -51,25 +53,43 @@ const (
 	period    = 64
 	smallSize = head + period
 	fullBit   = 1 << 31
+	chunk     = 4 << 20
+	perSmall  = chunk / smallSize // slots in a chunk
+	perFull   = chunk / block
 )
 
-// errFull refuses a page once the memory set aside is used up.
-var errFull = errors.New("nullublk: memory set aside is full (raise --mem-mib)")
+// errFull refuses a page once the chunks reach --max-mib.
+var errFull = errors.New("nullublk: memory limit reached (raise --max-mib)")
 
-func newMemStore(blocks uint64, smallMiB, fullMiB int) *memStore {
-	s := &memStore{small: make([]byte, smallMiB<<20/smallSize*smallSize), full: make([]byte, fullMiB<<20/block*block),
-		where: make([]uint32, blocks)}
-	s.freeS = make([]uint32, 0, len(s.small)/smallSize)
-	for i := len(s.small)/smallSize - 1; i >= 0; i-- {
-		s.freeS = append(s.freeS, uint32(i))
+func newMemStore(blocks uint64, maxMiB int) *memStore {
+	return &memStore{where: make([]uint32, blocks), max: maxMiB << 20,
+		freeS: make([]uint32, 0, max(1, maxMiB<<20/smallSize)), freeF: make([]uint32, 0, max(1, maxMiB<<20/block))}
+}
+
+// grow adds a chunk of slots to *chunks and their numbers to *free.
+func (s *memStore) grow(chunks *[][]byte, free *[]uint32, per int) error {
+	if s.used+chunk > s.max {
+		return errFull
 	}
-	s.freeF = make([]uint32, 0, len(s.full)/block)
-	for i := len(s.full)/block - 1; i >= 0; i-- {
-		s.freeF = append(s.freeF, uint32(i))
+	c := make([]byte, chunk)
+	ublk.Touch(c)
+	s.used += chunk
+	base := len(*chunks) * per
+	*chunks = append(*chunks, c)
+	for i := per - 1; i >= 0; i-- {
+		*free = append(*free, uint32(base+i))
 	}
-	ublk.Touch(s.small)
-	ublk.Touch(s.full)
-	return s
+	return nil
+}
+
+func (s *memStore) slotS(n uint32) []byte {
+	c, i := int(n)/perSmall, int(n)%perSmall
+	return s.small[c][i*smallSize : (i+1)*smallSize]
+}
+
+func (s *memStore) slotF(n uint32) []byte {
+	c, i := int(n)/perFull, int(n)%perFull
+	return s.full[c][i*block : (i+1)*block]
 }
 
 func (s *memStore) drop(k uint64) {
@@ -92,20 +112,24 @@ func (s *memStore) Put(keys []uint64, pages []byte) error {
 		s.drop(k)
 		if bytes.Equal(p[head+period:], p[head:block-period]) {
 			if len(s.freeS) == 0 {
-				return errFull
+				if err := s.grow(&s.small, &s.freeS, perSmall); err != nil {
+					return err
+				}
 			}
 			n := s.freeS[len(s.freeS)-1]
 			s.freeS = s.freeS[:len(s.freeS)-1]
-			copy(s.small[int(n)*smallSize:], p[:smallSize])
+			copy(s.slotS(n), p[:smallSize])
 			s.where[k] = n + 1
 			continue
 		}
 		if len(s.freeF) == 0 {
-			return errFull
+			if err := s.grow(&s.full, &s.freeF, perFull); err != nil {
+				return err
+			}
 		}
 		n := s.freeF[len(s.freeF)-1]
 		s.freeF = s.freeF[:len(s.freeF)-1]
-		copy(s.full[int(n)*block:], p)
+		copy(s.slotF(n), p)
 		s.where[k] = n | fullBit
 	}
 	return nil
@@ -118,10 +142,9 @@ func (s *memStore) Get(keys []uint64, dst []byte, missing, failed []bool) error 
 		case k >= uint64(len(s.where)) || w == 0:
 			missing[i] = true // never written: the gatherer zeroes it
 		case w&fullBit != 0:
-			copy(d, s.full[int(w&^fullBit)*block:])
+			copy(d, s.slotF(w&^fullBit))
 		default:
-			src := s.small[int(w-1)*smallSize:]
-			copy(d, src[:smallSize])
+			copy(d, s.slotS(w-1))
 			for off := smallSize; off < block; off += copy(d[off:], d[head:smallSize]) {
 			}
 		}
@@ -182,13 +205,12 @@ func main() {
 	sizeFlag := flag.String("size", "1G", "device size (bytes, or with M or G)")
 	depth := flag.Int("depth", 32, "requests in flight per queue")
 	queues := flag.Int("queues", 0, "hardware queues (0: one per CPU)")
-	smallMiB := flag.Int("mem-mib", 96, "MiB set aside for pages that repeat (the workload's)")
-	fullMiB := flag.Int("full-mib", 16, "MiB set aside for other pages, kept whole")
+	maxMiB := flag.Int("max-mib", 256, "most MiB the pages may take")
 	tag := flag.String("tag", "null", "tag of the result line")
 	flag.Parse()
 	size, err := parseSize(*sizeFlag)
-	if err == nil && (*smallMiB < 1 || *fullMiB < 1) {
-		err = fmt.Errorf("--mem-mib %d, --full-mib %d: want at least 1 each", *smallMiB, *fullMiB)
+	if err == nil && *maxMiB < 8 {
+		err = fmt.Errorf("--max-mib %d: want at least 8", *maxMiB)
 	}
 	if err != nil || flag.NArg() != 0 {
 		fmt.Fprintf(os.Stderr, "nullublk: %v (args %q)\n", err, flag.Args())
@@ -205,7 +227,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)
 		os.Exit(1)
 	}
-	st := newMemStore(size/block, *smallMiB, *fullMiB)
+	st := newMemStore(size/block, *maxMiB)
 	dev, err := ublk.Create(ublk.Options{Size: size, Queues: *queues, Depth: *depth}, st)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)

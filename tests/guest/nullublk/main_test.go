@@ -20,7 +20,7 @@ func page(seed byte, periodic bool) []byte {
 }
 
 func TestMemStoreRoundTrip(t *testing.T) {
-	s := newMemStore(16, 1, 1)
+	s := newMemStore(16, 8)
 	a, b, c := page(1, true), page(2, false), page(3, true)
 	if err := s.Put([]uint64{3, 4, 5}, bytes.Join([][]byte{a, b, c}, nil)); err != nil {
 		t.Fatal(err)
@@ -47,21 +47,21 @@ func TestMemStoreRoundTrip(t *testing.T) {
 	if missing[0] || !missing[1] || missing[2] || !missing[3] {
 		t.Fatalf("missing %v, want the deleted block and the one beyond the device", missing)
 	}
-	if len(s.freeS) != 1<<20/smallSize-1 || len(s.freeF) != 1<<20/block-1 {
+	if len(s.freeS) != perSmall-1 || len(s.freeF) != perFull-1 {
 		t.Fatalf("slots leaked: %d small, %d full free", len(s.freeS), len(s.freeF))
 	}
 }
 
 func TestMemStoreFull(t *testing.T) {
-	s := newMemStore(1024, 1, 1)
+	s := newMemStore(4096, 8) // room for a chunk of each kind
 	var err error
-	for k := uint64(0); k < 1024 && err == nil; k++ {
+	for k := uint64(0); k < 4096 && err == nil; k++ {
 		err = s.Put([]uint64{k}, page(byte(k), false))
 	}
 	if !errors.Is(err, errFull) {
-		t.Fatalf("got %v, want errFull once the full-page slots are used", err)
+		t.Fatalf("got %v, want errFull once the second chunk would pass the limit", err)
 	}
-	if err := s.Put([]uint64{2000}, page(0, true)); err == nil {
+	if err := s.Put([]uint64{5000}, page(0, true)); err == nil {
 		t.Fatal("a block beyond the device was taken")
 	}
 }
