@@ -197,8 +197,15 @@ func (g *gatherer) reads(reqs []Request, res []int32) {
 	failed := g.failed[:len(keys)]
 	clear(missing)
 	clear(failed)
+	// A swap-in is mostly one READ per wait (the readahead's pages): then
+	// the store fills that request's buffer itself, with no copy back.
+	one := idx[0] == idx[len(idx)-1]
+	dst := g.pages[:len(keys)*g.blockSize]
+	if one {
+		dst = reqs[idx[0]].Buf[:len(keys)*g.blockSize]
+	}
 	t0 := time.Now()
-	err := g.st.Get(keys, g.pages[:len(keys)*g.blockSize], missing, failed)
+	err := g.st.Get(keys, dst, missing, failed)
 	t1 := time.Now()
 	g.stats.Reads.StoreNs.Add(uint64(t1.Sub(t0)))
 	defer func() { g.stats.Reads.CopyNs.Add(uint64(time.Since(t1))) }()
@@ -218,11 +225,12 @@ func (g *gatherer) reads(reqs []Request, res []int32) {
 			continue
 		}
 		for b := 0; b < n; b++ {
-			dst := r.Buf[b*g.blockSize : (b+1)*g.blockSize]
-			if missing[p] {
-				clear(dst)
-			} else {
-				copy(dst, g.pages[off:off+g.blockSize])
+			page := r.Buf[b*g.blockSize : (b+1)*g.blockSize]
+			switch {
+			case missing[p]:
+				clear(page)
+			case !one:
+				copy(page, g.pages[off:off+g.blockSize])
 			}
 			off += g.blockSize
 			p++
