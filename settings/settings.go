@@ -70,8 +70,8 @@ type Config struct {
 	Persist         bool
 	CheckpointEvery time.Duration
 	// SwapTakeover makes swap devices outlive the daemon (ublk user
-	// recovery; daemon/swapkeep.go). Off by default: not yet shown working
-	// in the guest (README, "Restarts and crashes").
+	// recovery; daemon/swapkeep.go). On by default: shown in the guest
+	// (README, "Restarts and crashes"; tests/guest_recovery_test.go).
 	SwapTakeover bool
 	// WritebackHeadroom is the percent of MemLimit kept free in the
 	// background by writing the coldest pages to the backing file, so
@@ -116,6 +116,7 @@ func Defaults() Config {
 		CheckpointEvery:     time.Minute,
 		BackingVerify:       true,
 		WritebackHeadroom:   10,
+		SwapTakeover:        true,
 	}
 }
 

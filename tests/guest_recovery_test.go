@@ -43,7 +43,7 @@ cp /bin/s4d /bin/workload /bin/restart /keep/
 for f in $S4D_LIBS; do cp $f /keep/; mount --bind /keep/${f##*/} $f; done
 S=/keep/s4d W=/keep/workload
 export S4D_SOCKET=/run/s4d-rec.sock
-args="daemon --socket $S4D_SOCKET --backing-file /dev/nvme0n1 --persist true --swap-takeover true --checkpoint-interval 0"
+args="daemon --socket $S4D_SOCKET --backing-file /dev/nvme0n1 --persist true --checkpoint-interval 0" # --swap-takeover: on by default
 $S $args >>/keep/rec.log 2>&1 &
 daemon=$!
 for i in $(seq 600); do $S ctl stats >/dev/null 2>&1 && break; sleep 0.1; done
@@ -113,11 +113,12 @@ kill $daemon
 `
 
 // TestGuestRecovery boots a guest of its own (it needs a disk) and runs
-// the restart and the kill -9 above. Not in `make test` unless
-// S4D_GUEST_RECOVERY=1.
+// the restart and the kill -9 above: 101-151 s in 5 boots of 5 on the
+// shared 2-core machine, another guest running beside. S4D_GUEST_RECOVERY=0
+// skips it.
 func TestGuestRecovery(t *testing.T) {
-	if os.Getenv("S4D_GUEST_RECOVERY") != "1" {
-		t.Skip("set S4D_GUEST_RECOVERY=1 to run (a boot of its own, about 4 minutes)")
+	if os.Getenv("S4D_GUEST_RECOVERY") == "0" {
+		t.Skip("S4D_GUEST_RECOVERY=0")
 	}
 	guestReady(t)
 	s4d := guestS4D(t)
@@ -130,7 +131,7 @@ func TestGuestRecovery(t *testing.T) {
 	}
 	args := []string{"--mem", guestMem, "--disk", disk, "--bin", guestWorkload(t), "--bin", s4d, "--bin", guestRestart(t)}
 	script := "S4D_LIBS='" + strings.Join(sharedLibs(t, s4d), " ") + "'\n" + swapRecoveryScript
-	run := runGuest(t, 420*time.Second, args, script)
+	run := runGuest(t, 300*time.Second, args, script)
 	if run.rc != 0 {
 		t.Errorf("guest exit %d; console tail:\n%s", run.rc, run.tail(80))
 	}
