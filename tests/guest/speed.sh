@@ -1,11 +1,13 @@
 #!/bin/bash
-# speed.sh [--smp N] [--page-cluster N] [--mib M] [--trace] [--gomaxprocs N]
-#          [--plain] [--log FILE]
+# speed.sh [--smp N] [--page-cluster N] [--mib M] [--trace] [--base REV]
+#          [--gomaxprocs N] [--plain] [--log FILE]
 # Swap speed in one guest boot (384 MiB, QEMU/TCG): the same workload on
 # zram swap, on a ublk server with next to no store (tests/guest/nullublk:
 # the floor of a ublk server's round trip in this guest) and on s4d swap, each with the same vm.page-cluster (--page-cluster, the
 # kernel's default 3 if not given). --trace splits a swap-in's round trip
 # through null and s4d with the kernel's tracepoints (ublktrace.sh).
+# --base REV adds, before s4d, the s4d built from git revision REV (tag
+# s4d-base): a change's before and after in one boot.
 # --gomaxprocs N adds s4d with GOMAXPROCS=N; --plain adds s4d with its queue
 # rings set up without SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN.
 # Prints the result lines, `s4d ctl swap --batches` (the daemon's own time
@@ -13,7 +15,7 @@
 # goes to --log FILE (default /tmp/s4d-speed.log).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-smp=1 pc="" mib="" gmp="" plain="" trace="" log=/tmp/s4d-speed.log
+smp=1 pc="" mib="" gmp="" plain="" trace="" base="" log=/tmp/s4d-speed.log
 while [ $# -gt 0 ]; do
 	case $1 in
 	--smp) smp=${2:?}; shift 2;;
@@ -22,8 +24,9 @@ while [ $# -gt 0 ]; do
 	--gomaxprocs) gmp=${2:?}; shift 2;;
 	--plain) plain=1; shift;;
 	--trace) trace=1; shift;;
+	--base) base=${2:?}; shift 2;;
 	--log) log=${2:?}; shift 2;;
-	*) echo "usage: speed.sh [--smp N] [--page-cluster N] [--mib M] [--trace] [--gomaxprocs N] [--plain] [--log FILE]" >&2; exit 2;;
+	*) echo "usage: speed.sh [--smp N] [--page-cluster N] [--mib M] [--trace] [--base REV] [--gomaxprocs N] [--plain] [--log FILE]" >&2; exit 2;;
 	esac
 done
 case $pc in ""|[0-9]) ;; *) echo "speed.sh: --page-cluster wants 0-9, got '$pc'" >&2; exit 2;; esac
@@ -32,19 +35,28 @@ trap 'rm -rf "$tmp"' EXIT
 cc -static -O2 -Wall -Wextra -Werror -o "$tmp/workload" "$here/workload.c"
 (cd "$here/../.." && go build "-ldflags=-s -w" -o "$tmp/s4d" ./cmd/s4d &&
 	go build "-ldflags=-s -w" -o "$tmp/nullublk" ./tests/guest/nullublk)
+bins=(--bin "$tmp/workload" --bin "$tmp/s4d" --bin "$tmp/nullublk")
+if [ -n "$base" ]; then
+	mkdir "$tmp/base"
+	(cd "$here/../.." && git archive "$base") | tar -x -C "$tmp/base"
+	(cd "$tmp/base" && go build "-ldflags=-s -w" -o "$tmp/s4dbase" ./cmd/s4d)
+	bins+=(--bin "$tmp/s4dbase")
+fi
+# s4d_swap TAG [BINARY]: the daemon serving swap under the workload.
 s4d_run='
+s4d=${2:-s4d}
 ulimit -s 256
-s4d daemon --socket /run/s4d.sock >/tmp/s4d-$1.log 2>&1 &
+$s4d daemon --socket /run/s4d.sock >/tmp/s4d-$1.log 2>&1 &
 daemon=$!
 for i in $(seq 100); do [ -S /run/s4d.sock ] && break; sleep 0.1; done
 export S4D_SOCKET=/run/s4d.sock
-dev=$(s4d swap add --size 1G --depth 32 --reserve 16M)
+dev=$($s4d swap add --size 1G --depth 32 --reserve 16M)
 mkswap $dev >/dev/null; swapon -d $dev
 traced $1
 guest_workload $1
 untraced
-s4d ctl swap --batches
-swapoff $dev; s4d swap del $dev
+$s4d ctl swap --batches
+swapoff $dev; $s4d swap del $dev
 kill $daemon; wait $daemon || true
 rm -f /run/s4d.sock
 '
@@ -53,7 +65,7 @@ set -e
 . /lib/ublktrace.sh
 ${mib:+export S4D_WL_MIB=$mib}
 ${pc:+echo $pc > /proc/sys/vm/page-cluster}
-gmp=$gmp plain=$plain trace=$trace
+gmp=$gmp plain=$plain trace=$trace base=$base
 echo \"S4D-SPEED smp=\$(nproc) page_cluster=\$(cat /proc/sys/vm/page-cluster)\"
 traced() { tpid=; [ -z \"\$trace\" ] || { ublk_trace \$1 & tpid=\$!; }; }
 # A trace cut short must not stay on under the next run.
@@ -62,7 +74,8 @@ guest_zram_swap 1G
 guest_workload zram
 guest_zram_off \"\$GUEST_ZRAM\"
 guest_load ublk_drv
-nullublk --tag null >/tmp/null.out &
+# 640M: its store sets a slot aside for every block (nullublk/main.go).
+nullublk --tag null --size 640M >/tmp/null.out &
 npid=\$!
 for i in \$(seq 100); do [ -s /tmp/null.out ] && break; sleep 0.1; done
 dev=\$(head -n 1 /tmp/null.out)
@@ -74,6 +87,7 @@ swapoff \$dev
 kill -TERM \$npid; wait \$npid || true
 grep S4D-RESULT /tmp/null.out
 s4d_swap() { $s4d_run }
+[ -z \"\$base\" ] || s4d_swap s4d-base s4dbase
 s4d_swap s4d
 if [ -n \"\$gmp\" ]; then export GOMAXPROCS=\$gmp; s4d_swap s4d-gomaxprocs\$gmp; unset GOMAXPROCS; fi
 if [ -n \"\$plain\" ]; then
@@ -82,8 +96,10 @@ if [ -n \"\$plain\" ]; then
 	unset S4D_UBLK_PLAIN_RING
 fi
 "
-bash "$here/run.sh" --timeout 590 --mem 384M --smp "$smp" \
-	--bin "$tmp/workload" --bin "$tmp/s4d" --bin "$tmp/nullublk" \
+# zram and null take ~1 min each on an idle host, s4d ~1.5.
+limit=$((450 + 150 * (${base:+1}0 + ${gmp:+1}0 + ${plain:+1}0) / 10))
+bash "$here/run.sh" --timeout $limit --mem 384M --smp "$smp" \
+	"${bins[@]}" \
 	--file "$here/ublktrace.sh:/lib/ublktrace.sh" --file "$here/ublktrace.awk:/lib/ublktrace.awk" \
 	--log "$log" -- "$script" >/dev/null || rc=$?
 grep -E '^S4D-(RESULT|SPEED)|ublk|per read|serve' "$log" | grep -v '^\[' || true

@@ -8,7 +8,7 @@
 // not do: every process's swapped pages, the workload's own heap
 // included, come back through it.)
 //
-//	nullublk [--size 1G] [--depth 32] [--queues 0] [--max-mib 256] [--tag null]
+//	nullublk [--size 1G] [--depth 32] [--queues 0] [--full-mib 16] [--tag null]
 //
 // It prints the block device's path, serves until SIGTERM or SIGINT, then
 // prints its own timers as an S4D-RESULT line (kind=ublk-server) and
@@ -37,14 +37,17 @@ import (
 // over) is kept as its head and one period; any other (other processes'
 // pages, the swap header) whole. It is no general store: it is the
 // cheapest one that gives every page back right on this workload, so a
-// swap-in costs the round trip and next to nothing else. Like s4d's pool
-// it grows as blocks are written (the kernel discards freed swap slots
-// only a cluster at a time), in chunks made present at once.
+// swap-in costs the round trip and next to nothing else. Its memory is
+// all taken and made present at start, a repeating page's slot for every
+// block of the device (the kernel discards freed swap slots only a
+// cluster at a time, so blocks stay held long after their pages are
+// back): growing later meant a first touch under memory pressure on the
+// I/O path, and the guest stalled (the very wait the daemon's locking
+// avoids).
 type memStore struct {
 	small, full  [][]byte // chunks of slots: smallSize bytes, block bytes
 	freeS, freeF []uint32 // free slot numbers, used as stacks
 	where        []uint32 // per block: 0 none, 1+n small slot n, fullBit|n full slot n
-	max, used    int      // bytes the chunks may take, and take
 }
 
 const (
@@ -58,28 +61,31 @@ const (
 	perFull   = chunk / block
 )
 
-// errFull refuses a page once the chunks reach --max-mib.
-var errFull = errors.New("nullublk: memory limit reached (raise --max-mib)")
+// errFull refuses a page that repeats nothing once --full-mib is used.
+var errFull = errors.New("nullublk: no room left for pages kept whole (raise --full-mib)")
 
-func newMemStore(blocks uint64, maxMiB int) *memStore {
-	return &memStore{where: make([]uint32, blocks), max: maxMiB << 20,
-		freeS: make([]uint32, 0, max(1, maxMiB<<20/smallSize)), freeF: make([]uint32, 0, max(1, maxMiB<<20/block))}
+// newMemStore sets aside a repeating page's slot for each of blocks and
+// fullMiB for pages kept whole.
+func newMemStore(blocks uint64, fullMiB int) *memStore {
+	s := &memStore{where: make([]uint32, blocks)}
+	for len(s.small)*perSmall < int(blocks) {
+		s.grow(&s.small, &s.freeS, perSmall)
+	}
+	for len(s.full)*chunk < fullMiB<<20 {
+		s.grow(&s.full, &s.freeF, perFull)
+	}
+	return s
 }
 
 // grow adds a chunk of slots to *chunks and their numbers to *free.
-func (s *memStore) grow(chunks *[][]byte, free *[]uint32, per int) error {
-	if s.used+chunk > s.max {
-		return errFull
-	}
+func (s *memStore) grow(chunks *[][]byte, free *[]uint32, per int) {
 	c := make([]byte, chunk)
 	ublk.Touch(c)
-	s.used += chunk
 	base := len(*chunks) * per
 	*chunks = append(*chunks, c)
 	for i := per - 1; i >= 0; i-- {
 		*free = append(*free, uint32(base+i))
 	}
-	return nil
 }
 
 func (s *memStore) slotS(n uint32) []byte {
@@ -111,11 +117,7 @@ func (s *memStore) Put(keys []uint64, pages []byte) error {
 		p := pages[i*block : (i+1)*block]
 		s.drop(k)
 		if bytes.Equal(p[head+period:], p[head:block-period]) {
-			if len(s.freeS) == 0 {
-				if err := s.grow(&s.small, &s.freeS, perSmall); err != nil {
-					return err
-				}
-			}
+			// Never empty: a slot for every block, and each block holds one.
 			n := s.freeS[len(s.freeS)-1]
 			s.freeS = s.freeS[:len(s.freeS)-1]
 			copy(s.slotS(n), p[:smallSize])
@@ -123,9 +125,7 @@ func (s *memStore) Put(keys []uint64, pages []byte) error {
 			continue
 		}
 		if len(s.freeF) == 0 {
-			if err := s.grow(&s.full, &s.freeF, perFull); err != nil {
-				return err
-			}
+			return errFull
 		}
 		n := s.freeF[len(s.freeF)-1]
 		s.freeF = s.freeF[:len(s.freeF)-1]
@@ -205,12 +205,12 @@ func main() {
 	sizeFlag := flag.String("size", "1G", "device size (bytes, or with M or G)")
 	depth := flag.Int("depth", 32, "requests in flight per queue")
 	queues := flag.Int("queues", 0, "hardware queues (0: one per CPU)")
-	maxMiB := flag.Int("max-mib", 256, "most MiB the pages may take")
+	fullMiB := flag.Int("full-mib", 16, "MiB set aside for pages that repeat nothing (a repeating page's room is set aside for every block)")
 	tag := flag.String("tag", "null", "tag of the result line")
 	flag.Parse()
 	size, err := parseSize(*sizeFlag)
-	if err == nil && *maxMiB < 8 {
-		err = fmt.Errorf("--max-mib %d: want at least 8", *maxMiB)
+	if err == nil && *fullMiB < 4 {
+		err = fmt.Errorf("--full-mib %d: want at least 4", *fullMiB)
 	}
 	if err != nil || flag.NArg() != 0 {
 		fmt.Fprintf(os.Stderr, "nullublk: %v (args %q)\n", err, flag.Args())
@@ -227,7 +227,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)
 		os.Exit(1)
 	}
-	st := newMemStore(size/block, *maxMiB)
+	st := newMemStore(size/block, *fullMiB)
 	dev, err := ublk.Create(ublk.Options{Size: size, Queues: *queues, Depth: *depth}, st)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)

@@ -20,7 +20,7 @@ func page(seed byte, periodic bool) []byte {
 }
 
 func TestMemStoreRoundTrip(t *testing.T) {
-	s := newMemStore(16, 8)
+	s := newMemStore(16, 4)
 	a, b, c := page(1, true), page(2, false), page(3, true)
 	if err := s.Put([]uint64{3, 4, 5}, bytes.Join([][]byte{a, b, c}, nil)); err != nil {
 		t.Fatal(err)
@@ -53,13 +53,17 @@ func TestMemStoreRoundTrip(t *testing.T) {
 }
 
 func TestMemStoreFull(t *testing.T) {
-	s := newMemStore(4096, 8) // room for a chunk of each kind
+	s := newMemStore(4096, 4) // a chunk of whole pages: perFull of them
 	var err error
 	for k := uint64(0); k < 4096 && err == nil; k++ {
 		err = s.Put([]uint64{k}, page(byte(k), false))
 	}
 	if !errors.Is(err, errFull) {
-		t.Fatalf("got %v, want errFull once the second chunk would pass the limit", err)
+		t.Fatalf("got %v, want errFull once the whole pages' room is used", err)
+	}
+	// A repeating page still finds its slot.
+	if err := s.Put([]uint64{4095}, page(1, true)); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Put([]uint64{5000}, page(0, true)); err == nil {
 		t.Fatal("a block beyond the device was taken")
