@@ -34,6 +34,10 @@ type guestScenario struct {
 	Bins func(t *testing.T) []string
 	// Check, if set, asserts on the results of the whole boot.
 	Check func(t *testing.T, r guestResults)
+	// Beside says what the script runs beside its workload that zram's
+	// did not have (logged with the ratios: they are not like for like
+	// then; tests/guest/speed.sh compares alone, in one boot).
+	Beside string
 }
 
 var guestScenarios []guestScenario
@@ -319,6 +323,9 @@ func logSwapResults(t *testing.T, r guestResults, all []guestScenario) {
 		// Process 0 against process 0: with several, lines come in the
 		// order they finish.
 		ws, baseW := proc0(ws), proc0(baseW)
+		if s.Beside != "" {
+			t.Logf("%s ran with %s beside its workload, zram alone: the ratios below are not like for like (tests/guest/speed.sh compares alone)", s.Name, s.Beside)
+		}
 		t.Logf("%s / zram: time %.2fx, write %.2fx, verify %.2fx, swap-in MiB/s %.2fx, swap-out MiB/s %.2fx, swap-in p50 %.2fx, p99 %.2fx",
 			s.Name, ratio(sw[0], base[0], "wall_s"), ratio(ws[0], baseW[0], "write_s"), ratio(ws[0], baseW[0], "verify_s"),
 			ratio(ws[0], baseW[0], "verify_in_mib_s"), ratio(ws[0], baseW[0], "write_out_mib_s"),

@@ -22,8 +22,9 @@ import (
 // loudly: lockwatch prints every daemon thread's kernel stack before the
 // scenario's limit kills it.
 var s4dSwapScenario = guestScenario{
-	Name:  "s4d-swap",
-	Limit: 300 * time.Second,
+	Name:   "s4d-swap",
+	Limit:  300 * time.Second,
+	Beside: "a loop forking every 0.2 s and lockwatch",
 	Script: `guest_load ublk_drv
 # Thread stacks of 256 KiB: the daemon's memory is locked whole, and
 # glibc gives each thread a stack of RLIMIT_STACK (8 MiB by default).
