@@ -337,7 +337,11 @@ func (d *Daemon) dropBlocks(sd *swapDev, first uint64) {
 // swapoff no block holds anything in use, but the kernel discards only
 // whole free clusters, and a slot freed by an exiting process is never
 // reported to a ublk device (zram has a hook for it). Block 0, the swap
-// header, stays: a later swapon without mkswap needs it.
+// header, stays: a later swapon without mkswap needs it. After a crash's
+// takeover the header cannot be vouched for (it reads as an I/O error, so
+// swapon fails, and so does mkswap, which reads the block it rewrites in
+// part): with nothing in use, the device is emptied whole and every block
+// reads as zeros again, and it is fresh, for `s4d swap on` to run mkswap.
 func (d *Daemon) followSwapoff() {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
@@ -354,8 +358,14 @@ func (d *Daemon) followSwapoff() {
 			now := active[sd.dev.BlockPath()]
 			if sd.active && !now {
 				before := d.describeSwap(sd).Pages
-				d.dropBlocks(sd, 1)
-				d.log.Info("swapoff seen: pages dropped", "device", sd.dev.BlockPath(), "pages", before-d.describeSwap(sd).Pages)
+				if sd.st.known(0) {
+					d.dropBlocks(sd, 1)
+				} else {
+					d.dropBlocks(sd, 0)
+					sd.st.trustEvery()
+					sd.fresh = true
+				}
+				d.log.Info("swapoff seen: pages dropped", "device", sd.dev.BlockPath(), "pages", before-d.describeSwap(sd).Pages, "fresh", sd.fresh)
 			}
 			sd.active = now
 		}

@@ -160,9 +160,16 @@ func (d *Daemon) takeOver(r swapRecord, trusted bool) (*swapDev, error) {
 		return nil, err
 	}
 	held := d.describeSwap(&swapDev{dev: dev, st: st}).Pages
+	// Not swap and not vouched for: nothing is in use on it, so every
+	// block may read as zeros, and mkswap may write it (followSwapoff).
+	fresh := !trusted && !ublk.ActiveSwaps()[dev.BlockPath()]
+	if fresh {
+		d.dropBlocks(&swapDev{dev: dev, st: st}, 0)
+		st.trustEvery()
+	}
 	d.log.Info("swap device taken over", "device", dev.BlockPath(), "pool", st.pool, "pages", held,
-		"every_page_served", trusted)
-	return &swapDev{n: r.N, dev: dev, st: st, prio: r.Prio, rec: r}, nil
+		"every_page_served", trusted, "fresh", fresh)
+	return &swapDev{n: r.N, dev: dev, st: st, prio: r.Prio, rec: r, fresh: fresh}, nil
 }
 
 // keepSwaps, at a stop with persist, stops the devices' queues (a batch
@@ -195,6 +202,14 @@ func (d *Daemon) keepSwaps() bool {
 func (s *swapStore) distrust(blocks uint64) {
 	s.fresh = make([]atomic.Uint64, (blocks+63)/64)
 	s.trustAll = false
+}
+
+// trustEvery makes every block the store lacks read as zeros again: for a
+// device emptied after swapoff, where no block is in use.
+func (s *swapStore) trustEvery() {
+	for i := range s.fresh {
+		s.fresh[i].Store(^uint64(0))
+	}
 }
 
 // mark records blocks written or discarded since the takeover.

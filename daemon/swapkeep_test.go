@@ -32,6 +32,12 @@ func TestSwapDistrust(t *testing.T) {
 			t.Fatalf("block %d: known %v, want %v", k, !want, want)
 		}
 	}
+	s.trustEvery() // emptied after swapoff
+	for _, k := range []uint64{0, 62, 65, 128} {
+		if !s.known(k) {
+			t.Fatalf("block %d not known after trustEvery", k)
+		}
+	}
 }
 
 // The records a stop leaves are what the next start reads, written whole

@@ -34,7 +34,9 @@ import (
 //     script's shell may have pages out on the device.
 // For kill -9 every page out is lost, the shell's and init's as well: the
 // device is swapped off and on before (everything comes back in) and the
-// workload swaps within a memory cgroup, so only its pages are out.
+// workload swaps within a memory cgroup, so only its pages are out. kill
+// -9 runs twice: a daemon with persist, whose next one finds older copies
+// of pages on the backing file (never to be served), and one without.
 const swapRecoveryScript = `guest_load ublk_drv
 ulimit -s 256
 mkdir -p /keep
@@ -87,25 +89,44 @@ echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 mkdir /sys/fs/cgroup/wl
 echo 64M > /sys/fs/cgroup/wl/memory.max
 inwl() { sh -c 'echo $$ > /sys/fs/cgroup/wl/cgroup.procs && exec "$@"' sh "$@"; }
-inwl $W -m 160 -t rec-crash -w /tmp/goC >/tmp/wC.out 2>&1 &
-wc=$!
-written /tmp/wC.out
-echo "recovery: $(cat /sys/fs/cgroup/wl/memory.swap.current) bytes of the workload out, kill -9"
-t0=$(guest_uptime)
-daemon=$(/keep/restart 9 $daemon $S4D_SOCKET /keep/rec.log -- $S $args)
-takeover 2 | grep -q "every_page_served=false"
-up=$(uptime_since $t0)
-touch /tmp/goC
-rc=0; wait $wc || rc=$?
-grep S4D-RESULT /tmp/wC.out || true
-# SIGBUS on a lost page: the workload's process (status 0x7) or the
-# workload itself (128+7); or every page right. A wrong page fails.
-sigbus=0
-grep -q "status 0x7)" /tmp/wC.out && sigbus=1
-[ $rc -eq 135 ] && sigbus=1
-echo "S4D-RESULT tag=s4d-recovery kind=takeover how=kill9 up_s=$up workload_rc=$rc sigbus=$sigbus lost_reads=$($S ctl swap --json 2>/dev/null | grep -o '"lost_reads": *[0-9]*' | head -1 | tr -dc 0-9)"
-if grep -q "wrong" /tmp/wC.out; then echo "a wrong page after kill -9"; cat /tmp/wC.out; exit 1; fi
-[ $rc -eq 0 ] || [ $sigbus -eq 1 ] || { echo "after kill -9 the workload exited $rc"; cat /tmp/wC.out; exit 1; }
+# crash HOW N: a workload in the cgroup pushes its pages out, the daemon
+# gets kill -9, the next one (the Nth takeover) runs with $args.
+crash() {
+	local how=$1 n=$2 rc=0 sigbus=0 t0 up wc
+	inwl $W -m 160 -t rec-$how -w /tmp/go-$how >/tmp/w-$how.out 2>&1 &
+	wc=$!
+	written /tmp/w-$how.out
+	echo "recovery: $(cat /sys/fs/cgroup/wl/memory.swap.current) bytes of the workload out, kill -9"
+	t0=$(guest_uptime)
+	daemon=$(/keep/restart 9 $daemon $S4D_SOCKET /keep/rec.log -- $S $args)
+	takeover $n | grep -q "every_page_served=false"
+	up=$(uptime_since $t0)
+	touch /tmp/go-$how
+	wait $wc || rc=$?
+	grep S4D-RESULT /tmp/w-$how.out || true
+	# SIGBUS on a lost page: the workload's process (status 0x7) or the
+	# workload itself (128+7); or every page right. A wrong page fails.
+	grep -q "status 0x7)" /tmp/w-$how.out && sigbus=1
+	[ $rc -eq 135 ] && sigbus=1
+	echo "S4D-RESULT tag=s4d-recovery kind=takeover how=$how up_s=$up workload_rc=$rc sigbus=$sigbus lost_reads=$($S ctl swap --json 2>/dev/null | grep -o '"lost_reads": *[0-9]*' | head -1 | tr -dc 0-9)"
+	if grep -q "wrong" /tmp/w-$how.out; then echo "a wrong page after kill -9"; cat /tmp/w-$how.out; return 1; fi
+	[ $rc -eq 0 ] || [ $sigbus -eq 1 ] || { echo "after kill -9 the workload exited $rc"; cat /tmp/w-$how.out; return 1; }
+}
+crash kill9 2
+
+# 3. The same for a daemon without persist (no backing file): the next
+# one holds no page at all. It starts by a planned restart with nothing
+# out: a daemon without persist vouches for no page it takes over.
+# After the crash the swap header cannot be vouched for either (swapon
+# would fail to read it): once off, the daemon calls the device fresh,
+# and s4d swap on runs mkswap.
+swapoff $dev
+for i in $(seq 50); do $S ctl swap --json | grep -q '"fresh": *true' && break; sleep 0.1; done
+$S swap on $dev
+args="daemon --socket $S4D_SOCKET"
+daemon=$(/keep/restart 15 $daemon $S4D_SOCKET /keep/rec.log -- $S $args)
+takeover 3 | grep -q "every_page_served=false"
+crash kill9-nopersist 4
 inwl $W -m 160 -t rec-after
 swapoff $dev
 $S swap del $dev
@@ -140,11 +161,14 @@ func TestGuestRecovery(t *testing.T) {
 	for _, m := range r.get("s4d-recovery", "takeover") {
 		how[m["how"]] = m
 	}
-	if how["restart"] == nil || how["kill9"] == nil {
+	if how["restart"] == nil || how["kill9"] == nil || how["kill9-nopersist"] == nil {
 		t.Fatalf("takeovers seen: %v", how)
 	}
-	t.Logf("planned restart: device served again after %ss; kill -9: after %ss, workload exit %s, SIGBUS %s, lost reads %s",
-		how["restart"]["up_s"], how["kill9"]["up_s"], how["kill9"]["workload_rc"], how["kill9"]["sigbus"], how["kill9"]["lost_reads"])
+	t.Logf("planned restart: device served again after %ss", how["restart"]["up_s"])
+	for _, h := range []string{"kill9", "kill9-nopersist"} {
+		t.Logf("%s: device served again after %ss, workload exit %s, SIGBUS %s, lost reads %s",
+			h, how[h]["up_s"], how[h]["workload_rc"], how[h]["sigbus"], how[h]["lost_reads"])
+	}
 	for _, tag := range []string{"rec-restart", "rec-after"} {
 		for _, m := range r.get(tag, "workload") {
 			t.Logf("%s: %s MiB, %s pages swapped out while writing, %s in while verifying (%ss), %s wrong",
@@ -167,9 +191,11 @@ func TestGuestRecovery(t *testing.T) {
 	} else if num(t, w[0], "verify_pswpin") == 0 {
 		t.Errorf("rec-restart: no page swapped in after the restart: %v", w[0])
 	}
-	for _, m := range r.get("rec-crash", "workload") {
-		if m["bad"] != "0" {
-			t.Errorf("rec-crash: %s wrong pages after kill -9", m["bad"])
+	for _, tag := range []string{"rec-kill9", "rec-kill9-nopersist"} {
+		for _, m := range r.get(tag, "workload") {
+			if m["bad"] != "0" {
+				t.Errorf("%s: %s wrong pages after kill -9", tag, m["bad"])
+			}
 		}
 	}
 }
