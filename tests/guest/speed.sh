@@ -85,7 +85,7 @@ guest_workload null
 untraced
 swapoff \$dev
 kill -TERM \$npid; wait \$npid || true
-grep S4D-RESULT /tmp/null.out
+cat /tmp/null.out
 s4d_swap() { $s4d_run }
 [ -z \"\$base\" ] || s4d_swap s4d-base s4dbase
 s4d_swap s4d

@@ -48,6 +48,7 @@ type memStore struct {
 	small, full  [][]byte // chunks of slots: smallSize bytes, block bytes
 	freeS, freeF []uint32 // free slot numbers, used as stacks
 	where        []uint32 // per block: 0 none, 1+n small slot n, fullBit|n full slot n
+	firstErr     error
 }
 
 const (
@@ -110,6 +111,17 @@ func (s *memStore) drop(k uint64) {
 }
 
 func (s *memStore) Put(keys []uint64, pages []byte) error {
+	err := s.put(keys, pages)
+	if err != nil && s.firstErr == nil {
+		// Said once, where it happened (speed.sh shows nullublk's output).
+		s.firstErr = err
+		fmt.Fprintf(os.Stderr, "nullublk: write of %d blocks from %d: %v (free: %d repeating, %d whole)\n",
+			len(keys), keys[0], err, len(s.freeS), len(s.freeF))
+	}
+	return err
+}
+
+func (s *memStore) put(keys []uint64, pages []byte) error {
 	for i, k := range keys {
 		if k >= uint64(len(s.where)) {
 			return fmt.Errorf("nullublk: block %d beyond the device", k)
