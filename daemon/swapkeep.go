@@ -26,7 +26,9 @@ import (
 //     a page is the last version written: a block it holds is served only
 //     if it was written or discarded since the takeover, and any other read
 //     fails (EIO: the process touching it gets SIGBUS). Never zeros, never
-//     an older version.
+//     an older version. Once the device is not swap (swapoff, or found
+//     so), nothing on it is in use: it is emptied and trusted whole, and
+//     fresh for mkswap (followSwapoff).
 //
 // Without --persist a stop swaps the devices off first (every page goes
 // back to its process) and removes them, as before; only a crash leaves
