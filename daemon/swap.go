@@ -313,13 +313,14 @@ func (d *Daemon) removeSwap(sd *swapDev) {
 	if err := sd.dev.Close(); err != nil {
 		d.log.Error("swap device", "device", sd.dev.BlockPath(), "err", err)
 	}
-	d.dropBlocks(sd, 0)
+	d.dropBlocks(sd.st, sd.dev.Size(), 0)
 	d.log.Info("swap device removed", "device", sd.dev.BlockPath(), "pool", sd.st.pool)
 }
 
-// dropBlocks deletes the device's pages from block first on.
-func (d *Daemon) dropBlocks(sd *swapDev, first uint64) {
-	blocks := sd.dev.Size() / 4096
+// dropBlocks deletes the pages of a device of size bytes from block
+// first on.
+func (d *Daemon) dropBlocks(st *swapStore, size, first uint64) {
+	blocks := size / 4096
 	keys := make([]uint64, 0, 16384)
 	res := make([]pagecache.Result, cap(keys))
 	for k := first; k < blocks; {
@@ -327,7 +328,7 @@ func (d *Daemon) dropBlocks(sd *swapDev, first uint64) {
 		for ; k < blocks && len(keys) < cap(keys); k++ {
 			keys = append(keys, k)
 		}
-		if err := d.store.Del(0, sd.st.pool, keys, res[:len(keys)]); err != nil {
+		if err := d.store.Del(0, st.pool, keys, res[:len(keys)]); err != nil {
 			break // no pool: nothing was ever written
 		}
 	}
@@ -351,26 +352,55 @@ func (d *Daemon) followSwapoff() {
 			return
 		case <-tick.C:
 		}
-		active := ublk.ActiveSwaps()
 		s := &d.swaps
 		s.mu.Lock()
-		for _, sd := range s.devs {
+		// Each device's writes so far, taken before /proc/swaps is read:
+		// any later one may be a swapon's, right after the swapoff seen.
+		seen := make([]uint64, len(s.devs))
+		for i, sd := range s.devs {
+			seen[i] = sd.st.writes.Load()
+		}
+		active := ublk.ActiveSwaps()
+		for i, sd := range s.devs {
 			now := active[sd.dev.BlockPath()]
 			if sd.active && !now {
-				before := d.describeSwap(sd).Pages
-				if sd.st.known(0) {
-					d.dropBlocks(sd, 1)
+				dropped, ok := d.emptyAfterSwapoff(sd, seen[i])
+				if ok {
+					d.log.Info("swapoff seen: pages dropped", "device", sd.dev.BlockPath(), "pages", dropped, "fresh", sd.fresh)
 				} else {
-					d.dropBlocks(sd, 0)
-					sd.st.trustEvery()
-					sd.fresh = true
+					// In use again: emptied at its next swapoff.
+					d.log.Info("swapoff seen, but the device was written since: pages kept", "device", sd.dev.BlockPath())
+					now = true
 				}
-				d.log.Info("swapoff seen: pages dropped", "device", sd.dev.BlockPath(), "pages", before-d.describeSwap(sd).Pages, "fresh", sd.fresh)
 			}
 			sd.active = now
 		}
 		s.mu.Unlock()
 	}
+}
+
+// emptyAfterSwapoff drops the pages of a device seen no longer swap, and
+// says how many, unless it was written since its count of writes was
+// seen: a swapon right after the swapoff may have pages on it already,
+// and dropping them would make them read back as zeros. The store's gate
+// holds writes off meanwhile.
+func (d *Daemon) emptyAfterSwapoff(sd *swapDev, seen uint64) (uint64, bool) {
+	st := sd.st
+	st.gate.Lock()
+	defer st.gate.Unlock()
+	if st.writes.Load() != seen {
+		return 0, false
+	}
+	pages := func() uint64 { p, _ := d.store.PoolInfo(0, st.pool); return p.Pages }
+	before := pages()
+	if st.known(0) {
+		d.dropBlocks(st, sd.rec.Size, 1)
+	} else {
+		d.dropBlocks(st, sd.rec.Size, 0)
+		st.trustEvery()
+		sd.fresh = true
+	}
+	return before - pages(), true
 }
 
 // stopSwaps, when the daemon stops with persist, leaves every device to

@@ -166,7 +166,7 @@ func (d *Daemon) takeOver(r swapRecord, trusted bool) (*swapDev, error) {
 	// block may read as zeros, and mkswap may write it (followSwapoff).
 	fresh := !trusted && !ublk.ActiveSwaps()[dev.BlockPath()]
 	if fresh {
-		d.dropBlocks(&swapDev{dev: dev, st: st}, 0)
+		d.dropBlocks(st, dev.Size(), 0)
 		st.trustEvery()
 	}
 	d.log.Info("swap device taken over", "device", dev.BlockPath(), "pool", st.pool, "pages", held,

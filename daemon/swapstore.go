@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/s4d-project/s4d/pagecache"
@@ -25,6 +26,11 @@ type swapStore struct {
 	trustAll bool
 	fresh    []atomic.Uint64
 	lost     atomic.Uint64 // reads refused for it (SwapDevice.Lost)
+	// writes counts Puts and Deletes begun, each under gate's read side;
+	// emptying the device after swapoff takes the write side and drops
+	// nothing if one came since swap was seen off (emptyAfterSwapoff).
+	gate   sync.RWMutex
+	writes atomic.Uint64
 }
 
 func newSwapStore(d *Daemon, pool string, queues int) *swapStore {
@@ -74,6 +80,9 @@ var (
 )
 
 func (s *swapStore) Put(keys []uint64, pages []byte) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	s.writes.Add(1)
 	d := s.d
 	res := make([]pagecache.Result, len(keys))
 	batch := &pagefmt.Batch{PageSize: d.cfg.PageSize, Pages: pages, Codec: s.codec}
@@ -180,6 +189,9 @@ func (s *swapStore) lose(k uint64) {
 }
 
 func (s *swapStore) Delete(keys []uint64) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	s.writes.Add(1)
 	err := s.d.store.Del(0, s.pool, keys, make([]pagecache.Result, len(keys)))
 	if errors.Is(err, pagecache.ErrNoPool) {
 		err = nil
