@@ -66,6 +66,12 @@ set -e
 ${mib:+export S4D_WL_MIB=$mib}
 ${pc:+echo $pc > /proc/sys/vm/page-cluster}
 gmp=$gmp plain=$plain trace=$trace base=$base
+# The s4d binaries (~22 MiB each) are on the guest's tmpfs, which swaps:
+# on nullublk's device their pages would be ones it keeps whole, more than
+# it sets aside. On a ramfs they stay in RAM, alike for every run.
+mkdir -p /ram; mount -t ramfs ramfs /ram
+for b in s4d s4dbase; do [ ! -e /bin/\$b ] || mv /bin/\$b /ram/; done
+export PATH=/ram:\$PATH
 echo \"S4D-SPEED smp=\$(nproc) page_cluster=\$(cat /proc/sys/vm/page-cluster)\"
 traced() { tpid=; [ -z \"\$trace\" ] || { ublk_trace \$1 & tpid=\$!; }; }
 # A trace cut short must not stay on under the next run.
@@ -96,8 +102,10 @@ if [ -n \"\$plain\" ]; then
 	unset S4D_UBLK_PLAIN_RING
 fi
 "
-# zram and null take ~1 min each on an idle host, s4d ~1.5.
+# zram and null take ~1 min each on an idle host, s4d ~1.5; twice that
+# for the ublk servers without readahead (page-cluster 0).
 limit=$((450 + 150 * (${base:+1}0 + ${gmp:+1}0 + ${plain:+1}0) / 10))
+[ "$pc" != 0 ] || limit=$((limit * 2))
 bash "$here/run.sh" --timeout $limit --mem 384M --smp "$smp" \
 	"${bins[@]}" \
 	--file "$here/ublktrace.sh:/lib/ublktrace.sh" --file "$here/ublktrace.awk:/lib/ublktrace.awk" \
