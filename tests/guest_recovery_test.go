@@ -134,7 +134,7 @@ kill $daemon
 `
 
 // TestGuestRecovery boots a guest of its own (it needs a disk) and runs
-// the restart and the kills -9 above: 112-145 s in 5 boots of 5 on the
+// the restart and the kills -9 above: 112-145 s in 7 boots of 7 on the
 // shared 2-core machine, another guest running beside. S4D_GUEST_RECOVERY=0
 // skips it.
 func TestGuestRecovery(t *testing.T) {
