@@ -32,6 +32,7 @@ import (
 //     exec waited on a page of the loader out on the device;
 //   - the restart is done by a locked static program (restart.c): the
 //     script's shell may have pages out on the device.
+//
 // For kill -9 every page out is lost, the shell's and init's as well: the
 // device is swapped off and on before (everything comes back in) and the
 // workload swaps within a memory cgroup, so only its pages are out. kill
