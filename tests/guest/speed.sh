@@ -26,6 +26,7 @@ while [ $# -gt 0 ]; do
 	--trace) trace=1; shift;;
 	--base) base=${2:?}; shift 2;;
 	--log) log=${2:?}; shift 2;;
+	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
 	*) echo "usage: speed.sh [--smp N] [--page-cluster N] [--mib M] [--trace] [--base REV] [--gomaxprocs N] [--plain] [--log FILE]" >&2; exit 2;;
 	esac
 done

@@ -37,7 +37,7 @@ function p50(k,   b, c) {
 		if ($(base + 3) !~ /R/ || $(base + 3) ~ /F/) next
 		s = sector()
 		if (ev == "block_rq_issue:") {
-			issue[s] = t; wait_for[s] = 1
+			issue[s] = t; wait_for[s] = 1; by[s] = tid
 			# issued in the faulting task's own context: its last fault
 			if (tid in lastfault) add("fault", (t - lastfault[tid]) * 1e6)
 			delete lastfault[tid]
@@ -49,11 +49,20 @@ function p50(k,   b, c) {
 			add("serve", (commit[s] - wake[s]) * 1e6)
 			add("done", (t - commit[s]) * 1e6)
 			add("total", (t - issue[s]) * 1e6)
+			if (by[s] != "0") back[by[s]] = t
 		} else unpaired++
-		delete issue[s]; delete wake[s]; delete commit[s]; delete wait_for[s]
+		delete issue[s]; delete wake[s]; delete commit[s]; delete wait_for[s]; delete by[s]
 		next
 	}
 	if (ev == "page_fault_user:") { lastfault[tid] = t; next }
+	if (ev == "sched_switch:") {
+		# the task whose read completed, back on a CPU
+		for (i = base + 1; i <= NF; i++) if ($i ~ /^next_pid=/) {
+			p = substr($i, 10)
+			if (p in back) { add("back", (t - back[p]) * 1e6); delete back[p] }
+		}
+		next
+	}
 	if (ev ~ /^sys_io_uring_enter\(/) {
 		mc = ""
 		for (i = base + 1; i <= NF; i++) if ($i == "min_complete:") { mc = $(i + 1); break }
@@ -71,8 +80,8 @@ function p50(k,   b, c) {
 }
 END {
 	printf "S4D-RESULT tag=%s kind=trace reads=%d unpaired=%d", tag, n["total"], unpaired
-	split("fault wake serve done total", ks, " ")
-	for (j = 1; j <= 5; j++) {
+	split("fault wake serve done back total", ks, " ")
+	for (j = 1; j <= 6; j++) {
 		k = ks[j]
 		printf " %s_p50_us=%d %s_mean_us=%.0f", k, p50(k), k, n[k] ? sum[k] / n[k] : 0
 	}

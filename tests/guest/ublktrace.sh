@@ -12,13 +12,12 @@
 #   serve:  that return -> the server's commit enters the kernel (user space)
 #   done:   the commit -> the request completes (ublk ends it in the block
 #           layer)
-# as "S4D-RESULT tag=TAG kind=trace ...". What the faulting process spends
-# after the completion (woken, the page mapped) is the workload's swap-in
-# latency less fault and total. Without tracefs or the events it says so and
+#   back:   the completion -> the faulting task on the CPU again
+# as "S4D-RESULT tag=TAG kind=trace ...". Without tracefs or the events it says so and
 # returns 0: the measurement is extra, never a failure.
 ublk_trace() {
 	local tag=$1 secs=${2:-3} tr=/sys/kernel/tracing i0 e
-	local evs='block/block_rq_issue block/block_rq_complete syscalls/sys_enter_io_uring_enter syscalls/sys_exit_io_uring_enter exceptions/page_fault_user'
+	local evs='block/block_rq_issue block/block_rq_complete syscalls/sys_enter_io_uring_enter syscalls/sys_exit_io_uring_enter exceptions/page_fault_user sched/sched_switch'
 	[ -d $tr/events ] || mount -t tracefs nodev $tr 2>/dev/null || true
 	for e in $evs; do
 		if [ ! -e $tr/events/$e/enable ]; then
