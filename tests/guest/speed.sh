@@ -3,8 +3,9 @@
 #          [--gomaxprocs N] [--plain] [--log FILE]
 # Swap speed in one guest boot (384 MiB, QEMU/TCG): the same workload on
 # zram swap, on a ublk server with next to no store (tests/guest/nullublk:
-# the floor of a ublk server's round trip in this guest) and on s4d swap, each with the same vm.page-cluster (--page-cluster, the
-# kernel's default 3 if not given). --trace splits a swap-in's round trip
+# the floor of a ublk server's round trip in this guest) and on s4d swap,
+# each with the same vm.page-cluster (--page-cluster, the kernel's default
+# 3 if not given). --trace splits a swap-in's round trip
 # through null and s4d with the kernel's tracepoints (ublktrace.sh).
 # --base REV adds, before s4d, the s4d built from git revision REV (tag
 # s4d-base): a change's before and after in one boot.

@@ -25,6 +25,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/s4d-project/s4d/ublk"
@@ -45,6 +46,7 @@ import (
 // I/O path, and the guest stalled (the very wait the daemon's locking
 // avoids).
 type memStore struct {
+	mu           sync.Mutex // a queue per CPU: Put and Get come from several threads
 	small, full  [][]byte // chunks of slots: smallSize bytes, block bytes
 	freeS, freeF []uint32 // free slot numbers, used as stacks
 	where        []uint32 // per block: 0 none, 1+n small slot n, fullBit|n full slot n
@@ -111,6 +113,8 @@ func (s *memStore) drop(k uint64) {
 }
 
 func (s *memStore) Put(keys []uint64, pages []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err := s.put(keys, pages)
 	if err != nil && s.firstErr == nil {
 		// Said once, where it happened (speed.sh shows nullublk's output).
@@ -148,6 +152,8 @@ func (s *memStore) put(keys []uint64, pages []byte) error {
 }
 
 func (s *memStore) Get(keys []uint64, dst []byte, missing, failed []bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i, k := range keys {
 		d := dst[i*block : (i+1)*block]
 		switch w := s.where[min(k, uint64(len(s.where)-1))]; {
@@ -165,6 +171,8 @@ func (s *memStore) Get(keys []uint64, dst []byte, missing, failed []bool) error 
 }
 
 func (s *memStore) Delete(keys []uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, k := range keys {
 		if k < uint64(len(s.where)) {
 			s.drop(k)

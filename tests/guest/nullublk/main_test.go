@@ -69,3 +69,28 @@ func TestMemStoreFull(t *testing.T) {
 		t.Fatal("a block beyond the device was taken")
 	}
 }
+
+// Queues call the store from their own threads at once (go test -race).
+func TestMemStoreConcurrent(t *testing.T) {
+	s := newMemStore(1024, 4)
+	done := make(chan struct{})
+	for q := 0; q < 2; q++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			dst := make([]byte, block)
+			for i := 0; i < 500; i++ {
+				k := uint64(q*512 + i%512)
+				if err := s.Put([]uint64{k}, page(byte(k), true)); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Get([]uint64{k}, dst, make([]bool, 1), make([]bool, 1)); err != nil || !bytes.Equal(dst, page(byte(k), true)) {
+					t.Errorf("block %d came back wrong (err %v)", k, err)
+					return
+				}
+			}
+		}()
+	}
+	<-done
+	<-done
+}
