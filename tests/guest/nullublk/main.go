@@ -47,9 +47,9 @@ import (
 // avoids).
 type memStore struct {
 	mu           sync.Mutex // a queue per CPU: Put and Get come from several threads
-	small, full  [][]byte // chunks of slots: smallSize bytes, block bytes
-	freeS, freeF []uint32 // free slot numbers, used as stacks
-	where        []uint32 // per block: 0 none, 1+n small slot n, fullBit|n full slot n
+	small, full  [][]byte   // chunks of slots: smallSize bytes, block bytes
+	freeS, freeF []uint32   // free slot numbers, used as stacks
+	where        []uint32   // per block: 0 none, 1+n small slot n, fullBit|n full slot n
 	firstErr     error
 }
 
