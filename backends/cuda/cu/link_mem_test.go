@@ -10,8 +10,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/s4d-project/s4d/backends/internal/dl"
 )
 
 // hostAlloc gives n bytes of host memory the copy engines can reach and
@@ -118,20 +116,7 @@ func hugeBytes(b []byte) int64 {
 //
 //	go test -run '^$' -bench LinkMemory -benchtime 4x ./backends/cuda/cu
 func BenchmarkLinkMemory(b *testing.B) {
-	l, err := dl.Open("libcuda.so.1")
-	if err != nil {
-		b.Skipf("no CUDA driver: %v", err)
-	}
-	var d Driver
-	if err := d.Load(l); err != nil {
-		b.Skip(err)
-	}
-	if err := d.Init(); err != nil {
-		b.Skipf("cuInit: %v", err)
-	}
-	if n, err := d.DeviceCount(); err != nil || n == 0 {
-		b.Skipf("no GPU: %v", err)
-	}
+	d, _ := benchDriver(b)
 	kinds := []struct {
 		name  string
 		alloc hostAlloc
@@ -150,14 +135,14 @@ func BenchmarkLinkMemory(b *testing.B) {
 			// of the benchmark's size before the runs.
 			huge := int64(-1)
 			if k.name != "pinned" {
-				if m, free, err := k.alloc(&d, 2*chunk); err == nil {
+				if m, free, err := k.alloc(d, 2*chunk); err == nil {
 					huge = hugeBytes(m)
 					free()
 				}
 			}
 			for _, dir := range []string{"htod", "dtoh"} {
 				b.Run(fmt.Sprintf("chunk=%dM/%s/%s", chunk>>20, k.name, dir), func(b *testing.B) {
-					moved := linkRun(b, &d, 1, dir, chunk, b.N, k.alloc)
+					moved := linkRun(b, d, 1, dir, chunk, b.N, k.alloc)
 					b.ReportMetric(float64(moved)/b.Elapsed().Seconds()/1e9, "GB/s")
 					b.ReportMetric(float64(huge)/(1<<20), "huge-MiB")
 					b.ReportMetric(0, "ns/op")

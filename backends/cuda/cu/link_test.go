@@ -18,11 +18,31 @@ import (
 //
 //	go test -run '^$' -bench Link -benchtime 4x ./backends/cuda/cu
 func BenchmarkLink(b *testing.B) {
+	d, n := benchDriver(b)
+	const chunk = 64 << 20
+	var counts []int
+	for k := 1; k < n; k *= 2 {
+		counts = append(counts, k)
+	}
+	for _, k := range append(counts, n) {
+		for _, dir := range []string{"htod", "dtoh", "both"} {
+			b.Run(fmt.Sprintf("gpus=%d/%s", k, dir), func(b *testing.B) {
+				moved := linkRun(b, d, k, dir, chunk, b.N, pinnedHost)
+				b.ReportMetric(float64(moved)/b.Elapsed().Seconds()/1e9, "GB/s")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// benchDriver loads the CUDA driver and counts the GPUs, skipping the
+// benchmark where there are none.
+func benchDriver(b *testing.B) (*Driver, int) {
 	l, err := dl.Open("libcuda.so.1")
 	if err != nil {
 		b.Skipf("no CUDA driver: %v", err)
 	}
-	var d Driver
+	d := new(Driver)
 	if err := d.Load(l); err != nil {
 		b.Skip(err)
 	}
@@ -33,20 +53,7 @@ func BenchmarkLink(b *testing.B) {
 	if err != nil || n == 0 {
 		b.Skipf("no GPU: %v", err)
 	}
-	const chunk = 64 << 20
-	var counts []int
-	for k := 1; k < n; k *= 2 {
-		counts = append(counts, k)
-	}
-	for _, k := range append(counts, n) {
-		for _, dir := range []string{"htod", "dtoh", "both"} {
-			b.Run(fmt.Sprintf("gpus=%d/%s", k, dir), func(b *testing.B) {
-				moved := linkRun(b, &d, k, dir, chunk, b.N, pinnedHost)
-				b.ReportMetric(float64(moved)/b.Elapsed().Seconds()/1e9, "GB/s")
-				b.ReportMetric(0, "ns/op")
-			})
-		}
-	}
+	return d, n
 }
 
 // linkRun copies rounds*8 chunks per device and returns the bytes moved.
