@@ -412,6 +412,13 @@ func TestRegionReleasedOnShutdown(t *testing.T) {
 // startDaemon runs a cpu daemon in this process with the settings edit
 // makes; stop stops it (the test's end does too).
 func startDaemon(t *testing.T, edit func(*Config)) (c *client.Client, stop func()) {
+	d, stop := serveDaemon(t, edit)
+	return &client.Client{Socket: d.cfg.Socket}, stop
+}
+
+// serveDaemon is startDaemon for tests that use the daemon itself; stop
+// also checks that it left no goroutine behind.
+func serveDaemon(t *testing.T, edit func(*Config)) (d *Daemon, stop func()) {
 	floor := lastGoroutine()
 	cfg := settings.Defaults()
 	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
@@ -433,7 +440,7 @@ func startDaemon(t *testing.T, edit func(*Config)) (c *client.Client, stop func(
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done; checkNoLeaks(t, floor) }) }
 	t.Cleanup(stop)
-	return &client.Client{Socket: cfg.Socket}, stop
+	return d, stop
 }
 
 // TestRegionQuota: a region's pages count against its owner's quota;

@@ -2,14 +2,10 @@ package daemon
 
 import (
 	"bytes"
-	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/s4d-project/s4d/settings"
 )
 
 // After a takeover that cannot vouch for every page, a block missing from
@@ -139,21 +135,7 @@ func TestSwapWarmLeavesTheDevicesBlocks(t *testing.T) {
 
 // serveTestDaemon serves a cpu daemon in this process until the test ends.
 func serveTestDaemon(t *testing.T) *Daemon {
-	cfg := settings.Defaults()
-	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
-	cfg.Backend = "cpu"
-	cfg.Log = slog.New(slog.DiscardHandler)
-	d, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- d.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	d, _ := serveDaemon(t, nil)
 	return d
 }
 
