@@ -418,7 +418,7 @@ func startDaemon(t *testing.T, edit func(*Config)) (c *client.Client, stop func(
 
 // serveDaemon is startDaemon for tests that use the daemon itself; stop
 // also checks that it left no goroutine behind.
-func serveDaemon(t *testing.T, edit func(*Config)) (d *Daemon, stop func()) {
+func serveDaemon(t testing.TB, edit func(*Config)) (d *Daemon, stop func()) {
 	floor := lastGoroutine()
 	cfg := settings.Defaults()
 	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")

@@ -44,6 +44,10 @@ type swapSet struct {
 	refill chan struct{}
 	// orphans are devices of the last run not taken over (swapkeep.go).
 	orphans []swapRecord
+	// live is devs' devices for the stall watch, which takes no lock;
+	// valve is the memory it hands the kernel (swapvalve.go).
+	live  atomic.Pointer[[]*ublk.Device]
+	valve *valve
 }
 
 type swapDev struct {
@@ -112,6 +116,7 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio, spec int) (ipc
 	sd := &swapDev{n: s.next, dev: dev, st: st, fresh: true, prio: prio, rec: swapRecord{ID: dev.ID, N: s.next,
 		Size: dev.Size(), Queues: queues, Depth: dev.Depth(), Reserve: req.Reserve, Codec: codec, Prio: prio, Spec: spec}}
 	s.devs = append(s.devs, sd)
+	s.publish()
 	if err := d.saveSwaps(false); err != nil {
 		d.log.Error("swap records not written: after a crash the next start would not take this device over", "err", err)
 	}
@@ -165,8 +170,19 @@ func (d *Daemon) guardMemory() {
 		})
 	}
 	wg.Wait()
+	// The memory profiler keeps a sampled allocation's call stack in
+	// memory the runtime maps as it goes, on whatever thread allocated:
+	// a daemon serving swap maps nothing it need not (growHeap).
+	runtime.MemProfileRate = 0
 	grown := growHeap(limit)
 	d.log.Info("Go heap bounded for swap and grown to its bound", "limit", limit, "heap_bytes", grown)
+	if v, err := newValve(valveSize()); err != nil {
+		d.log.Warn("no relief valve for swap: a stall in reclaim may last", "err", err)
+	} else {
+		d.swaps.valve = v
+		d.log.Info("relief valve for swap made", "bytes", len(v.mem))
+		go d.watchStalls(v)
+	}
 	go d.keepSpare()
 	go d.followSwapoff()
 }
@@ -226,6 +242,7 @@ func (d *Daemon) keepSpare() {
 		case <-tick.C:
 		case <-d.swaps.refill:
 		}
+		d.refillValve()
 		want := d.swaps.spare.Load()
 		if want == 0 || d.store.Spare() >= want*3/4 {
 			continue
@@ -293,6 +310,7 @@ func (d *Daemon) delSwap(name string) ([]ipc.SwapDevice, error) {
 		d.removeSwap(sd)
 	}
 	s.devs = keep
+	s.publish()
 	if err := d.saveSwaps(false); err != nil {
 		d.log.Error("swap records not written", "err", err)
 	}
@@ -430,6 +448,7 @@ func (d *Daemon) stopSwaps() bool {
 		d.removeSwap(sd)
 	}
 	s.devs = stay
+	s.publish()
 	if had {
 		if err := d.saveSwaps(false); err != nil {
 			d.log.Error("swap records not written", "err", err)

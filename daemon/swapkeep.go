@@ -132,6 +132,7 @@ func (d *Daemon) recoverSwaps() []int {
 			continue
 		}
 		s.devs = append(s.devs, sd)
+		s.publish()
 		if r.Spec >= 0 {
 			specs = append(specs, r.Spec)
 		}

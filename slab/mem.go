@@ -189,7 +189,8 @@ func (a *Arena) Release() {
 // faulting their pages in, and files them for new slabs: the memory a
 // swap daemon refills its spare from before it maps any. Like MapReserve
 // it may wait for memory, so it holds mu (the arena's lock) only to take
-// and to file slabs. It returns the bytes it filed.
+// and to file slabs, and no kernel lock while it waits (Present: mlock
+// would populate under the mmap lock). It returns the bytes it filed.
 func (a *Arena) Rearm(mu sync.Locker, n uint64) uint64 {
 	want := int(n / uint64(a.slabSize))
 	mu.Lock()
@@ -199,7 +200,8 @@ func (a *Arena) Rearm(mu sync.Locker, n uint64) uint64 {
 	mu.Unlock()
 	var ready, failed [][]byte
 	forEachRun(take, func(run []byte, slabs [][]byte) {
-		if unix.Mlock(run) == nil { // locks and faults in every page
+		if lockOnFault(run) == nil {
+			Present(run)
 			ready = append(ready, slabs...)
 		} else {
 			failed = append(failed, slabs...)

@@ -174,3 +174,25 @@ func TestSweepGivesLockedPagesBack(t *testing.T) {
 		t.Fatalf("after Rearm: %v", err)
 	}
 }
+
+// MapReserve hands memory back present (a swap-out written into it must
+// not fault) and locked where the process may lock, though it never
+// populates under the kernel's mmap lock (touch.go).
+func TestMapReservePresentAndLocked(t *testing.T) {
+	const n = 8 << 20
+	base := vmLocked(t)
+	r, err := MapReserve(n, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(r)
+	if got, want := resident(t, r), len(r)/os.Getpagesize(); got != want {
+		t.Fatalf("%d of %d pages resident", got, want)
+	}
+	if err := lockOnFault(r); err != nil {
+		t.Skipf("this process may not lock memory: %v", err)
+	}
+	if got := vmLocked(t) - base; got < n {
+		t.Fatalf("%d bytes locked, want %d", got, n)
+	}
+}

@@ -7,32 +7,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const madvPopulateWrite = 23 // MADV_POPULATE_WRITE, Linux 5.14
-
 // MapReserve maps n bytes (whole slabs of slabSize) with every page
-// present, for AddReserve. It takes no lock: it may wait for memory, and
-// the store must keep serving meanwhile. The pages are faulted in by
-// madvise, a system call, so a goroutine waiting here does not hold up
-// the Go runtime's stops; MAP_POPULATE would do nothing in a process
-// locked with MCL_ONFAULT.
+// present, for AddReserve. It takes no lock of the store's: it may wait
+// for memory, and the store must keep serving meanwhile. Nor does it hold
+// the kernel's mmap lock while it waits (Present): it maps the range
+// inaccessible, which a process locked with MCL_FUTURE does not populate,
+// locks it on fault, opens it, and then faults its pages in.
 func MapReserve(n uint64, slabSize int) ([]byte, error) {
 	slabs := int(n / uint64(slabSize))
 	if slabs == 0 {
 		return nil, nil
 	}
-	r, err := unix.Mmap(-1, 0, slabs*slabSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	r, err := unix.Mmap(-1, 0, slabs*slabSize, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("reserving slab memory: %w", err)
 	}
-	if err := unix.Madvise(r, madvPopulateWrite); err != nil {
-		if !errors.Is(err, unix.EINVAL) {
-			unix.Munmap(r)
-			return nil, fmt.Errorf("reserving slab memory: %w", err)
-		}
-		for i := 0; i < len(r); i += 4096 { // a kernel before 5.14
-			r[i] = 0
-		}
+	// Lock on fault before opening it: a locked private range made
+	// writable is populated there and then, under the lock. Refused where
+	// the process may not lock (no CAP_IPC_LOCK, a limit): then it locks
+	// nothing, and the pages only need faulting in.
+	lockOnFault(r)
+	if err := unix.Mprotect(r, unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		unix.Munmap(r)
+		return nil, fmt.Errorf("reserving slab memory: %w", err)
 	}
+	Present(r)
 	return r, nil
 }
 

@@ -3,6 +3,7 @@ package ublk
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
@@ -123,6 +124,18 @@ func Create(opts Options, st Store) (*Device, error) {
 	return d, nil
 }
 
+// StuckFor says whether one of the device's queues has been serving one
+// batch for longer than d, as of now (Unix ns). It takes no lock and
+// allocates nothing: a watchdog calls it while the daemon may be stuck.
+func (d *Device) StuckFor(limit time.Duration, now int64) bool {
+	for _, q := range d.queues {
+		if t := q.since.Load(); t != 0 && now-t > int64(limit) {
+			return true
+		}
+	}
+	return false
+}
+
 // BlockPath is the block device the kernel serves from this device.
 func (d *Device) BlockPath() string { return fmt.Sprintf("/dev/ublkb%d", d.ID) }
 
@@ -161,7 +174,25 @@ func (d *Device) start(st Store, info DevInfo) error {
 	if err := d.serve(st); err != nil {
 		return err
 	}
-	return d.ctrl.StartDev(d.ID)
+	if err := d.ctrl.StartDev(d.ID); err != nil {
+		return err
+	}
+	d.unthrottle()
+	return nil
+}
+
+// unthrottle turns the block layer's writeback throttling off for the
+// device. It caps the writes in flight when reads take long, and takes
+// this server's own service time (slow under memory pressure) for
+// congestion: every task that reclaims then waits in wbt_wait for writes
+// only this server finishes. Seen in the guest at 2 CPUs: kswapd, kernel
+// workers and every reclaiming process in wbt_wait while the swap device
+// served nothing. zram, a bio device, is never throttled so.
+func (d *Device) unthrottle() {
+	path := fmt.Sprintf("/sys/block/ublkb%d/queue/wbt_lat_usec", d.ID)
+	if err := os.WriteFile(path, []byte("0"), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.opts.Log.Warn("writeback throttling left on", "device", d.BlockPath(), "err", err)
+	}
 }
 
 // serve opens the device's character node and starts a thread per queue,

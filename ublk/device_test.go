@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -148,4 +149,21 @@ func TestOptionsRefused(t *testing.T) {
 		}
 	}
 	_ = os.Getpagesize
+}
+
+// A queue is stuck while it serves one batch for longer than the limit,
+// and never between batches.
+func TestStuckFor(t *testing.T) {
+	d := &Device{queues: []*queue{{}, {}}}
+	now := time.Now().UnixNano()
+	if d.StuckFor(time.Second, now) {
+		t.Fatal("stuck between batches")
+	}
+	d.queues[1].since.Store(now - int64(500*time.Millisecond))
+	if d.StuckFor(time.Second, now) {
+		t.Fatal("stuck after half the limit")
+	}
+	if !d.StuckFor(250*time.Millisecond, now) {
+		t.Fatal("not stuck after twice the limit")
+	}
 }

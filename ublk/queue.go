@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -39,6 +40,9 @@ type queue struct {
 	// Device.Detach) parks the thread before the next one.
 	hold     sync.Mutex
 	detached bool
+	// since is when the batch being served began (Unix ns), 0 between
+	// batches: a watchdog reads it to see a queue stuck (Device.StuckFor).
+	since atomic.Int64
 }
 
 // run sets the queue up, fetches a request for every tag, reports on
@@ -102,11 +106,13 @@ func (q *queue) run(ready chan<- error, flusher *error) (err error) {
 		q.stats.Requests.Add(uint64(len(q.reqs)))
 		res := q.res[:len(q.reqs)]
 		t0 := time.Now()
+		q.since.Store(t0.UnixNano())
 		q.g.serve(q.reqs, res)
 		for i, r := range q.reqs {
 			q.prep(ioCommitAndFetchReq, r.Tag, res[i])
 		}
 		e := q.ring.submit(0)
+		q.since.Store(0)
 		q.hold.Unlock()
 		if e != nil {
 			return fmt.Errorf("queue %d: commit: %w", q.id, e)

@@ -1,12 +1,13 @@
 // lockwatch: a watcher that still runs when the guest stalls for memory.
 //
-//   lockwatch EVERY AT [PID]
+//   lockwatch EVERY AT [PID [SIG]]
 //
 // Every EVERY seconds it prints memory and swap counters (lines starting
 // "WATCH "); once, AT seconds in, it prints every thread of PID with its
 // state, system call and kernel stack ("WATCH-TASK"), then asks the kernel
 // for all tasks' stacks and its memory report (sysrq t and m; seen on the
-// console with loglevel=7). Build it static (cc -static) and start it
+// console with loglevel=7), and then sends PID signal SIG if given (3,
+// SIGQUIT: a Go program prints every goroutine's stack). Build it static (cc -static) and start it
 // before the pressure: it locks itself in memory and allocates nothing
 // after, so it needs no page the stall holds back. A shell loop cannot
 // do this: each command it forks needs fresh memory, and its program may
@@ -14,6 +15,7 @@
 // the workload was enough to stall the guest, see README "Swap on s4d").
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +27,12 @@ static char buf[1 << 16];
 static char dents[1 << 14];
 static char out[4096];
 
-// slurp reads a /proc file into buf; 0 bytes if it cannot.
-static int slurp(const char *path) {
-	int fd = open(path, O_RDONLY), n = 0;
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof buf - 1);
-		close(fd);
-	}
+// slurp reads an open /proc file from its start into buf; 0 bytes if it
+// cannot. The files are opened once, at the start: an open at the stall
+// needs a struct file from the slab allocator, which waits in reclaim
+// with everyone else (seen: lockwatch itself hung in openat).
+static int slurp(int fd) {
+	int n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : 0;
 	if (n < 0)
 		n = 0;
 	buf[n] = 0;
@@ -39,9 +40,9 @@ static int slurp(const char *path) {
 }
 
 // keys prints the lines of path that start with one of keys, on one line.
-static void keys(const char *path, const char **keys) {
+static void keys(int fd, const char **keys) {
 	int o = 0;
-	slurp(path);
+	slurp(fd);
 	for (char *s = buf, *e; s && *s; s = e ? e + 1 : 0) {
 		if ((e = strchr(s, '\n')))
 			*e = 0;
@@ -115,29 +116,32 @@ static void tasks(void) {
 
 int main(int argc, char **argv) {
 	if (argc < 3 || atoi(argv[1]) <= 0) {
-		dprintf(2, "usage: lockwatch EVERY AT [PID] (seconds; PID's threads dumped at AT)\n");
+		dprintf(2, "usage: lockwatch EVERY AT [PID [SIG]] (seconds; PID's threads dumped at AT, then sent SIG)\n");
 		return 2;
 	}
-	int every = atoi(argv[1]), at = atoi(argv[2]), pid = argc > 3 ? atoi(argv[3]) : 0;
+	int every = atoi(argv[1]), at = atoi(argv[2]), pid = argc > 3 ? atoi(argv[3]) : 0,
+	    sig = argc > 4 ? atoi(argv[4]) : 0;
 	if (mlockall(MCL_CURRENT | MCL_FUTURE))
 		perror("lockwatch: mlockall (it may stall with the rest)");
 	if (pid)
 		openTasks(pid); // the threads there now: the daemon's, once it serves
 	const char *mem[] = {"MemFree", "Mlocked", "SwapFree", "AnonPages", "Shmem:", "SwapCached", 0};
 	const char *vm[] = {"pswpin", "pswpout", "allocstall_normal", "oom_kill", "pgscan_direct ", "pgsteal_direct ", 0};
+	int meminfo = open("/proc/meminfo", O_RDONLY), vmstat = open("/proc/vmstat", O_RDONLY);
+	int sysrq = open("/proc/sysrq-trigger", O_WRONLY);
 	for (int t = every;; t += every) {
 		sleep(every);
-		keys("/proc/meminfo", mem);
-		keys("/proc/vmstat", vm);
+		keys(meminfo, mem);
+		keys(vmstat, vm);
 		if (t >= at && t - every < at) {
 			tasks();
-			int fd = open("/proc/sysrq-trigger", O_WRONLY);
-			if (fd >= 0) {
-				write(fd, "t", 1);
+			if (sysrq >= 0) {
+				write(sysrq, "t", 1);
 				sleep(2);
-				write(fd, "m", 1);
-				close(fd);
+				write(sysrq, "m", 1);
 			}
+			if (pid && sig)
+				kill(pid, sig);
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -41,7 +42,9 @@ var Command = &cli.Command{
 
 func run(cx *cli.Context) error {
 	level := new(slog.LevelVar)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	sink := newLogSink(os.Stderr, 256<<10)
+	defer sink.Close(2 * time.Second)
+	log := slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: level}))
 	load := func() (daemon.Config, error) { return configure(cx) }
 	cfg, err := load()
 	if err != nil {
