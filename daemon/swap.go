@@ -493,7 +493,7 @@ func (d *Daemon) describeSwap(sd *swapDev) ipc.SwapDevice {
 	dev, st := sd.dev, &sd.dev.Stats
 	out := ipc.SwapDevice{Name: dev.BlockPath(), DiskSize: dev.Size(), Pool: sd.st.pool, Streams: dev.Queues(), Depth: dev.Depth(),
 		ReadIOs: st.Reads.Calls.Load(), ReadPgs: st.Reads.Pages.Load(), WriteIOs: st.Writes.Calls.Load(), WritePgs: st.Writes.Pages.Load(),
-		Discard: st.Discarded.Load(), Errors: st.Errors.Load(), Lost: sd.st.lost.Load(), Requests: st.Requests.Load(), Waits: st.Waits.Load(),
+		Discard: st.Discarded.Load(), Errors: st.Errors.Load(), Lost: sd.st.lost.Load(), ValveOpens: d.swaps.valveOpens(), Requests: st.Requests.Load(), Waits: st.Waits.Load(),
 		Total: dev.BufferBytes(), Fresh: sd.fresh, Kept: d.cfg.Persist && d.cfg.SwapTakeover, Priority: sd.prio,
 		ReadStoreNs: st.Reads.StoreNs.Load(), ReadCopyNs: st.Reads.CopyNs.Load(), WriteStoreNs: st.Writes.StoreNs.Load(), ServeNs: st.ServeNs.Load()}
 	for i := range st.BatchPages {

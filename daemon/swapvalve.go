@@ -130,6 +130,14 @@ func anyStuck(devs []*ublk.Device, now int64) bool {
 	return false
 }
 
+// valveOpens is how many times the valve opened, 0 without one.
+func (s *swapSet) valveOpens() uint64 {
+	if s.valve == nil {
+		return 0
+	}
+	return s.valve.opens.Load()
+}
+
 // publish makes the devices' list for watchStalls again; s.mu is held.
 func (s *swapSet) publish() {
 	devs := make([]*ublk.Device, 0, len(s.devs))

@@ -52,9 +52,12 @@ type SwapDevice struct {
 	Errors   uint64 `json:"errors"` // store calls that failed (their I/O got EIO)
 	// Lost: reads failed (EIO) because the daemon crashed since the page
 	// was written and cannot vouch for the copy it has, if any.
-	Lost     uint64 `json:"lost_reads,omitempty"`
-	Requests uint64 `json:"requests"` // kernel requests served
-	Waits    uint64 `json:"waits"`    // ring waits that returned requests
+	Lost uint64 `json:"lost_reads,omitempty"`
+	// ValveOpens: times a queue stuck for memory had the daemon hand the
+	// kernel its relief memory (the daemon's, alike on every device).
+	ValveOpens uint64 `json:"valve_opens,omitempty"`
+	Requests   uint64 `json:"requests"` // kernel requests served
+	Waits      uint64 `json:"waits"`    // ring waits that returned requests
 	// BatchPages counts store calls by pages: entry i, calls of 2^i to
 	// 2^(i+1)-1 pages.
 	BatchPages []uint64 `json:"batch_pages"`

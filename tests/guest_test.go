@@ -241,6 +241,12 @@ func checkSwapWorkload(t *testing.T, r guestResults, tag string) {
 // memory beside a workload of twice the RAM (swap_guest_test.go).
 const guestMem = "384M"
 
+// guestCPUs is TestGuest's guest CPUs (S4D_GUEST_SMP overrides): two, so
+// the swap device has two queues served by two threads, as on any real
+// machine. At two, before the relief valve (daemon/swapvalve.go), the
+// swap scenario stalled in most boots; TestGuestRecovery keeps one.
+const guestCPUs = "2"
+
 // TestGuest boots the guest once and runs the zram baseline, the ublk
 // module check and every registered scenario; it logs boot time, each
 // workload's times, swap throughput and swap-in latency, and the ratios
@@ -249,7 +255,14 @@ func TestGuest(t *testing.T) {
 	guestReady(t)
 	all := append([]guestScenario{zramScenario, ublkModuleScenario}, guestScenarios...)
 	dir := t.TempDir()
-	args := []string{"--mem", guestMem, "--bin", guestWorkload(t)}
+	cpus := guestCPUs
+	if v := os.Getenv("S4D_GUEST_SMP"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n <= 0 {
+			t.Fatalf("S4D_GUEST_SMP=%q: want a positive number", v)
+		}
+		cpus = v
+	}
+	args := []string{"--mem", guestMem, "--smp", cpus, "--bin", guestWorkload(t)}
 	var script strings.Builder
 	// The standard workload's shape for every scenario alike, so ratios
 	// hold: S4D_GUEST_JOBS=3 runs three processes at once (same total).
