@@ -1,4 +1,5 @@
 /* libs4d: a C client for the s4d compressed page store (ipc/PROTOCOL.md).
+ * SPDX-License-Identifier: Apache-2.0
  *
  *   s4d *c = s4d_connect(NULL, &err);           // $S4D_SOCKET, else /run/s4d/s4d.sock
  *   uint64_t keys[2] = {7, 8};
