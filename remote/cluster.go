@@ -20,8 +20,10 @@ type shard struct {
 }
 
 // Cluster routes commands to the masters of a Valkey/Redis cluster (or to
-// one node that has cluster support disabled), following MOVED and ASK and
-// riding out a failover for up to Options.RetryFor. Safe for concurrent use.
+// one node that has cluster support disabled), following MOVED and ASK.
+// A node that fails is marked down and its commands fail at once until it
+// answers again or a failover moves its slots (health.go). Safe for
+// concurrent use.
 type Cluster struct {
 	o Options
 
@@ -32,6 +34,12 @@ type Cluster struct {
 
 	refreshMu sync.Mutex
 	stats     struct{ moved, ask, retried, refreshed atomic.Uint64 }
+
+	// The prober (health.go): kick wakes it, quit stops it, probed is
+	// closed when it has returned.
+	kick, quit, probed chan struct{}
+	probing            bool
+	closeOnce          sync.Once
 }
 
 // Stats counts the cluster's redirects and retries since Dial.
@@ -49,16 +57,26 @@ func Dial(ctx context.Context, o Options) (*Cluster, error) {
 	if len(o.Addrs) == 0 {
 		return nil, errors.New("remote: no seed addresses")
 	}
-	c := &Cluster{o: o, shards: map[string]*shard{}, nodes: map[string]*node{}}
+	c := &Cluster{o: o, shards: map[string]*shard{}, nodes: map[string]*node{},
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), probed: make(chan struct{})}
 	if err := c.refresh(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
+	c.probing = true
+	go c.probeLoop()
 	return c, nil
 }
 
-// Close drops the idle connections; in-flight calls finish on their own.
+// Close stops the prober and drops the idle connections; in-flight calls
+// finish on their own.
 func (c *Cluster) Close() {
+	c.closeOnce.Do(func() {
+		close(c.quit)
+		if c.probing {
+			<-c.probed
+		}
+	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
@@ -120,6 +138,12 @@ func (c *Cluster) refresh(ctx context.Context) error {
 	}
 	var errs []error
 	for _, addr := range cands {
+		// A node marked down is asked by the prober, not here: a hung
+		// one would hold up every refresh for the tier's timeout.
+		if err := c.node(addr).downErr(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		shards, err := c.fetchSlots(ctx, addr)
 		if err == nil {
 			c.stats.refreshed.Add(1)
@@ -128,6 +152,9 @@ func (c *Cluster) refresh(ctx context.Context) error {
 		}
 		if errors.Is(err, ErrAuthFailed) || ctx.Err() != nil {
 			return err
+		}
+		if !errors.Is(err, errSlotMap) {
+			c.noteDown(addr, err, false)
 		}
 		errs = append(errs, err)
 	}
@@ -141,7 +168,7 @@ type slotRange struct {
 
 func (c *Cluster) fetchSlots(ctx context.Context, addr string) ([]slotRange, error) {
 	n := c.node(addr)
-	cn, err := n.get(ctx, &c.o)
+	cn, _, err := n.get(ctx, &c.o)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +182,7 @@ func (c *Cluster) fetchSlots(ctx context.Context, addr string) ([]slotRange, err
 		if strings.Contains(strings.ToLower(e.Error()), "cluster support disabled") {
 			return []slotRange{{0, numSlots - 1, &shard{master: addr}}}, nil
 		}
-		return nil, fmt.Errorf("remote: %s: CLUSTER SLOTS: %w", addr, e)
+		return nil, fmt.Errorf("remote: %s: CLUSTER SLOTS: %w: %w", addr, errSlotMap, e)
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	var out []slotRange
@@ -187,10 +214,14 @@ func (c *Cluster) fetchSlots(ctx context.Context, addr string) ([]slotRange, err
 		out = append(out, slotRange{lo, hi, &shard{master: nodes[0], replicas: nodes[1:]}})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("remote: %s: no slots assigned", addr)
+		return nil, fmt.Errorf("remote: %s: no slots assigned: %w", addr, errSlotMap)
 	}
 	return out, nil
 }
+
+// errSlotMap is a node that answers but gives no usable slot map: not a
+// node down.
+var errSlotMap = errors.New("no usable slot map")
 
 func (c *Cluster) install(ranges []slotRange) {
 	c.mu.Lock()
@@ -287,14 +318,19 @@ func (r *roundOut) again(p pending, err error, refresh, sleep bool) {
 // Do runs cmds, pipelined: one connection per master and round, every
 // master at once. Commands redirected or refused during a failover are
 // retried until Options.RetryFor, so they must be idempotent (SET, GET,
-// DEL are). Each command gets its own Reply.
+// DEL are). The whole call ends within the tier's timeout (RetryFor): a
+// node that does not answer in time, or cannot be reached, is marked down
+// and its commands fail with a NodeDownError, and commands for a node
+// already down fail at once, without holding up the others. Each command
+// gets its own Reply.
 func (c *Cluster) Do(ctx context.Context, cmds []Cmd) []Reply {
 	out := make([]Reply, len(cmds))
 	todo := make([]pending, len(cmds))
 	for i := range cmds {
 		todo[i] = pending{i: i}
 	}
-	deadline := time.Now().Add(c.o.RetryFor)
+	dctx, cancel := context.WithTimeout(ctx, c.o.RetryFor)
+	defer cancel()
 	backoff := 10 * time.Millisecond
 	for {
 		groups := map[string][]pending{}
@@ -308,6 +344,10 @@ func (c *Cluster) Do(ctx context.Context, cmds []Cmd) []Reply {
 				}
 				p.addr = addr
 			}
+			if err := c.node(p.addr).downErr(); err != nil {
+				out[p.i].Err = err
+				continue
+			}
 			groups[p.addr] = append(groups[p.addr], p)
 		}
 		var wg sync.WaitGroup
@@ -315,7 +355,7 @@ func (c *Cluster) Do(ctx context.Context, cmds []Cmd) []Reply {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.runGroup(ctx, addr, cmds, g, out, &ro)
+				c.runGroup(ctx, dctx, addr, cmds, g, out, &ro)
 			}()
 		}
 		wg.Wait()
@@ -324,19 +364,19 @@ func (c *Cluster) Do(ctx context.Context, cmds []Cmd) []Reply {
 			return out
 		}
 		c.stats.retried.Add(uint64(len(todo)))
-		if ctx.Err() != nil || time.Now().After(deadline) {
+		if dctx.Err() != nil {
 			for _, p := range todo {
-				out[p.i].Err = fmt.Errorf("remote: gave up after %v: %w", c.o.RetryFor, p.err)
+				out[p.i].Err = giveUp(ctx, c.o.RetryFor, p.err)
 			}
 			return out
 		}
 		if ro.refresh {
-			c.refresh(ctx) // failing here is fine: the next round retries
+			c.refresh(dctx) // failing here is fine: the next round retries
 		}
 		if ro.sleep {
 			t := time.NewTimer(backoff)
 			select {
-			case <-ctx.Done():
+			case <-dctx.Done():
 			case <-t.C:
 			}
 			t.Stop()
@@ -345,17 +385,48 @@ func (c *Cluster) Do(ctx context.Context, cmds []Cmd) []Reply {
 	}
 }
 
-func (c *Cluster) runGroup(ctx context.Context, addr string, cmds []Cmd, g []pending, out []Reply, ro *roundOut) {
+// giveUp is the error of a command still refused or redirected when the
+// call's time is up: the caller's deadline, or the tier's timeout.
+func giveUp(ctx context.Context, retryFor time.Duration, cause error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("remote: the caller gave up (%v) while retrying: %w", ctx.Err(), cause)
+	}
+	return fmt.Errorf("remote: gave up after %v (the tier's timeout): %w", retryFor, cause)
+}
+
+// runGroup runs one round's commands for one node. ctx is the caller's,
+// dctx ends with the call's time: a node that fails while the caller still
+// waits is marked down (one whose idle connection broke gets one more try
+// on a new connection, the server may have closed an idle one).
+func (c *Cluster) runGroup(ctx, dctx context.Context, addr string, cmds []Cmd, g []pending, out []Reply, ro *roundOut) {
 	n := c.node(addr)
-	cn, err := n.get(ctx, &c.o)
-	if err != nil {
-		for _, p := range g {
-			if errors.Is(err, ErrAuthFailed) {
-				out[p.i].Err = err
-			} else {
-				ro.again(p, err, true, true)
+	nodeFailed := func(err error, reused bool) {
+		if errors.Is(err, ErrAuthFailed) || ctx.Err() != nil {
+			for _, p := range g {
+				if ctx.Err() != nil {
+					out[p.i].Err = fmt.Errorf("remote: %s: the caller gave up (%v): %w", addr, ctx.Err(), err)
+				} else {
+					out[p.i].Err = err
+				}
 			}
+			return
 		}
+		var ne net.Error
+		if reused && dctx.Err() == nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			n.closeIdle()
+			for _, p := range g {
+				ro.again(p, fmt.Errorf("remote: %s: %w", addr, err), false, false)
+			}
+			return
+		}
+		down := c.markDown(addr, err)
+		for _, p := range g {
+			out[p.i].Err = down
+		}
+	}
+	cn, reused, err := n.get(dctx, &c.o)
+	if err != nil {
+		nodeFailed(err, false)
 		return
 	}
 	list := make([][][]byte, 0, len(g)+1)
@@ -377,12 +448,10 @@ func (c *Cluster) runGroup(ctx context.Context, addr string, cmds []Cmd, g []pen
 		ms := strconv.FormatInt(c.o.WaitTimeout.Milliseconds(), 10)
 		list = append(list, args("WAIT", strconv.Itoa(want), ms))
 	}
-	vals, err := cn.pipeline(ctx, list)
+	vals, err := cn.pipeline(dctx, list)
 	n.put(cn)
 	if err != nil {
-		for _, p := range g {
-			ro.again(p, fmt.Errorf("remote: %s: %w", addr, err), true, true)
-		}
+		nodeFailed(err, reused)
 		return
 	}
 	acked, waitErr := want, error(nil)
@@ -487,7 +556,7 @@ func (c *Cluster) CheckNoEviction(ctx context.Context) error {
 	c.mu.RUnlock()
 	for _, addr := range addrs {
 		n := c.node(addr)
-		cn, err := n.get(ctx, &c.o)
+		cn, _, err := n.get(ctx, &c.o)
 		if err != nil {
 			return fmt.Errorf("remote: checking maxmemory-policy: %w", err)
 		}
@@ -516,9 +585,12 @@ func (c *Cluster) CheckNoEviction(ctx context.Context) error {
 func (c *Cluster) Scan(ctx context.Context, match string, fn func(key []byte) error) error {
 	for _, addr := range c.Masters() {
 		n := c.node(addr)
+		if err := n.downErr(); err != nil {
+			return fmt.Errorf("remote: scan: %w", err)
+		}
 		cursor := "0"
 		for {
-			cn, err := n.get(ctx, &c.o)
+			cn, _, err := n.get(ctx, &c.o)
 			if err != nil {
 				return fmt.Errorf("remote: scan %s: %w", addr, err)
 			}

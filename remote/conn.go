@@ -159,14 +159,17 @@ func (c *conn) pipeline(ctx context.Context, cmds [][][]byte) ([]Value, error) {
 type node struct {
 	addr string
 	idle chan *conn
+	h    health // health.go
 }
 
-func (n *node) get(ctx context.Context, o *Options) (*conn, error) {
+// get answers an idle connection (reused) or a new one.
+func (n *node) get(ctx context.Context, o *Options) (c *conn, reused bool, err error) {
 	select {
 	case c := <-n.idle:
-		return c, nil
+		return c, true, nil
 	default:
-		return dial(ctx, n.addr, o)
+		c, err := dial(ctx, n.addr, o)
+		return c, false, err
 	}
 }
 

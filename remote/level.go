@@ -100,8 +100,12 @@ func (l *Level) Store(ctx context.Context, objs [][]byte) (locs []uint32, err er
 		for i := range keys {
 			keys[i] = uint64(i)
 		}
-		out = append(out, pending{b: Block{ID: l.nextID, Gen: randGen(), Data: Pack(nil, keys, objs[lo:hi])}, first: lo, n: hi - lo})
-		l.nextID++
+		id, err := l.liveID()
+		if err != nil {
+			l.mu.Unlock()
+			return nil, err
+		}
+		out = append(out, pending{b: Block{ID: id, Gen: randGen(), Data: Pack(nil, keys, objs[lo:hi])}, first: lo, n: hi - lo})
 		lo = hi
 	}
 	l.mu.Unlock()
@@ -140,6 +144,27 @@ func (l *Level) Store(ctx context.Context, objs [][]byte) (locs []uint32, err er
 	}
 	return locs, nil
 }
+
+// liveID takes the next block ID whose slot is served by a node that is
+// up: while a node is down, no block goes to its slots and spills go on
+// to the others. An ID is only a name, so skipping some costs nothing.
+// After idTries IDs in a row on down nodes, every node (or nearly) is
+// down, and the spill fails at once. The caller holds l.mu.
+func (l *Level) liveID() (uint64, error) {
+	var err error
+	for range idTries {
+		id := l.nextID
+		l.nextID++
+		if err = l.t.KeyDown(l.pool, id); err == nil {
+			return id, nil
+		}
+	}
+	return 0, fmt.Errorf("no block name on a live node in %d tries: %w", idTries, err)
+}
+
+// idTries: with one master of three down, 64 IDs in a row on it happen
+// once in 3^64 spills.
+const idTries = 64
 
 func (l *Level) alloc(p place) uint32 {
 	if n := len(l.free); n > 0 {

@@ -18,9 +18,18 @@ type Options struct {
 	TLS      *tls.Config
 	RESP2    bool // speak RESP2 (plain AUTH, no HELLO 3)
 
-	DialTimeout time.Duration // 2 s
-	IOTimeout   time.Duration // 5 s with no progress on a connection
-	RetryFor    time.Duration // 15 s: how long redirects, failover and refused connections are retried
+	// Timeout is the tier's timeout: the longest one call waits on a
+	// node that does not answer (a dial, a reply with no progress, the
+	// retries of a redirect or a refusal) before that node's commands
+	// fail and the node is marked down. While a node is down, commands
+	// for its slots fail at once (ErrNodeDown) until a probe, every
+	// ProbeEvery, finds it answering again or finds its slots moved to
+	// a live node (a failover). 5 s; the fields below default to it.
+	Timeout     time.Duration
+	ProbeEvery  time.Duration // 1 s, at most Timeout
+	DialTimeout time.Duration // 2 s, at most Timeout
+	IOTimeout   time.Duration // Timeout, with no progress on a connection
+	RetryFor    time.Duration // Timeout: how long redirects and a failover's refusals (TRYAGAIN, CLUSTERDOWN) are retried
 	PoolSize    int           // 4 idle connections kept per node
 	Limits      Limits        // DefaultLimits
 
@@ -31,6 +40,9 @@ type Options struct {
 	WaitTimeout time.Duration // 2 s
 }
 
+// DefaultTimeout is Options.Timeout's default (--remote-timeout).
+const DefaultTimeout = 5 * time.Second
+
 func (o *Options) user() string {
 	if o.User == "" {
 		return "default"
@@ -39,14 +51,20 @@ func (o *Options) user() string {
 }
 
 func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.ProbeEvery <= 0 {
+		o.ProbeEvery = min(time.Second, o.Timeout)
+	}
 	if o.DialTimeout <= 0 {
-		o.DialTimeout = 2 * time.Second
+		o.DialTimeout = min(2*time.Second, o.Timeout)
 	}
 	if o.IOTimeout <= 0 {
-		o.IOTimeout = 5 * time.Second
+		o.IOTimeout = o.Timeout
 	}
 	if o.RetryFor <= 0 {
-		o.RetryFor = 15 * time.Second
+		o.RetryFor = o.Timeout
 	}
 	if o.PoolSize <= 0 {
 		o.PoolSize = 4

@@ -370,6 +370,10 @@ func (t *Tier) Key(pool string, id uint64) []byte {
 	return t.s.Key(Namespace{Host: t.host, Pool: pool}, id)
 }
 
+// KeyDown is the NodeDownError of the node that serves a block of pool,
+// or nil while that node is up.
+func (t *Tier) KeyDown(pool string, id uint64) error { return t.c.KeyDown(t.Key(pool, id)) }
+
 // Ping tells whether the cluster answers now, and records it.
 func (t *Tier) Ping(ctx context.Context) error {
 	_, err := t.Used(ctx)
@@ -381,7 +385,8 @@ func (t *Tier) Ping(ctx context.Context) error {
 
 // TierStats is what STATS, /metrics and ctl stats show of the tier.
 type TierStats struct {
-	Up                              bool
+	Up                              bool // the last call went through and no master is down
+	Nodes                           []NodeState
 	LastError                       string
 	Host                            string
 	Quota, Used                     uint64 // Used: the counter as last read (Stats reads it)
@@ -408,12 +413,18 @@ func (t *Tier) Stats(ctx context.Context) TierStats {
 	if e, ok := t.lastErr.Load().(string); ok {
 		s.LastError = e
 	}
+	s.Nodes = t.c.Nodes()
+	for _, n := range s.Nodes {
+		if n.Master && n.Down {
+			s.Up = false
+		}
+	}
 	cs := t.c.Stats()
 	s.Moved, s.Ask, s.Retried = cs.Moved, cs.Ask, cs.Retried
 	s.LatencyBounds = latBounds
 	s.ReadLatency, s.ReadLatencySum = t.lat.snapshot(false)
 	s.WriteLatency, s.WriteLatencySum = t.lat.snapshot(true)
-	if s.Up {
+	if t.c.KeyDown(t.usedKey()) == nil {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		if n, err := t.Used(ctx); err == nil {

@@ -23,7 +23,7 @@ func secretFile(t *testing.T, name string, data []byte) string {
 }
 
 func tierConfig(t *testing.T, tc *testCluster) TierConfig {
-	return TierConfig{URL: "valkey://" + tc.addr(0) + "," + tc.addr(3),
+	return TierConfig{URL: tc.URL(),
 		CredFile: secretFile(t, "creds", []byte(testUser+"\n"+testPass+"\n")),
 		KeyFile:  secretFile(t, "key", testKey), Host: "tier-" + t.Name(),
 		Options: Options{RetryFor: 2 * time.Second}}

@@ -50,7 +50,7 @@ func Binaries() (server, cli string, err error) {
 func (tc *Cluster) Addr(i int) string { return "127.0.0.1:" + strconv.Itoa(tc.Ports[i]) }
 
 // URL names the cluster as --remote-tier takes it (two seeds).
-func (tc *Cluster) URL() string { return "valkey://" + tc.Addr(0) + "," + tc.Addr(3) }
+func (tc *Cluster) URL() string { return "valkey://" + tc.Addr(0) + "," + tc.Addr(len(tc.Ports)/2) }
 
 // FreePorts holds every listener open until all are chosen, so the ports
 // (client and cluster bus) differ.
@@ -73,9 +73,22 @@ func FreePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// Config shapes a test cluster.
+type Config struct {
+	Masters, Replicas int // replicas per master
+	// Extra is appended to every node's configuration, e.g.
+	// "cluster-require-full-coverage no" so that the other masters serve
+	// their slots while one without a replica is lost.
+	Extra string
+}
+
 // Start starts six nodes, makes them one cluster with a replica per
 // master and waits until every node says cluster_state:ok.
-func Start() (*Cluster, error) {
+func Start() (*Cluster, error) { return StartWith(Config{Masters: 3, Replicas: 1}) }
+
+// StartWith starts a cluster of cfg's shape (Start's otherwise).
+func StartWith(cfg Config) (*Cluster, error) {
+	nodes := cfg.Masters * (1 + cfg.Replicas)
 	server, cli, err := Binaries()
 	if err != nil {
 		return nil, err
@@ -84,12 +97,12 @@ func Start() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := FreePorts(2 * Nodes)
+	ports, err := FreePorts(2 * nodes)
 	if err != nil {
 		return nil, err
 	}
-	tc := &Cluster{Dir: dir, Server: server, CLI: cli, Ports: ports[:Nodes], procs: make([]*exec.Cmd, Nodes)}
-	for i := range Nodes {
+	tc := &Cluster{Dir: dir, Server: server, CLI: cli, Ports: ports[:nodes], procs: make([]*exec.Cmd, nodes)}
+	for i := range nodes {
 		nd := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.MkdirAll(nd, 0o700); err != nil {
 			return tc, err
@@ -113,7 +126,8 @@ user default off
 user %s on >%s ~* &* +@all
 masteruser %s
 masterauth %s
-`, ports[i], ports[Nodes+i], nd, nd, User, Pass, User, Pass)
+%s
+`, ports[i], ports[nodes+i], nd, nd, User, Pass, User, Pass, cfg.Extra)
 		if err := os.WriteFile(filepath.Join(nd, "node.conf"), []byte(conf), 0o600); err != nil {
 			return tc, err
 		}
@@ -122,17 +136,17 @@ masterauth %s
 			return nil, err
 		}
 	}
-	for i := range Nodes {
+	for i := range nodes {
 		if err := WaitFor(10*time.Second, func() error { _, err := tc.CLIDo(i, "PING"); return err }); err != nil {
 			tc.Stop()
 			return nil, fmt.Errorf("node %d never answered PING: %w (log %s)", i, err, tc.Log(i))
 		}
 	}
 	cmd := []string{"--user", User, "-a", Pass, "--no-auth-warning", "--cluster", "create"}
-	for i := range Nodes {
+	for i := range nodes {
 		cmd = append(cmd, tc.Addr(i))
 	}
-	cmd = append(cmd, "--cluster-replicas", "1", "--cluster-yes")
+	cmd = append(cmd, "--cluster-replicas", strconv.Itoa(cfg.Replicas), "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, cli, cmd...).CombinedOutput(); err != nil {
@@ -140,7 +154,7 @@ masterauth %s
 		return nil, fmt.Errorf("%s --cluster create: %v\n%s", cli, err, out)
 	}
 	err = WaitFor(20*time.Second, func() error {
-		for i := range Nodes {
+		for i := range nodes {
 			out, err := tc.CLIDo(i, "CLUSTER", "INFO")
 			if err != nil {
 				return err
@@ -235,7 +249,7 @@ func (tc *Cluster) Log(i int) string {
 
 // Index is the node of addr, or -1.
 func (tc *Cluster) Index(addr string) int {
-	for i := range Nodes {
+	for i := range tc.Ports {
 		if tc.Addr(i) == addr {
 			return i
 		}
