@@ -24,13 +24,22 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 # Debian's zsh reads vendor-completions for packages, site-functions under /usr/local.
 ZSHCOMPDIR  ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/share/zsh/vendor-completions,$(PREFIX)/share/zsh/site-functions)
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
-INSTALL_TARGETS += install-docs install-metrics-socket
-UNINSTALL_TARGETS += uninstall-docs uninstall-metrics-socket
+INSTALL_TARGETS += install-docs install-metrics-socket install-swap
+UNINSTALL_TARGETS += uninstall-docs uninstall-metrics-socket uninstall-swap
+# udev reads rules from /etc, /run and /usr/lib (or /lib), never from
+# /usr/local: a local install puts its rule in /etc.
+UDEVRULESDIR ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/udev/rules.d,/etc/udev/rules.d)
 
-.PHONY: docs install-docs uninstall-docs install-metrics-socket uninstall-metrics-socket
+.PHONY: docs install-docs uninstall-docs install-metrics-socket uninstall-metrics-socket install-swap uninstall-swap
 docs: build
 	rm -rf $(DOCS_DIR)
 	$(BIN) gen-docs --out $(DOCS_DIR)
+
+# docs/reference/commands.md and config.md, from the same definitions;
+# committed, and TestReferenceCurrent (cmd/s4d) fails while they differ.
+.PHONY: docs-reference
+docs-reference:
+	$(GO) run ./cmd/s4d gen-docs --reference docs/reference
 
 install-docs: docs
 	install -d $(DESTDIR)$(MANDIR)/man1
@@ -42,6 +51,8 @@ install-docs: docs
 	install -d $(DESTDIR)$(DOCDIR)/examples
 	install -m 0644 contrib/grafana/s4d-dashboard.json contrib/prometheus/s4d-alerts.yml \
 		contrib/systemd/metrics.conf $(DESTDIR)$(DOCDIR)/examples/
+	# docs/ as it is in the source, so the README's links work where it is installed.
+	cd docs && find . -type f -name '*.md' -exec install -D -m 0644 {} $(DESTDIR)$(DOCDIR)/docs/{} \;
 
 # s4d-metrics.socket: /metrics on 127.0.0.1:9367 for the sandboxed
 # service, which has no network of its own; not enabled by install.
@@ -52,6 +63,25 @@ install-metrics-socket:
 
 uninstall-metrics-socket:
 	rm -f $(DESTDIR)$(UNITDIR)/s4d-metrics.socket
+
+# Swap on s4d (docs/admin/swap.md), as the Debian package has it: the unit
+# that makes each of the daemon's devices swap and the udev rule that
+# starts it are installed (they do nothing until the daemon makes a
+# device); the drop-in that gives s4d.service root and the module list
+# that loads ublk_drv at boot are examples, since a daemon that serves
+# only its socket needs neither.
+install-swap:
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(UDEVRULESDIR) $(DESTDIR)$(DOCDIR)
+	sed -e 's|/usr/local/bin/s4d|$(BINDIR)/s4d|' -e 's|/usr/local/share/doc/s4d|$(DOCDIR)|' \
+		systemd/s4d-swap@.service > $(DESTDIR)$(UNITDIR)/s4d-swap@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/s4d-swap@.service
+	install -m 0644 systemd/60-s4d-swap.rules $(DESTDIR)$(UDEVRULESDIR)/60-s4d-swap.rules
+	install -m 0644 systemd/s4d-swap.conf $(DESTDIR)$(DOCDIR)/s4d-swap.conf.example
+	install -m 0644 systemd/s4d-swap.modules-load $(DESTDIR)$(DOCDIR)/s4d-swap.modules-load.example
+	@if [ -z "$(DESTDIR)" ] && command -v udevadm >/dev/null && [ -d /run/udev ]; then udevadm control --reload || true; fi
+
+uninstall-swap:
+	rm -f $(DESTDIR)$(UNITDIR)/s4d-swap@.service $(DESTDIR)$(UDEVRULESDIR)/60-s4d-swap.rules
 
 uninstall-docs:
 	rm -f $(DESTDIR)$(MANDIR)/man1/s4d.1 $(DESTDIR)$(MANDIR)/man1/s4d-*.1 $(DESTDIR)$(MANDIR)/man5/s4d.toml.5 $(DESTDIR)$(BASHCOMPDIR)/s4d \
@@ -73,14 +103,10 @@ DEB_COMPRESS ?= xz
 deb:
 	rm -rf $(DEB_ROOT)
 	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr UNITDIR=/lib/systemd/system \
-		INSTALL_TARGETS='install-docs install-metrics-socket install-run-lib' EXTRA_BUILDFLAGS='$(DEB_BUILDFLAGS)' EXTRA_LDFLAGS='-s -w' >/dev/null
+		UDEVRULESDIR=/lib/udev/rules.d INSTALL_TARGETS='install-docs install-metrics-socket install-swap install-run-lib' EXTRA_BUILDFLAGS='$(DEB_BUILDFLAGS)' EXTRA_LDFLAGS='-s -w' >/dev/null
 	gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1 $(DEB_ROOT)/usr/share/man/man5/*.5
 	strip --strip-unneeded --remove-section=.comment --remove-section=.note $(DEB_ROOT)/usr/lib/s4d/libs4d-run.so
 	install -m 0644 packaging/deb/copyright $(DEB_DOC)/copyright
-	# Swap on s4d (README): the unit and rule ship; the drop-in that widens s4d.service is an example.
-	sed 's|/usr/local/bin/s4d|/usr/bin/s4d|' systemd/s4d-swap@.service > $(DEB_ROOT)/lib/systemd/system/s4d-swap@.service
-	install -D -m 0644 systemd/60-s4d-swap.rules $(DEB_ROOT)/lib/udev/rules.d/60-s4d-swap.rules
-	install -m 0644 systemd/s4d-swap.conf $(DEB_DOC)/s4d-swap.conf.example
 	printf 's4d (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
 		'$(VERSION)' '$(COMMIT)' "$$(sed -n 's/^Maintainer: //p' packaging/deb/control.in)" \
 		"$$(date -u -R -d @$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)})" \

@@ -17,9 +17,25 @@ import (
 //	max_size = "8G"   # a cap on a size in percent
 //	queues = 2        # 0: one per CPU
 //	depth = 64        # requests in flight per queue
-//	priority = 100    # for swapon (s4d-swap-setup reads it)
+//	priority = 100    # for swapon (`s4d swap on` reads it); default 100
 //	codec = "zstd"    # the pool's codec; "" the daemon's
 const swapKey = "swap"
+
+// DefaultSwapPriority is a device's swap priority unless its table names
+// one: above disk swap (the kernel gives those -2 and below), as
+// zram-generator's 100, so the kernel fills s4d's devices first.
+const DefaultSwapPriority = 100
+
+// SwapKeys documents the keys of a [[swap]] table, in the order s4d.toml(5)
+// lists them; every key ParseSwap takes is here (the tests check).
+var SwapKeys = []struct{ Key, Usage, Default string }{
+	{"size", "the device's size: a percentage of RAM (\"50%\", at most 400%) or bytes with K/M/G/T suffix (at least 1M); required", ""},
+	{"max_size", "a cap on a size given in percent, bytes with K/M/G/T suffix", "none"},
+	{"queues", "hardware queues, each served by a thread of its own, 0-64; 0 = one per CPU", "0"},
+	{"depth", "requests in flight per queue, 0-1024; 0 = 64", "0"},
+	{"priority", "the swap priority s4d swap on gives the device, 0-32767 (higher is used first; disk swap has -2 and below)", "100"},
+	{"codec", "lz4 or zstd for the device's pages; empty = the daemon's codec", "the daemon's"},
+}
 
 // SwapSpec is one [[swap]] table.
 type SwapSpec struct {
@@ -67,7 +83,7 @@ var swapFields = map[string]func(*SwapSpec, string) error{
 	"max_size": func(s *SwapSpec, v string) (err error) { s.MaxSize, err = bytesize.Parse(v); return err },
 	"queues":   swapInt(func(s *SwapSpec) *int { return &s.Queues }, 0, 64),
 	"depth":    swapInt(func(s *SwapSpec) *int { return &s.Depth }, 0, 1024),
-	"priority": swapInt(func(s *SwapSpec) *int { return &s.Priority }, -1, 32767),
+	"priority": swapInt(func(s *SwapSpec) *int { return &s.Priority }, 0, 32767),
 	"codec": func(s *SwapSpec, v string) error {
 		if v != "" && v != "lz4" && v != "zstd" {
 			return fmt.Errorf("%q: want lz4 or zstd", v)
@@ -96,7 +112,7 @@ func ParseSwap(v any) ([]SwapSpec, error) {
 	}
 	var out []SwapSpec
 	for i, t := range tables {
-		s := SwapSpec{Priority: -1}
+		s := SwapSpec{Priority: DefaultSwapPriority}
 		keys := make([]string, 0, len(t))
 		for k := range t {
 			keys = append(keys, k)

@@ -4,6 +4,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -85,8 +86,24 @@ var genDocsCommand = &cli.Command{
 	Name:   "gen-docs",
 	Hidden: true,
 	Usage:  "write man pages and shell completion from the CLI's definitions",
-	Flags:  []cli.Flag{&cli.StringFlag{Name: "out", Required: true, Usage: "directory: man1/, bash/, zsh/, fish/ are made in it"}},
-	Action: func(cx *cli.Context) error { return docs.Write(newApp(), cx.String("out")) },
+	Flags: []cli.Flag{&cli.StringFlag{Name: "out", Usage: "directory: man1/, man5/, bash/, zsh/, fish/ are made in it"},
+		&cli.StringFlag{Name: "reference", Usage: "directory: commands.md and config.md (docs/reference) are written there"}},
+	Action: func(cx *cli.Context) error {
+		if !cx.IsSet("out") && !cx.IsSet("reference") {
+			return exitcode.UsageErr(fmt.Errorf("gen-docs: --out DIR, --reference DIR or both"))
+		}
+		if dir := cx.String("reference"); dir != "" {
+			for name, body := range map[string]string{"commands.md": docs.CommandsMarkdown(newApp()), "config.md": docs.ConfigMarkdown()} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+					return err
+				}
+			}
+		}
+		if dir := cx.String("out"); dir != "" {
+			return docs.Write(newApp(), dir)
+		}
+		return nil
+	},
 }
 
 // boolsAlone lets a boolean setting of `s4d daemon` be given alone

@@ -85,3 +85,18 @@ func TestDocsFromDefinitions(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// docs/reference/commands.md and config.md are what the binary writes
+// from its definitions now: a changed flag or setting without
+// `make docs-reference` fails here.
+func TestReferenceCurrent(t *testing.T) {
+	for name, want := range map[string]string{"commands.md": docs.CommandsMarkdown(newApp()), "config.md": docs.ConfigMarkdown()} {
+		got, err := os.ReadFile(filepath.Join("..", "..", "docs", "reference", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("docs/reference/%s is out of date: run make docs-reference", name)
+		}
+	}
+}

@@ -10,13 +10,18 @@ import (
 )
 
 // configExample is the EXAMPLE section's file; every key in it must be a
-// setting (the tests check).
+// setting or a [[swap]] key, and the whole must load (the tests check).
 const configExample = `mem_limit = "8G"
 codec = "zstd"
 backing_file = "/var/lib/s4d/backing"
 persist = true
 metrics_listen = "127.0.0.1:9367"
-log_level = "info"`
+log_level = "info"
+
+[[swap]]
+size = "25%"
+max_size = "4G"
+priority = 100`
 
 // configPage is s4d.toml(5): the configuration file, one entry per
 // setting of settings.Table, the table the daemon's flags come from too.
@@ -35,8 +40,8 @@ environment variable that is set wins over the file. An unknown key or a malform
 error naming it: the daemon does not start.
 
 **SIGHUP** (**systemctl reload s4d**) reads the file again. The keys *changed by a reload* take
-effect at once; a change to any other is logged as needing a restart. A file with an error is logged
-and the running configuration stays.
+effect at once: ` + reloadKeys(func(k string) string { return "**" + esc(k) + "**" }) + `; a change to any other is logged as needing a restart. A file
+with an error is logged and the running configuration stays.
 
 Sizes are bytes, with an optional K, M, G or T suffix (powers of 1024). Durations are Go
 durations: 500ms, 30s, 10m, 1h30m.
@@ -64,6 +69,23 @@ durations: 500ms, 30s, 10m, 1h30m.
 		}
 		fmt.Fprintf(&b, "**%s**\n:   %s.\n    %s.\n\n", esc(s.Key()), esc(s.Usage), capitalize(strings.Join(notes, "; ")))
 	}
+	b.WriteString(`# TABLES
+
+## [[swap]]
+
+A swap device the daemon creates when it starts, one table each (any number): a block device served
+through the kernel's ublk driver, made swap by **s4d swap on** (which *s4d-swap@.service* runs for
+each device). The daemon then needs root, and the module ublk\_drv loaded. A table is checked at
+start like any key; a reload does not change the devices. Its keys:
+
+`)
+	for _, k := range settings.SwapKeys {
+		fmt.Fprintf(&b, "**%s**\n:   %s", esc(k.Key), esc(k.Usage))
+		if k.Default != "" {
+			fmt.Fprintf(&b, ".\n    Default: %s", esc(k.Default))
+		}
+		b.WriteString(".\n\n")
+	}
 	b.WriteString("# EXAMPLE\n\n```\n" + configExample + "\n```\n\n")
 	fmt.Fprintf(&b, "# FILES\n\n*%s*\n:   the file; **make install** and the Debian package put a commented one there, "+
 		"also in *share/doc/s4d* under the installation prefix\n\n", settings.DefaultFile)
@@ -77,4 +99,17 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// reloadKeys lists the keys a reload changes, from the settings table's
+// Reload field (so no page or example can list other ones), each through
+// format.
+func reloadKeys(format func(string) string) string {
+	var keys []string
+	for _, s := range settings.Table {
+		if s.Reload && !s.Hidden {
+			keys = append(keys, format(s.Key()))
+		}
+	}
+	return strings.Join(keys, ", ")
 }

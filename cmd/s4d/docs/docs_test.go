@@ -38,11 +38,27 @@ func TestConfigPage(t *testing.T) {
 			t.Errorf("%s: its option --%s is not named", s.Key(), s.Name)
 		}
 	}
-	for _, l := range strings.Split(configExample, "\n") {
-		key, _, _ := strings.Cut(l, " = ")
-		if s := settings.Find(key); s == nil || s.Key() != key {
-			t.Errorf("the example's %q is not a setting", key)
+	// The example loads as the daemon would load it (its backing file
+	// aside: Validate checks that it exists).
+	example := filepath.Join(dir, "example.toml")
+	os.WriteFile(example, []byte(strings.Replace(configExample, "persist = true\n", "", 1)), 0o644)
+	if c, err := settings.Load(example, true, map[string]string{"backing-file": ""}); err != nil || len(c.Swap) != 1 {
+		t.Errorf("the example does not load: %v (%d swap tables)", err, len(c.Swap))
+	}
+	for _, k := range settings.SwapKeys {
+		if !strings.Contains(page, `\fB`+k.Key+`\fP`) && !strings.Contains(page, `\fB`+strings.ReplaceAll(k.Key, "_", `\_`)+`\fP`) {
+			t.Errorf("[[swap]] key %s is not in the page", k.Key)
 		}
+	}
+	// The keys a reload changes are named, from the table.
+	var reload []string
+	for _, s := range settings.Table {
+		if s.Reload {
+			reload = append(reload, s.Key())
+		}
+	}
+	if want := "at once: " + strings.Join(reload, ", ") + ";"; !strings.Contains(strings.Join(strings.Fields(strings.NewReplacer(`\fB`, "", `\fP`, "", `\_`, "_").Replace(page)), " "), want) {
+		t.Errorf("the page does not list the reload keys %q", want)
 	}
 	if groff, err := exec.LookPath("groff"); err == nil {
 		out, err := exec.Command(groff, "-man", "-Tutf8", "-ww", "-z", filepath.Join(dir, "man5", "s4d.toml.5")).CombinedOutput()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
+	"github.com/s4d-project/s4d/settings"
 	"github.com/s4d-project/s4d/ublk"
 )
 
@@ -20,17 +21,30 @@ import (
 // device the daemon creates, as zram-generator's units do for zram: mkswap
 // only on a device the daemon says is fresh (never on one reattached with
 // pages in use: that would throw away every process's swapped memory),
-// then swapon with the [[swap]] table's priority and discard.
+// then swapon with the [[swap]] table's priority and discard. A device
+// with no priority of its own (made by `s4d swap add`) gets
+// settings.DefaultSwapPriority, above disk swap, as zram-generator's do.
 
 var onCommand = &cli.Command{
 	Name:      "on",
 	Usage:     "make a device of the daemon's swap: mkswap if it is fresh, then swapon with its priority",
-	UsageText: "s4d swap on DEVICE",
-	Flags:     flags,
+	UsageText: "s4d swap on [--priority N] DEVICE",
+	Flags: append([]cli.Flag{&cli.IntFlag{Name: "priority", Value: -1, DefaultText: "the [[swap]] table's, else 100",
+		Usage: "swap priority, 0-32767 (higher is used first; disk swap has -2 and below)"}}, flags...),
 	Action: func(cx *cli.Context) error {
+		prio := cx.Int("priority")
+		if cx.IsSet("priority") && (prio < 0 || prio > 32767) {
+			return exitcode.UsageErr(fmt.Errorf("--priority %d: want 0-32767", prio))
+		}
 		dev, err := ownDevice(cx)
 		if err != nil {
 			return err
+		}
+		if !cx.IsSet("priority") {
+			prio = dev.Priority
+		}
+		if prio < 0 {
+			prio = settings.DefaultSwapPriority
 		}
 		if ublk.ActiveSwaps()[dev.Name] {
 			fmt.Printf("%s is already swap\n", dev.Name)
@@ -41,10 +55,10 @@ var onCommand = &cli.Command{
 				return fmt.Errorf("mkswap %s: %v: %s", dev.Name, err, strings.TrimSpace(string(out)))
 			}
 		}
-		if err := swapon(dev.Name, dev.Priority); err != nil {
+		if err := swapon(dev.Name, prio); err != nil {
 			return err
 		}
-		fmt.Printf("%s on as swap (priority %d, fresh %v)\n", dev.Name, dev.Priority, dev.Fresh)
+		fmt.Printf("%s on as swap (priority %d, fresh %v)\n", dev.Name, prio, dev.Fresh)
 		return nil
 	},
 }
