@@ -47,7 +47,8 @@ func remoteConfig(cfg *Config) (remote.TierConfig, error) {
 	return remote.TierConfig{URL: cfg.RemoteTier, CAFile: cfg.RemoteCAFile,
 		CredFile: credential(cfg.RemoteCredentials, credRemoteCreds),
 		KeyFile:  credential(cfg.RemoteKeyFile, credRemoteKey),
-		Host:     host, Quota: cfg.RemoteQuota, NoEvictOK: cfg.RemoteNoEviction}, nil
+		Host:     host, Quota: cfg.RemoteQuota, NoEvictOK: cfg.RemoteNoEviction,
+		Options: remote.Options{Timeout: cfg.RemoteTimeout}}, nil
 }
 
 // openRemote connects the remote tier, if one is set: nil without one. A
@@ -64,16 +65,15 @@ func openRemote(ctx context.Context, cfg *Config) (*remote.Tier, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The start waits 20 s at most: a cluster that is down is a reason
-	// not to start. (The cluster's own retries, for a failover later,
-	// keep their default.)
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// The start waits 20 s at most (or the tier's timeout, if longer): a
+	// cluster that is down is a reason not to start.
+	ctx, cancel := context.WithTimeout(ctx, max(20*time.Second, cfg.RemoteTimeout))
 	defer cancel()
 	t, err := remote.OpenTier(ctx, tc)
 	if err != nil {
 		return nil, fmt.Errorf("remote tier: %w", err)
 	}
-	cfg.Log.Info("remote tier", "url", cfg.RemoteTier, "host", t.Host(), "quota", cfg.RemoteQuota)
+	cfg.Log.Info("remote tier", "url", cfg.RemoteTier, "host", t.Host(), "quota", cfg.RemoteQuota, "timeout", cfg.RemoteTimeout)
 	return t, nil
 }
 
@@ -97,7 +97,24 @@ func (d *Daemon) remoteStats() *ipc.RemoteStats {
 		Corrupt: s.Corrupt, Missing: s.Missing, Stale: s.Stale, Deleted: s.Deleted, Swept: s.Swept,
 		QuotaFull: s.QuotaFull, Redirects: s.Moved + s.Ask, Retries: s.Retried,
 		ReadLatency:  ipc.NewHistogram(s.LatencyBounds, s.ReadLatency, s.ReadLatencySum),
-		WriteLatency: ipc.NewHistogram(s.LatencyBounds, s.WriteLatency, s.WriteLatencySum)}
+		WriteLatency: ipc.NewHistogram(s.LatencyBounds, s.WriteLatency, s.WriteLatencySum),
+		Nodes:        remoteNodes(s.Nodes)}
+}
+
+// remoteNodes is the tier's per-node state on the wire.
+func remoteNodes(ns []remote.NodeState) []ipc.RemoteNode {
+	out := make([]ipc.RemoteNode, len(ns))
+	for i, n := range ns {
+		out[i] = ipc.RemoteNode{Addr: n.Addr, Role: "replica", Slots: n.Slots, Down: n.Down, Cause: n.Cause,
+			Downs: n.Downs, FastFails: n.FastFails}
+		if n.Master {
+			out[i].Role = "master"
+		}
+		if n.Down {
+			out[i].DownSince = n.Since.UTC().Format(time.RFC3339)
+		}
+	}
+	return out
 }
 
 // coldOptions makes the remote tier the level below the backing file,

@@ -83,4 +83,19 @@ type RemoteStats struct {
 	// Batch latencies, for /metrics.
 	ReadLatency  *Histogram `json:"read_latency,omitempty"`
 	WriteLatency *Histogram `json:"write_latency,omitempty"`
+	// The nodes of the cluster's slot map, masters first (issue 43).
+	Nodes []RemoteNode `json:"nodes,omitempty"`
+}
+
+// RemoteNode is one node of the remote tier's cluster. While it is down,
+// the pages in blocks on its slots answer FAILED at once.
+type RemoteNode struct {
+	Addr      string `json:"addr"`
+	Role      string `json:"role"` // "master" or "replica"
+	Slots     int    `json:"slots"`
+	Down      bool   `json:"down"`
+	DownSince string `json:"down_since,omitempty"` // RFC 3339, UTC, while down
+	Cause     string `json:"cause,omitempty"`      // why it was marked down, while down
+	Downs     uint64 `json:"downs"`                // times marked down since the daemon started
+	FastFails uint64 `json:"fast_fails"`           // commands failed at once while it was down
 }

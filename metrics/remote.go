@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/s4d-project/s4d/ipc"
@@ -22,10 +24,17 @@ var (
 	rmSpillErr = desc("remote_spill_failures_total", "Rounds of moving pages to the cluster that failed; their pages stayed on the file.")
 	rmReadTime = desc("remote_read_duration_seconds", "Time of a batched read from the cluster.")
 	rmWrTime   = desc("remote_write_duration_seconds", "Time of a batched write to the cluster, replica acknowledgement included.")
+	// Per node of the cluster's slot map (issue 43; docs/admin/remote-tier.md).
+	rmNodeUp    = desc("remote_node_up", "1 while a node of the cluster's slot map answers, 0 while it is marked down (the pages in blocks on its slots answer FAILED at once).", "node", "role")
+	rmNodeSince = desc("remote_node_down_since_timestamp_seconds", "When a node now down was marked down (Unix time); absent while it is up.", "node")
+	rmNodeSlots = desc("remote_node_slots", "Hash slots a master serves.", "node")
+	rmNodeDowns = desc("remote_node_downs_total", "Times a node was marked down since the daemon started.", "node")
+	rmNodeFast  = desc("remote_node_fast_failures_total", "Commands failed at once, without a network call, because their node was down.", "node")
 )
 
 func init() {
-	all = append(all, rmUp, rmUsed, rmQuota, rmBlocksW, rmBytesW, rmBlocksR, rmBytesR, rmErrors, rmDeleted, rmReadTime, rmWrTime, rmPages, rmSpilled, rmSpillErr)
+	all = append(all, rmUp, rmUsed, rmQuota, rmBlocksW, rmBytesW, rmBlocksR, rmBytesR, rmErrors, rmDeleted, rmReadTime, rmWrTime, rmPages, rmSpilled, rmSpillErr,
+		rmNodeUp, rmNodeSince, rmNodeSlots, rmNodeDowns, rmNodeFast)
 }
 
 func collectRemote(r *ipc.RemoteStats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string),
@@ -57,4 +66,19 @@ func collectRemote(r *ipc.RemoteStats, gauge func(*prometheus.Desc, float64, ...
 	counter(rmSpillErr, r.SpillFailures)
 	hist(rmReadTime, r.ReadLatency)
 	hist(rmWrTime, r.WriteLatency)
+	for _, n := range r.Nodes {
+		up := 1.0
+		if n.Down {
+			up = 0
+			if t, err := time.Parse(time.RFC3339, n.DownSince); err == nil {
+				gauge(rmNodeSince, float64(t.Unix()), n.Addr)
+			}
+		}
+		gauge(rmNodeUp, up, n.Addr, n.Role)
+		if n.Role == "master" {
+			gauge(rmNodeSlots, float64(n.Slots), n.Addr)
+		}
+		counter(rmNodeDowns, n.Downs, n.Addr)
+		counter(rmNodeFast, n.FastFails, n.Addr)
+	}
 }

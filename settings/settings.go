@@ -87,7 +87,11 @@ type Config struct {
 	RemoteHost        string // name of this host's blocks; "" = the host name
 	RemoteQuota       uint64 // bytes this host may keep in the cluster; 0 = no limit
 	RemoteNoEviction  bool   // the operator states maxmemory-policy is noeviction
-	Log               *slog.Logger
+	// RemoteTimeout bounds one call to the cluster: a node that does not
+	// answer within it is marked down and its pages fail at once until a
+	// probe finds it back (remote.Options.Timeout).
+	RemoteTimeout time.Duration
+	Log           *slog.Logger
 	// Level, when set, is the log handler's level; a reload changes it.
 	Level *slog.LevelVar
 }
@@ -117,6 +121,7 @@ func Defaults() Config {
 		BackingVerify:       true,
 		WritebackHeadroom:   10,
 		SwapTakeover:        true,
+		RemoteTimeout:       5 * time.Second, // remote.DefaultTimeout
 	}
 }
 
@@ -145,6 +150,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CheckpointEvery < 0 {
 		return fmt.Errorf("checkpoint interval cannot be negative")
+	}
+	if c.RemoteTimeout < 100*time.Millisecond {
+		return fmt.Errorf("remote timeout %v: must be at least 100ms", c.RemoteTimeout)
 	}
 	if c.WritebackHeadroom < 0 || c.WritebackHeadroom > 50 {
 		return fmt.Errorf("writeback headroom %d%%: must be 0 to 50", c.WritebackHeadroom)

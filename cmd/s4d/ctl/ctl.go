@@ -129,6 +129,10 @@ func eachBatch(cx *cli.Context, do func(ctx context.Context, c *client.Client, h
 	for _, b := range batches(h, r.n) {
 		keys = r.keys(keys, b[0], b[1])
 		if err := do(ctx, c, h, keys, b[0]); err != nil {
+			if ctx.Err() != nil {
+				// Not a bare "context deadline exceeded": whose deadline.
+				err = fmt.Errorf("no answer within the command's --timeout, at key %d (%w)", keys[0], err)
+			}
 			return r, err
 		}
 	}

@@ -146,7 +146,7 @@ var getCommand = &cli.Command{
 		if err != nil {
 			return err
 		}
-		return t.err("get", pool)
+		return withDownNodes(cx, t.err("get", pool)) // pool.go
 	},
 }
 
@@ -263,6 +263,6 @@ var inspectCommand = &cli.Command{
 		if err := inspectTable.print(os.Stdout, rows, o); err != nil {
 			return err
 		}
-		return t.err("inspect", cx.String("pool"))
+		return withDownNodes(cx, t.err("inspect", cx.String("pool"))) // pool.go
 	},
 }

@@ -2,8 +2,11 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -70,7 +73,59 @@ func printRemote(w io.Writer, r *ipc.RemoteStats) {
 		fmt.Fprintf(w, "below the backing file: %d pages in %d blocks; %d pages spilled in %d rounds, %d rounds failed, %d page reads failed%s\n",
 			r.Pages, r.Blocks, r.PagesSpilled, r.Spills, r.SpillFailures, r.PageReadFails, paused)
 	}
+	for _, n := range r.Nodes {
+		fmt.Fprintf(w, "node %s %s", n.Addr, n.Role)
+		if n.Role == "master" {
+			fmt.Fprintf(w, " (%d slots)", n.Slots)
+		}
+		if n.Down {
+			fmt.Fprintf(w, ": DOWN %s: %s; %d commands failed at once", downFor(n), n.Cause, n.FastFails)
+		} else {
+			fmt.Fprint(w, ": up")
+		}
+		if n.Downs > 0 {
+			fmt.Fprintf(w, " (down %d times)", n.Downs)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.LastError != "" {
 		fmt.Fprintf(w, "last error: %s\n", r.LastError)
 	}
+}
+
+// downFor says since when a node is down: "since 09:01:02Z (1m40s)".
+func downFor(n ipc.RemoteNode) string {
+	t, err := time.Parse(time.RFC3339, n.DownSince)
+	if err != nil {
+		return "since " + n.DownSince
+	}
+	return fmt.Sprintf("since %s (%s ago)", n.DownSince, time.Since(t).Round(time.Second))
+}
+
+// withDownNodes adds to a command's error, when some of its pages failed,
+// which nodes of the remote tier are down and since when (their pages
+// answer FAILED until a probe finds them back): the daemon's STATS says.
+func withDownNodes(cx *cli.Context, err error) error {
+	var ie *ipc.Error
+	if err == nil || !errors.As(err, &ie) || ie.Code != ipc.CodeFailed {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cx.Context, 5*time.Second)
+	defer cancel()
+	c := dial(cx)
+	defer c.Close()
+	st, serr := c.Stats(ctx, "")
+	if serr != nil || st.Remote == nil {
+		return err
+	}
+	var down []string
+	for _, n := range st.Remote.Nodes {
+		if n.Down {
+			down = append(down, fmt.Sprintf("node %s (%s) down %s: %s", n.Addr, n.Role, downFor(n), n.Cause))
+		}
+	}
+	if len(down) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; remote tier: %s", err, strings.Join(down, "; "))
 }
