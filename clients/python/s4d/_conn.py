@@ -4,10 +4,10 @@ sending frames (with a memfd attached where needed) and reading answers."""
 from __future__ import annotations
 
 import os
+import select
 import socket
 import stat
 import struct
-import time
 from array import array
 
 from . import _wire as w
@@ -63,11 +63,12 @@ class Conn:
             sock.close()
             raise dial_error(path, e) from e
         self.sock = sock
+        self.poller = select.poll()
+        self.poller.register(sock, select.POLLIN | select.POLLRDHUP)
         self.rbuf = bytearray(_RBUF)
         self.rview = memoryview(self.rbuf)
         self.rpos = self.rend = 0
         self.next_id = 0
-        self.last_used = time.monotonic()
         self.hello: dict = {}
 
     def close(self) -> None:
@@ -78,17 +79,17 @@ class Conn:
 
     def alive(self) -> bool:
         """False when the daemon closed the connection meanwhile (its idle
-        timeout): nobody reads an idle connection, so it is checked before
-        reuse, and the request goes out on a fresh one instead of failing."""
-        if time.monotonic() - self.last_used < 0.5 or self.rend > self.rpos:
+        timeout, a restart): nobody reads an idle connection, so it is
+        checked before every request, and the request goes out on a fresh
+        one instead of failing. A poll with no wait, not a peek: a peek on
+        a socket with a timeout waits for data up to that timeout first."""
+        if self.rend > self.rpos:
             return True
-        try:
-            b = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except BlockingIOError:
+        if not self.poller.poll(0):
             return True
-        except OSError:
-            return False
-        return b != b""
+        # Readable between requests: the daemon's end (EOF) or a frame
+        # nobody asked for; either way this stream is done.
+        return False
 
     def send(self, op: int, rid: int, parts, fds=None) -> None:
         """Sends one frame whose body is parts; fds go with its first byte,
@@ -110,7 +111,6 @@ class Conn:
             self.sock.sendall(head)
             for p in parts:
                 self.sock.sendall(p)
-        self.last_used = time.monotonic()
 
     def _fill(self) -> None:
         if self.rpos == self.rend:
@@ -153,7 +153,6 @@ class Conn:
         if version != w.VERSION or length < 16 or not flags & w.FLAG_RESPONSE:
             raise S4DConnectionError(f"connection to s4d lost: not a response frame (version {version}, length {length})")
         body = self.read_exact(length - 16)
-        self.last_used = time.monotonic()
         if rop == 0 and got_id == 0 and status != 0:
             # The daemon refuses the connection (LIMIT) and closes it.
             raise error_for(status, w.error_message(body))

@@ -13,12 +13,14 @@ from collections import deque
 from . import _wire as w
 from . import park as _park
 from ._conn import Conn, default_socket
+from ._keys import Keys
 from .buffer import Buffer, address_of, live_buffers
 from .errors import (MalformedError, NOT_FOUND, OK, S4DConnectionError, S4DError, S4DTimeout,
                      error_for, page_error)
 
 _SMALL = 64 << 10      # batches up to this many bytes travel through the socket
 _SLOT = 8 << 20        # copied batches go through the scratch memfd in pieces of this size
+_SLOTS = 4             # pieces of the scratch memfd in flight at once
 _WINDOW = 4            # requests of one chunked batch in flight at once
 
 
@@ -249,7 +251,7 @@ class Client:
         copied once into shared memory. With a Buffer, offset says where
         the first page starts in it. Pages refused raise NoSpaceError or
         LimitError (their keys keep their old contents; .keys lists them)."""
-        karr = w.key_array(keys)
+        karr = Keys(keys)
         n = len(karr)
         pool_b = w.pool_name(pool)
         if not isinstance(offset, int) or offset < 0:
@@ -272,8 +274,8 @@ class Client:
                 codes = self._socket_put(pool_b, karr, src, ps)
             else:
                 codes = self._copy_batches(w.OP_PUT_FD, pool_b, karr, src, ps)
-        if any(codes):
-            raise page_error("put", karr, codes)
+        if codes.count(OK) != n:
+            raise page_error("put", karr.tolist(), codes)
 
     def _page_size_of(self, nbytes: int, n: int, what: str, exact: bool) -> int:
         ps = self._connect().hello["page_size"]
@@ -283,62 +285,64 @@ class Client:
             raise ValueError(f"{what}: {n} pages of {ps} bytes do not fit in the {nbytes} bytes of the buffer")
         return ps
 
-    def _socket_put(self, pool_b, karr, src, ps) -> list[int]:
+    def _socket_put(self, pool_b, karr: Keys, src, ps) -> bytearray:
         n = len(karr)
-        codes: list[int] = []
+        codes = bytearray()
         per, _ = self._limits(len(pool_b) - 2, ps)
         reqs = []
         for a in range(0, n, per):
-            part = karr[a:a + per]
-            head = pool_b + struct.pack("<II", ps, len(part)) + w.key_bytes(part)
-            reqs.append(_Req(w.OP_PUT, [head, src[a * ps:(a + len(part)) * ps]],
-                             _codes_into(codes, len(part))))
+            b = min(a + per, n)
+            head = pool_b + struct.pack("<II", ps, b - a)
+            reqs.append(_Req(w.OP_PUT, [head, karr.wire(a, b), src[a * ps:b * ps]],
+                             _codes_into(codes, b - a)))
         self._exchange(reqs, _WINDOW)
         return codes
 
-    def _fd_batches(self, op, pool_b, karr, buf: Buffer, off: int, ps: int, on_piece=None) -> list[int]:
+    def _fd_batches(self, op, pool_b, karr: Keys, buf: Buffer, off: int, ps: int) -> bytearray:
         """PUT_FD or GET_FD of pages lying in buf from off, in requests the
-        daemon's limits allow, pipelined."""
+        daemon's limits allow, pipelined. Each request's body is made only
+        when it is sent, so the next is built while the daemon works."""
         n = len(karr)
         _, per = self._limits(len(pool_b) - 2, ps)
-        codes: list[int] = []
-        reqs = []
-        for a in range(0, n, per):
-            part = karr[a:a + per]
-            body = pool_b + struct.pack("<II", ps, len(part)) + w.key_bytes(part) + struct.pack("<Q", off + a * ps)
-            reqs.append(_Req(op, [body], _codes_into(codes, len(part)), fds=[buf.fileno()]))
-        self._exchange(reqs, _WINDOW)
+        codes = bytearray()
+        fds = [buf.fileno()]
+
+        def reqs():
+            for a in range(0, n, per):
+                b = min(a + per, n)
+                yield _Req(op, [pool_b + struct.pack("<II", ps, b - a), karr.wire(a, b),
+                                struct.pack("<Q", off + a * ps)], _codes_into(codes, b - a), fds=fds)
+        self._exchange(reqs(), _WINDOW)
         return codes
 
-    def _copy_batches(self, op, pool_b, karr, mem, ps) -> list[int]:
+    def _copy_batches(self, op, pool_b, karr: Keys, mem, ps) -> bytearray:
         """PUT_FD from, or GET_FD into, memory of the caller's through the
-        scratch memfd: two slots, so that copying one piece overlaps the
-        daemon's work on the other."""
+        scratch memfd, in slots, so that copying one piece overlaps the
+        daemon's work on the others."""
         n = len(karr)
         _, per = self._limits(len(pool_b) - 2, ps)
         per = max(1, min(per, _SLOT // ps))
-        pieces = [(a, min(a + per, n)) for a in range(0, n, per)]
-        nslots = 2 if len(pieces) > 1 else 1
+        npieces = (n + per - 1) // per
+        nslots = min(_SLOTS, npieces)
         slot = per * ps
         scratch = self._scratch_for(slot * nslots)
         sv = memoryview(scratch)
-        codes: list[int] = []
-        reqs = []
-        try:
-            for j, (a, b) in enumerate(pieces):
-                so = (j % nslots) * slot
-                nb = (b - a) * ps
-                part = karr[a:b]
-                body = pool_b + struct.pack("<II", ps, b - a) + w.key_bytes(part) + struct.pack("<Q", so)
+        codes = bytearray()
+        fds = [scratch.fileno()]
+
+        def reqs():
+            for j, a in enumerate(range(0, n, per)):
+                b = min(a + per, n)
+                so, nb = (j % nslots) * slot, (b - a) * ps
+                parts = [pool_b + struct.pack("<II", ps, b - a), karr.wire(a, b), struct.pack("<Q", so)]
                 if op == w.OP_PUT_FD:
-                    before = _copier(sv, so, mem, a * ps, nb)
-                    handle = _codes_into(codes, b - a)
+                    yield _Req(op, parts, _codes_into(codes, b - a), fds=fds,
+                               before=_copier(sv, so, mem, a * ps, nb))
                 else:
-                    before = None
-                    handle = _codes_then(codes, b - a, _copier(mem, a * ps, sv, so, nb))
-                reqs.append(_Req(op, [body], handle, fds=[scratch.fileno()], before=before))
+                    yield _Req(op, parts, _codes_then(codes, b - a, _copier(mem, a * ps, sv, so, nb)), fds=fds)
+        try:
             # A slot is reused only once its earlier piece is answered.
-            self._exchange(reqs, nslots)
+            self._exchange(reqs(), nslots)
         finally:
             sv.release()
         return codes
@@ -347,7 +351,7 @@ class Client:
         """The pages of keys, back to back. A key with no page raises
         NotFoundError (its .keys lists the missing keys), or with
         missing_ok reads as a page of zeros."""
-        karr = w.key_array(keys)
+        karr = Keys(keys)
         ps = self._connect().hello["page_size"]
         out = bytearray(len(karr) * ps)
         self._get_into(pool, karr, out, ps, missing_ok)
@@ -358,7 +362,7 @@ class Client:
         with the pages of keys, in place. In a client.buffer() (or a view
         of one) the daemon writes the pages itself; elsewhere they cost
         one copy. Missing keys as in get()."""
-        karr = w.key_array(keys)
+        karr = Keys(keys)
         ps = self._connect().hello["page_size"]
         try:
             mv = memoryview(buffer)
@@ -384,49 +388,56 @@ class Client:
             codes = self._socket_get(pool_b, karr, dv, ps)
         else:
             codes = self._copy_batches(w.OP_GET_FD, pool_b, karr, dv, ps)
-        bad = [i for i, c in enumerate(codes) if c != OK]
-        for i in bad:
-            # GET_FD leaves a missing page's place as it was: zero it.
-            dv[i * ps:(i + 1) * ps] = bytes(ps)
-        if bad and not (missing_ok and all(codes[i] == NOT_FOUND for i in bad)):
-            raise page_error("get", karr, codes)
+        if codes.count(OK) == n:
+            return
+        zero = bytes(ps)
+        for i, c in enumerate(codes):
+            if c != OK:  # GET_FD leaves a missing page's place as it was: zero it.
+                dv[i * ps:(i + 1) * ps] = zero
+        if not (missing_ok and codes.count(OK) + codes.count(NOT_FOUND) == n):
+            raise page_error("get", karr.tolist(), codes)
 
-    def _socket_get(self, pool_b, karr, dv, ps) -> list[int]:
-        codes: list[int] = []
+    def _socket_get(self, pool_b, karr: Keys, dv, ps) -> bytearray:
+        codes = bytearray()
+        n = len(karr)
 
         def handle(body):
-            got_ps, c = w.decode_get_head(body, len(karr))
+            got_ps, c = w.decode_get_head(body, n)
             if got_ps != ps:
                 raise MalformedError(f"the daemon returned pages of {got_ps} bytes, not {ps}")
-            src = 8 + len(karr)
-            for i, s in enumerate(c):
-                if s == OK:
-                    dv[i * ps:(i + 1) * ps] = body[src:src + ps]
-                    src += ps
+            src = 8 + n
+            if c.count(OK) == n:
+                dv[:] = memoryview(body)[src:]
+            else:
+                for i, s in enumerate(c):
+                    if s == OK:
+                        dv[i * ps:(i + 1) * ps] = body[src:src + ps]
+                        src += ps
             codes.extend(c)
-        body = pool_b + struct.pack("<I", len(karr)) + w.key_bytes(karr)
-        self._exchange([_Req(w.OP_GET, [body], handle)])
+        self._exchange([_Req(w.OP_GET, [pool_b + struct.pack("<I", n), karr.wire()], handle)])
         return codes
 
     def delete(self, pool: str, keys) -> int:
         """Removes keys from pool; returns how many had a page (missing keys
         are no error)."""
-        karr = w.key_array(keys)
+        karr = Keys(keys)
         codes = self._keys_op(w.OP_DEL, pool, karr)
-        if any(c not in (OK, NOT_FOUND) for c in codes):
-            raise page_error("delete", karr, [c if c != NOT_FOUND else OK for c in codes])
-        return sum(1 for c in codes if c == OK)
+        ok = codes.count(OK)
+        if ok + codes.count(NOT_FOUND) != len(karr):
+            raise page_error("delete", karr.tolist(), [c if c != NOT_FOUND else OK for c in codes])
+        return ok
 
-    def _keys_op(self, op, pool, karr, extra: bytes = b"") -> list[int]:
+    def _keys_op(self, op, pool, karr: Keys, extra: bytes = b"") -> bytearray:
         pool_b = w.pool_name(pool)
         batch = self._connect().hello["max_batch_pages"]
-        codes: list[int] = []
-        reqs = []
-        for a in range(0, len(karr), batch):
-            part = karr[a:a + batch]
-            reqs.append(_Req(op, [pool_b + extra + struct.pack("<I", len(part)) + w.key_bytes(part)],
-                             _codes_into(codes, len(part))))
-        self._exchange(reqs, _WINDOW)
+        n = len(karr)
+        codes = bytearray()
+
+        def reqs():
+            for a in range(0, n, batch):
+                b = min(a + batch, n)
+                yield _Req(op, [pool_b + extra + struct.pack("<I", b - a), karr.wire(a, b)], _codes_into(codes, b - a))
+        self._exchange(reqs(), _WINDOW)
         return codes
 
     # -- inspection and maintenance ---------------------------------------
@@ -582,15 +593,15 @@ class Pipeline:
 _PIPELINE_WINDOW = 64
 
 
-def _codes_into(codes: list, n: int):
+def _codes_into(codes: bytearray, n: int):
     def handle(body):
-        codes.extend(w.decode_codes(body, n))
+        codes[len(codes):] = w.status_bytes(body, n)
     return handle
 
 
-def _codes_then(codes: list, n: int, then):
+def _codes_then(codes: bytearray, n: int, then):
     def handle(body):
-        codes.extend(w.decode_codes(body, n))
+        codes[len(codes):] = w.status_bytes(body, n)
         then()
     return handle
 

@@ -2,19 +2,26 @@
 bit, by this process or another of the same user.
 
 A parked array lives in the pool "park:NAME": key 0 holds a header page
-(magic, then JSON: dtype, shape, byte count), keys 1.. its bytes, the last
-page padded with zeros. The header is written last, so a restore never
-reads a header newer than the pages it describes."""
+(magic, then JSON: format version, kind, dtype, shape, byte count), keys 1..
+its bytes, the last page padded with zeros. The header is written last, so a
+restore never reads a header newer than the pages it describes.
+
+Header format versions: 1 had no "v" field (kinds numpy and buffer); 2 adds
+"v" and the kind torch. A client refuses a header of a version above the
+one it knows, rather than guess at it."""
 
 from __future__ import annotations
 
 import ast
+import ctypes
 import json
+import mmap
 import struct
 
 from .errors import MalformedError, NotFoundError
 
 MAGIC = b"S4DPARK1"
+FORMAT = 2  # the header format this client writes and the newest it reads
 
 try:  # NumPy is optional: without it, restore gives a memoryview.
     import numpy as _np
@@ -28,11 +35,35 @@ def pool_of(name: str) -> str:
     return "park:" + name
 
 
+def _is_tensor(obj) -> bool:
+    return type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "untyped_storage")
+
+
+def _describe_tensor(t):
+    """(bytes view, header dict, owner) of a PyTorch tensor: its own memory,
+    read in place (no copy through NumPy, so bfloat16 and every other dtype
+    go as they are); owner keeps that memory alive while it is read."""
+    if t.device.type != "cpu":
+        raise TypeError(f"cannot park a tensor on {t.device}: move it to host memory first with .cpu()")
+    if t.is_sparse or t.layout != t.contiguous().layout:
+        raise TypeError(f"cannot park a {t.layout} tensor; only strided (dense) tensors")
+    t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    n = t.numel() * t.element_size()
+    meta = {"v": FORMAT, "kind": "torch", "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape), "nbytes": n}
+    if n == 0:
+        return memoryview(b""), meta, t
+    view = memoryview((ctypes.c_ubyte * n).from_address(t.data_ptr())).cast("B")
+    return view, meta, t
+
+
 def _describe(obj):
-    """(bytes view, header dict) for an array, tensor or buffer object."""
+    """(bytes view, header dict, owner) for an array, tensor or buffer object."""
+    if _is_tensor(obj):
+        return _describe_tensor(obj)
     if _np is not None and (isinstance(obj, _np.ndarray) or not _has_buffer(obj)):
-        if hasattr(obj, "detach") and hasattr(obj, "numpy"):  # a PyTorch CPU tensor
-            obj = obj.detach().numpy()
         arr = _np.asarray(obj)
         if not arr.flags.c_contiguous:  # (ascontiguousarray would make a 0-d array 1-d)
             arr = arr.copy(order="C")
@@ -42,15 +73,15 @@ def _describe(obj):
         # would come back from JSON as lists.
         descr = repr(_np.lib.format.dtype_to_descr(arr.dtype))
         return memoryview(arr.reshape(-1)).cast("B"), {
-            "kind": "numpy", "dtype": descr, "shape": list(arr.shape), "nbytes": arr.nbytes}
+            "v": FORMAT, "kind": "numpy", "dtype": descr, "shape": list(arr.shape), "nbytes": arr.nbytes}, arr
     try:
         mv = memoryview(obj)
     except TypeError:
         raise TypeError(f"cannot park a {type(obj).__name__}: it has no buffer (and NumPy is not importable)") from None
     if not mv.c_contiguous:
         raise ValueError("cannot park a non-contiguous buffer; copy it first")
-    return mv.cast("B"), {"kind": "buffer", "format": mv.format, "itemsize": mv.itemsize,
-                          "shape": list(mv.shape), "nbytes": mv.nbytes}
+    return mv.cast("B"), {"v": FORMAT, "kind": "buffer", "format": mv.format, "itemsize": mv.itemsize,
+                          "shape": list(mv.shape), "nbytes": mv.nbytes}, obj
 
 
 def _has_buffer(obj) -> bool:
@@ -78,24 +109,32 @@ def parse_header(page: bytes, name: str) -> dict:
         nbytes = int(meta["nbytes"])
         if nbytes < 0:
             raise ValueError
+        v = int(meta.get("v", 1))
     except (ValueError, KeyError, TypeError):
         raise MalformedError(f"parked array {name!r} has a damaged header") from None
+    if v > FORMAT:
+        raise MalformedError(f"parked array {name!r} was parked by a newer s4d client (header format {v}; "
+                             f"this one reads formats up to {FORMAT}): upgrade the s4d Python package to restore it")
     return meta
 
 
 def park(client, name: str, obj) -> "Parked":
     pool = pool_of(name)
-    src, meta = _describe(obj)
+    src, meta, owner = _describe(obj)
     ps = client.page_size
     n = meta["nbytes"]
     full, tail = divmod(n, ps)
     npages = full + (1 if tail else 0)
     meta["pages"] = npages
     old = _old_pages(client, name)
-    if full:
-        client.put(pool, range(1, full + 1), src[:full * ps])
-    if tail:
-        client.put(pool, [full + 1], bytes(src[full * ps:]) + bytes(ps - tail))
+    try:
+        if full:
+            client.put(pool, range(1, full + 1), src[:full * ps])
+        if tail:
+            client.put(pool, [full + 1], bytes(src[full * ps:]) + bytes(ps - tail))
+    finally:
+        src.release()
+        del owner
     client.put(pool, [0], header_page(meta, ps))
     if old > npages:  # pages of a larger array parked here before
         client.delete(pool, range(npages + 1, old + 1))
@@ -123,20 +162,46 @@ def restore(client, name: str, *, keep: bool = False):
     except NotFoundError:
         raise NotFoundError(f"no array is parked as {name!r}") from None
     n = meta["nbytes"]
-    full, tail = divmod(n, ps)
-    if _np is not None:
-        out = _np.empty(n, dtype=_np.uint8)
-        dst = memoryview(out)
-    else:
-        out = bytearray(n)
-        dst = memoryview(out)
-    if full:
-        client.get_into(pool, range(1, full + 1), dst[:full * ps])
-    if tail:
-        dst[full * ps:] = client.get(pool, [full + 1])[:tail]
+    npages = (n + ps - 1) // ps
+    if meta.get("kind") == "torch":
+        torch = _torch()  # before any page is read: a clear error if it is missing
+    # The pages land in memory mapped whole and populated in one go (no
+    # fault per page as they are copied in); the array is a view of it.
+    mem = mmap.mmap(-1, npages * ps, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE) if n else bytearray()
+    if npages:
+        client.get_into(pool, range(1, npages + 1), mem)
     if not keep:
-        client.delete(pool, range(0, meta.get("pages", full + (1 if tail else 0)) + 1))
-    return _shape(out, dst, meta)
+        client.delete(pool, range(0, meta.get("pages", npages) + 1))
+    if meta.get("kind") == "torch":
+        return _tensor(torch, mem, meta, name)
+    if _np is not None:
+        out = _np.frombuffer(mem, dtype=_np.uint8, count=n) if n else _np.empty(0, dtype=_np.uint8)
+        return _shape(out, memoryview(out), meta)
+    dst = memoryview(mem)[:n]
+    return _shape(dst, dst, meta)
+
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("this array was parked as a PyTorch tensor; install torch to restore it") from None
+    return torch
+
+
+def _tensor(torch, mem, meta, name):
+    dt = getattr(torch, str(meta.get("dtype")), None)
+    if not isinstance(dt, torch.dtype):
+        raise MalformedError(f"parked tensor {name!r} has a dtype this torch does not know: {meta.get('dtype')!r}")
+    shape = tuple(meta.get("shape", ()))
+    n = meta["nbytes"]
+    if n == 0:
+        return torch.empty(shape, dtype=dt)
+    flat = torch.frombuffer(mem, dtype=torch.uint8, count=n)
+    return flat.view(dt).reshape(shape)
 
 
 def _shape(out, dst, meta):
