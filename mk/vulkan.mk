@@ -7,13 +7,18 @@ VKPROBE       := bin/vkprobe
 VKPROBE_CARRY := .carry/vkprobe
 CC            ?= cc
 
-.PHONY: vkprobe vkprobe-check vkprobe-carry
+.PHONY: vkprobe vkprobe-check vkprobe-carry vkprobe-spirv
 
 vkprobe: $(VKPROBE)
 $(VKPROBE): $(wildcard $(VKPROBE_SRC)/*.c $(VKPROBE_SRC)/*.h)
 	@[ -f /usr/include/vulkan/vulkan.h ] || { echo "vkprobe needs the Vulkan headers: apt-get install libvulkan-dev" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -Wall -Wextra -std=gnu11 -o $@ $(filter %.c,$^) -ldl -lpthread
+
+# The gather shader's SPIR-V, committed as a C array (the probe builds without
+# glslang); regenerate after editing gather.comp.
+vkprobe-spirv:
+	glslangValidator -V --target-env vulkan1.2 --vn gather_spv -o $(VKPROBE_SRC)/gather.spv.h $(VKPROBE_SRC)/gather.comp
 
 # A 64 MiB round trip through imported memory and through staging on
 # whatever Vulkan device is here (lavapipe without a GPU); ~1 s. Skips

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "vk.h"
 #include "xfer.h"
+#include "gather.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/udmabuf.h>
@@ -145,6 +146,18 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* report prints one configuration's line: GB/s median and range, and
+ * the median CPU seconds per GB. */
+static void report(const char *head, double *gbps, double *cps, int n)
+{
+	double lo = 1e30, hi = 0;
+	for (int i = 0; i < n; i++) {
+		lo = gbps[i] < lo ? gbps[i] : lo;
+		hi = gbps[i] > hi ? gbps[i] : hi;
+	}
+	printf("%s GBps_med=%.2f GBps_min=%.2f GBps_max=%.2f core_s_per_GB_med=%.4f\n", head, median(gbps, n), lo, hi, median(cps, n));
+}
+
 /* run_cfg times reps passes each way; prints one line per direction. */
 static int run_cfg(struct vkdev *d, struct cfg c, size_t total, int reps, struct vkbuf *up, struct vkbuf *down,
 		   struct host *a, struct host *b, struct vkbuf *dev)
@@ -173,16 +186,11 @@ static int run_cfg(struct vkdev *d, struct cfg c, size_t total, int reps, struct
 				cps[i] = cs / (total / 1e9);
 			}
 		}
-		double lo = 1e30, hi = 0;
-		for (int i = 0; i < n; i++) {
-			lo = gbps[i] < lo ? gbps[i] : lo;
-			hi = gbps[i] > hi ? gbps[i] : hi;
-		}
-		printf("xfer path=%s dir=%s family=%s queues=%u depth=%d batch_mib=%zu region=%zu threads=%d wait=%s "
-		       "GBps_med=%.2f GBps_min=%.2f GBps_max=%.2f core_s_per_GB_med=%.4f\n",
-		       c.import ? "import" : "staging", upload ? "up" : "down", c.transfer ? "transfer" : "compute", x.nq, x.depth,
-		       c.batch / MiB, x.region, c.import ? 0 : (c.threads ? c.threads : 1), c.poll ? "poll" : "block",
-		       median(gbps, n), lo, hi, median(cps, n));
+		char head[256];
+		snprintf(head, sizeof head, "xfer path=%s dir=%s family=%s queues=%u depth=%d batch_mib=%zu region=%zu threads=%d wait=%s",
+			 c.import ? "import" : "staging", upload ? "up" : "down", c.transfer ? "transfer" : "compute", x.nq, x.depth,
+			 c.batch / MiB, x.region, c.import ? 0 : (c.threads ? c.threads : 1), c.poll ? "poll" : "block");
+		report(head, gbps, cps, n);
 		fflush(stdout);
 	}
 	rc = 0;
@@ -191,6 +199,65 @@ out:
 		printf("xfer path=%s failed\n", c.import ? "import" : "staging");
 	vk_free_buffer(d, &stage);
 	xfer_free(&x);
+	return rc;
+}
+
+/* run_gather moves the pages through the gather shader, in order and
+ * shuffled, after checking that a shuffled round trip comes back right. */
+static int run_gather(struct vkdev *d, size_t total, int reps, struct vkbuf *up, struct vkbuf *down, struct host *a,
+		      struct host *b, struct vkbuf *dev)
+{
+	struct gather g;
+	struct xfer x;
+	int rc = -1;
+	memset(&x, 0, sizeof x);
+	size_t batch = total < 16 * MiB ? total : 16 * MiB;
+	if (gather_init(&g, d, up, down, dev, total) || xfer_init(&x, d, 0, 1, 4, batch, 0)) {
+		printf("gather setup failed\n");
+		goto out;
+	}
+	x.stage = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+	/* The device must hold the pages in table order (a shader that
+	 * ignored the table would round-trip too): read it back with plain
+	 * copies and compare page by page, then scatter it back. */
+	struct xfer cx;
+	gather_table(&g, 1);
+	memset(b->rw, 0, total);
+	int ok = !gather_pass(&g, &x, 1, total, 0) && !xfer_init(&cx, d, 1, 1, 4, batch, 0);
+	ok = ok && !xfer_pass(&cx, 0, total, down, NULL, NULL, dev, 0, 0);
+	xfer_free(&cx);
+	const uint32_t *tab = g.tab.host;
+	for (size_t j = 0; ok && j < total / 4096; j++)
+		ok = !memcmp(b->rw + j * 4096, a->rw + (size_t)tab[j] * 4096, 4096);
+	memset(b->rw, 0, total);
+	ok = ok && !gather_pass(&g, &x, 0, total, 0) && !memcmp(a->rw, b->rw, total);
+	printf("verify path=gather order=shuffled bytes=%zu %s\n", total, ok ? "ok" : "MISMATCH");
+	if (!ok)
+		goto out;
+	for (int shuffle = 0; shuffle <= 1; shuffle++) {
+		gather_table(&g, shuffle);
+		for (int upload = 1; upload >= 0; upload--) {
+			double gbps[64], cps[64];
+			int n = reps > 64 ? 64 : reps;
+			for (int i = -1; i < n; i++) {
+				double t0 = now(), c0 = cpu();
+				if (gather_pass(&g, &x, upload, total, 0))
+					goto out;
+				if (i >= 0) {
+					gbps[i] = total / (now() - t0) / 1e9;
+					cps[i] = (cpu() - c0) / (total / 1e9);
+				}
+			}
+			char head[256];
+			snprintf(head, sizeof head, "xfer path=gather order=%s dir=%s family=compute queues=1 depth=%d batch_mib=%zu region=4096 threads=0 wait=block",
+				 shuffle ? "shuffled" : "inorder", upload ? "up" : "down", x.depth, batch / MiB);
+			report(head, gbps, cps, n);
+		}
+	}
+	rc = 0;
+out:
+	xfer_free(&x);
+	gather_free(&g);
 	return rc;
 }
 
@@ -259,34 +326,30 @@ int main(int argc, char **argv)
 	 * range inside a mapping, which per-batch imports would need. */
 	import_line(&d, "anon", anon, total, NULL);
 	import_line(&d, "memfd-rw", a.rw, total, NULL);
-	import_line(&d, "memfd-ro", a.ro, total, NULL);
 	import_line(&d, "memfd-rw-range", a.rw + 4096, 16 * 4096, NULL);
 	udmabuf_line(&d, 16 * MiB);
 	munmap(anon, total);
 
-	/* The imports the transfers use: PUT reads the client's read-only
-	 * mapping where the driver takes it, GET writes a writable one. */
+	/* The imports the transfers use: the client's writable mapping both
+	 * ways (a read-only one is tried last: NVIDIA refuses it, and whether
+	 * the device stays usable after a refusal is measured there). */
 	struct vkbuf up, down, dev;
 	uint32_t bits;
-	const char *upkind = "memfd-ro";
-	if (vk_import_host(&d, a.ro, total, &up, &bits)) {
+	VkResult r = vk_import_host(&d, a.rw, total, &up, &bits);
+	if (r) {
+		printf("no import of a memfd mapping (%s): only the staging baseline runs\n", vk_result(r));
 		vk_free_buffer(&d, &up);
-		upkind = "memfd-rw";
-		if (vk_import_host(&d, a.rw, total, &up, &bits)) {
-			printf("no import of a memfd mapping: only the staging baseline runs\n");
-			vk_free_buffer(&d, &up);
-		}
 	}
 	int imported = up.mem != VK_NULL_HANDLE;
-	if (imported && vk_import_host(&d, b.rw, total, &down, &bits)) {
-		printf("download mapping not imported\n");
+	if (imported && (r = vk_import_host(&d, b.rw, total, &down, &bits))) {
+		printf("download mapping not imported: %s\n", vk_result(r));
 		return 1;
 	}
 	if (vk_device_buffer(&d, total, &dev)) {
 		printf("device buffer of %zu bytes not made\n", total);
 		return 1;
 	}
-	printf("upload_source=%s\n", imported ? upkind : "none");
+	printf("upload_source=%s\n", imported ? "memfd-rw" : "none");
 	int fail = 0;
 	if (imported)
 		fail |= roundtrip(&d, 1, total, &up, &down, &a, &b, &dev);
@@ -299,6 +362,8 @@ int main(int argc, char **argv)
 	    {1, 1, 2, 8, 16 * MiB, 0, 0, 0},    /* two transfer queues */
 	    {1, 0, 1, 4, 16 * MiB, 0, 0, 0},    /* compute queue */
 	    {1, 1, 1, 4, 16 * MiB, 4096, 0, 0}, /* one copy region per page (scattered pages) */
+	    {1, 1, 1, 4, 16 * MiB, 65536, 0, 0}, /* runs of 16 pages */
+	    {1, 1, 1, 4, 16 * MiB, MiB, 0, 0},   /* runs of 256 pages */
 	    {1, 1, 1, 4, 16 * MiB, 0, 0, 1},    /* polling wait */
 	    {0, 1, 1, 4, 16 * MiB, 0, 1, 0},    /* staging baseline, one copying thread */
 	    {0, 1, 1, 4, 16 * MiB, 0, 8, 0},    /* staging, eight threads (Dawn probe's best) */
@@ -316,8 +381,19 @@ int main(int argc, char **argv)
 			continue;
 		fail |= run_cfg(&d, cs[i], total, reps, &up, &down, &a, &b, &dev);
 	}
+	if (imported)
+		fail |= run_gather(&d, total, reps, &up, &down, &a, &b, &dev);
 	vk_free_buffer(&d, &up);
 	vk_free_buffer(&d, &down);
+	vk_free_buffer(&d, &dev);
+	/* The read-only mapping clientmem makes for a PUT, then whether an
+	 * import and a device allocation still work after it (a refused
+	 * import must cost one batch its zero-copy path, not the device). */
+	import_line(&d, "memfd-ro", a.ro, total, NULL);
+	import_line(&d, "memfd-ro-again", a.ro, total, NULL); /* the first GPU run refused twice, then failed a 1 GiB import */
+	import_line(&d, "memfd-rw-after-refusal", a.rw, 16 * MiB, NULL);
+	import_line(&d, "memfd-rw-whole-after-refusal", a.rw, total, NULL);
+	printf("device_buffer_after_refusal bytes=%zu %s\n", total, vk_device_buffer(&d, total, &dev) ? "failed" : "ok");
 	vk_free_buffer(&d, &dev);
 	vk_close(&d);
 	return fail ? 1 : 0;

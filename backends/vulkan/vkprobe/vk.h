@@ -42,7 +42,23 @@
 	X(vkWaitSemaphores)                     \
 	X(vkGetSemaphoreCounterValue)           \
 	X(vkDeviceWaitIdle)                     \
-	X(vkDestroyDevice)
+	X(vkDestroyDevice)                      \
+	X(vkCreateShaderModule)                 \
+	X(vkDestroyShaderModule)                \
+	X(vkCreateDescriptorSetLayout)          \
+	X(vkDestroyDescriptorSetLayout)         \
+	X(vkCreatePipelineLayout)               \
+	X(vkDestroyPipelineLayout)              \
+	X(vkCreateComputePipelines)             \
+	X(vkDestroyPipeline)                    \
+	X(vkCreateDescriptorPool)               \
+	X(vkDestroyDescriptorPool)              \
+	X(vkAllocateDescriptorSets)             \
+	X(vkUpdateDescriptorSets)               \
+	X(vkCmdBindPipeline)                    \
+	X(vkCmdBindDescriptorSets)              \
+	X(vkCmdPushConstants)                   \
+	X(vkCmdDispatch)
 
 /* Extension functions: NULL where the device lacks the extension. */
 #define VK_EXT_FNS(X)                           \

@@ -21,6 +21,7 @@ int xfer_init(struct xfer *x, struct vkdev *d, int transfer_family, int nq, int 
 	for (uint32_t i = 0; i < x->nq; i++)
 		x->q[i] = transfer_family ? d->tq[i] : d->cq[i];
 	x->depth = depth > MAXD ? MAXD : depth;
+	x->stage = VK_PIPELINE_STAGE_TRANSFER_BIT;
 	x->batch = batch;
 	x->region = region && region < batch ? region : batch;
 	x->nregions = (uint32_t)(batch / x->region);
@@ -59,7 +60,7 @@ void xfer_free(struct xfer *x)
 /* wait_slot waits until slot s's last submission has finished. Polling
  * (counter read, then a 20 us sleep) is measured beside the driver's
  * blocking wait because a driver may spin inside vkWaitSemaphores. */
-static int wait_slot(struct xfer *x, int s, int poll)
+int xfer_wait(struct xfer *x, int s, int poll)
 {
 	if (x->val[s] == 0)
 		return 0;
@@ -79,19 +80,25 @@ static int wait_slot(struct xfer *x, int s, int poll)
 	return vkWaitSemaphores(x->d->dev, &wi, UINT64_MAX) ? -1 : 0;
 }
 
-static int submit(struct xfer *x, int s, uint32_t qi, VkBuffer src, VkDeviceSize soff, VkBuffer dst, VkDeviceSize doff)
+/* xfer_begin resets and opens slot s's command buffer for recording. */
+VkCommandBuffer xfer_begin(struct xfer *x, int s)
 {
 	VkCommandBuffer cb = x->cb[s];
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	if (vkResetCommandBuffer(cb, 0) || vkBeginCommandBuffer(cb, &bi))
-		return -1;
-	for (uint32_t i = 0; i < x->nregions; i++)
-		x->regions[i] = (VkBufferCopy){.srcOffset = soff + i * x->region, .dstOffset = doff + i * x->region, .size = x->region};
-	vkCmdCopyBuffer(cb, src, dst, x->nregions, x->regions);
-	/* The semaphore makes the copy's writes available to the device only;
-	 * this barrier makes them visible to the host reading a download. */
-	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT, .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+		return VK_NULL_HANDLE;
+	return cb;
+}
+
+/* xfer_submit closes slot s's commands with a barrier that makes their
+ * writes visible to the host (the semaphore alone makes them available
+ * to the device only; a download is read by the host next), and submits
+ * them to queue qi (round robin), signalling the slot's next value. */
+int xfer_submit(struct xfer *x, int s, uint32_t qi)
+{
+	VkCommandBuffer cb = x->cb[s];
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = x->stage == VK_PIPELINE_STAGE_TRANSFER_BIT ? VK_ACCESS_TRANSFER_WRITE_BIT : VK_ACCESS_SHADER_WRITE_BIT, .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+	vkCmdPipelineBarrier(cb, x->stage, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 	if (vkEndCommandBuffer(cb))
 		return -1;
 	uint64_t v = ++x->val[s];
@@ -99,6 +106,17 @@ static int submit(struct xfer *x, int s, uint32_t qi, VkBuffer src, VkDeviceSize
 	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts, .commandBufferCount = 1, .pCommandBuffers = &cb,
 			   .signalSemaphoreCount = 1, .pSignalSemaphores = &x->sem[s]};
 	return vkQueueSubmit(x->q[qi % x->nq], 1, &si, VK_NULL_HANDLE) ? -1 : 0;
+}
+
+static int submit(struct xfer *x, int s, uint32_t qi, VkBuffer src, VkDeviceSize soff, VkBuffer dst, VkDeviceSize doff)
+{
+	VkCommandBuffer cb = xfer_begin(x, s);
+	if (!cb)
+		return -1;
+	for (uint32_t i = 0; i < x->nregions; i++)
+		x->regions[i] = (VkBufferCopy){.srcOffset = soff + i * x->region, .dstOffset = doff + i * x->region, .size = x->region};
+	vkCmdCopyBuffer(cb, src, dst, x->nregions, x->regions);
+	return xfer_submit(x, s, qi);
 }
 
 struct cpyarg {
@@ -148,7 +166,7 @@ int xfer_pass(struct xfer *x, int upload, VkDeviceSize total, struct vkbuf *host
 		pending[s] = -1;
 	for (uint32_t i = 0; i < nb + (uint32_t)x->depth; i++) {
 		int s = (int)(i % (uint32_t)x->depth);
-		if (wait_slot(x, s, poll))
+		if (xfer_wait(x, s, poll))
 			return -1;
 		/* A finished staged download leaves its slot's bytes to copy out. */
 		if (stage && !upload && pending[s] >= 0)

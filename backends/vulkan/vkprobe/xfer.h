@@ -17,10 +17,14 @@ struct xfer {
 	VkCommandBuffer cb[MAXD];
 	VkSemaphore sem[MAXD];
 	uint64_t val[MAXD];
+	VkPipelineStageFlags stage; /* what the slot's commands write from: transfer, or compute for the gather */
 };
 
 int xfer_init(struct xfer *x, struct vkdev *d, int transfer_family, int nq, int depth, VkDeviceSize batch, VkDeviceSize region);
 void xfer_free(struct xfer *x);
+int xfer_wait(struct xfer *x, int s, int poll);
+VkCommandBuffer xfer_begin(struct xfer *x, int s);
+int xfer_submit(struct xfer *x, int s, uint32_t qi);
 int xfer_pass(struct xfer *x, int upload, VkDeviceSize total, struct vkbuf *host, void *hostp,
 	      struct vkbuf *stage, struct vkbuf *dev, int threads, int poll);
 #endif
