@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/s4d-project/s4d/ipc"
@@ -85,9 +84,8 @@ type conn struct {
 	// within the window: when more than half of the last 16 polls found
 	// nothing, lone requests sleep straight away, but for every 16th.
 	spinArmed bool
-	misses    uint16       // the last 16 polls, newest in bit 0: 1 = found nothing
-	idle      int          // lone quick requests since the last poll
-	lastDone  atomic.Int64 // unix ns of the last response read
+	misses    uint16 // the last 16 polls, newest in bit 0: 1 = found nothing
+	idle      int    // lone quick requests since the last poll
 }
 
 // call is one request waiting for its response.
@@ -190,15 +188,17 @@ func newConn(nc *net.UnixConn, poll time.Duration) (*conn, error) {
 
 // usable says whether the connection can take a request. With no reader
 // goroutine, nobody notices at once that the daemon closed an idle
-// connection; a connection idle for a while is checked first, so that the
-// request goes out on a fresh one instead of failing.
+// connection (or restarted), so a connection with nothing in flight is
+// checked first, with a peek that never waits, and the request goes out
+// on a fresh one instead of failing. Checked every time, not only after
+// some idle time: a restart can come within milliseconds of an answer.
 func (cn *conn) usable() bool {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if cn.err != nil {
 		return false
 	}
-	if len(cn.pending) > 0 || time.Now().UnixNano()-cn.lastDone.Load() < int64(100*time.Millisecond) {
+	if len(cn.pending) > 0 {
 		return true
 	}
 	var b [1]byte
@@ -403,7 +403,6 @@ func (cn *conn) readFor(ctx context.Context, id uint64, cl *call, poll bool) (ip
 			cn.fail(err)
 			return ipc.Header{}, nil, false, (<-cl.ch).err
 		}
-		cn.lastDone.Store(time.Now().UnixNano())
 		cn.mu.Lock()
 		x := cn.pending[h.ID]
 		delete(cn.pending, h.ID)

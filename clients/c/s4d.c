@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +74,19 @@ static int hello(s4d *c) {
 	return 0;
 }
 
+// stale says whether the daemon ended the connection since the last
+// answer (its idle timeout, a restart): between requests nothing is due to
+// arrive, so anything readable is the end of the stream (or a frame nobody
+// asked for). A poll that does not wait, so an idle handle costs nothing.
+static int stale(int fd) {
+	struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+	return poll(&p, 1, 0) != 0;
+}
+
 static int ensure(s4d *c) {
-	if (c->fd >= 0)
+	if (c->fd >= 0 && !stale(c->fd))
 		return 0;
+	drop(c);
 	c->fd = s4d_dial(c->path);
 	if (c->fd < 0) {
 		snprintf(c->msg, sizeof c->msg, "s4d is not reachable at %s (%s); start it with 'systemctl start s4d' or "
