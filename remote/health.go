@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -222,12 +223,19 @@ func (c *Cluster) downAddrs() []string {
 	return out
 }
 
-// probe reads the slot map again from a live node, then PINGs each down
-// node over a fresh connection, all at once, within the tier's timeout.
+// probe PINGs every master of the slot map and every node marked down,
+// all at once, within the tier's timeout: a master lost while no call
+// went to it is marked down within a probe, so STATS says so and a
+// failover is followed without waiting for a call to fail. A down node
+// that answers is up again. While some node is down, the slot map is
+// read again afterwards from a live node: a failover moves the lost
+// master's slots to its promoted replica.
 func (c *Cluster) probe() {
-	down := c.downAddrs()
-	if len(down) == 0 {
-		return
+	targets := c.Masters()
+	for _, a := range c.downAddrs() {
+		if !slices.Contains(targets, a) {
+			targets = append(targets, a)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
 	defer cancel()
@@ -239,29 +247,42 @@ func (c *Cluster) probe() {
 		}
 	}()
 	var wg sync.WaitGroup
-	for _, a := range down {
+	for _, a := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cn, err := dial(ctx, a, &c.o)
-			if err != nil {
-				c.noteDown(a, err, false)
-				return
-			}
-			vs, err := cn.pipeline(ctx, [][][]byte{args("PING")})
-			cn.close()
-			if err == nil {
-				err = vs[0].Err()
-			}
-			if err != nil {
-				c.noteDown(a, err, false)
+			if err := c.ping(ctx, a); err != nil {
+				if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					c.noteDown(a, err, false)
+				}
 				return
 			}
 			c.markUp(a)
 		}()
 	}
 	wg.Wait()
-	// After the PINGs, so that a node back up can give the map too; a
-	// failover has moved the down master's slots to a live replica.
-	c.refresh(ctx)
+	if len(c.downAddrs()) > 0 {
+		c.refresh(ctx)
+	}
+}
+
+// ping sends PING on an idle connection (a new one when that one turns
+// out closed, the server may drop idle ones) and wants PONG.
+func (c *Cluster) ping(ctx context.Context, addr string) error {
+	n := c.node(addr)
+	for try := 0; ; try++ {
+		cn, reused, err := n.get(ctx, &c.o)
+		if err != nil {
+			return err
+		}
+		vs, err := cn.pipeline(ctx, [][][]byte{args("PING")})
+		n.put(cn)
+		if err == nil {
+			return vs[0].Err()
+		}
+		var ne net.Error
+		if !reused || try > 0 || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+			return err
+		}
+	}
 }

@@ -109,25 +109,53 @@ func (l *Level) Store(ctx context.Context, objs [][]byte) (locs []uint32, err er
 		lo = hi
 	}
 	l.mu.Unlock()
-	blocks := make([]Block, len(out))
-	ids := make([]uint64, len(out))
-	for i, p := range out {
-		blocks[i], ids[i] = p.b, p.b.ID
+	// Every name written to: released at the end (in our table, or
+	// deleted below, or left to the sweep).
+	var all []uint64
+	var sizes []int
+	defer func() { l.t.Release(l.pool, all) }()
+	todo := make([]int, len(out))
+	for i := range todo {
+		todo[i] = i
 	}
-	defer l.t.Release(l.pool, ids) // in our table, or deleted below
-	errs := l.t.Write(ctx, l.pool, blocks)
-	for _, e := range errs {
-		if e != nil {
-			err = e
+	for try := 0; ; try++ {
+		blocks := make([]Block, len(todo))
+		for k, i := range todo {
+			blocks[k] = out[i].b
+			all, sizes = append(all, out[i].b.ID), append(sizes, len(out[i].b.Data))
 		}
+		errs := l.t.Write(ctx, l.pool, blocks)
+		var again []int
+		for k, e := range errs {
+			switch {
+			case e == nil:
+			case try == 0 && errors.Is(e, ErrNodeDown):
+				again = append(again, todo[k])
+			default:
+				err = e
+			}
+		}
+		if err != nil || len(again) == 0 {
+			break
+		}
+		// Their node was found down during this spill (it is marked
+		// now): those blocks go again, once, under names on live
+		// nodes. What the down node may have taken is unnamed: swept.
+		l.mu.Lock()
+		for _, i := range again {
+			if out[i].b.ID, err = l.liveID(); err != nil {
+				break
+			}
+		}
+		l.mu.Unlock()
+		if err != nil {
+			break
+		}
+		todo = again
 	}
 	if err != nil {
 		// Nothing counts: blocks written anyway are deleted (or swept).
-		sizes := make([]int, len(blocks))
-		for i, b := range blocks {
-			sizes[i] = len(b.Data)
-		}
-		l.t.Delete(ctx, l.pool, ids, sizes)
+		l.t.Delete(ctx, l.pool, all, sizes)
 		return nil, err
 	}
 	locs = make([]uint32, len(objs))

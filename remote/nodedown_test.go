@@ -127,8 +127,30 @@ func TestNodeDown(t *testing.T) {
 	}
 	checkGet(t, s, ns, bs)
 
-	// Killed: refused at once, named, and the rest served.
+	// Killed: a spill whose next block name is on it, made before any
+	// call found it down, writes that block again under a live name.
+	l.mu.Lock()
+	for {
+		if a, _ := c.route(tr.Key("cold", l.nextID)); a == victim {
+			break
+		}
+		l.nextID++
+	}
+	l.mu.Unlock()
 	tc.kill(vi)
+	o := randObjs(rng, 40)
+	got, err := l.Store(ctx, o)
+	if err != nil {
+		t.Fatalf("spill as its first block's master dies: %v", err)
+	}
+	locs, objs = append(locs, got...), append(objs, o...)
+	for id := range l.blocks {
+		if a, _ := c.route(tr.Key("cold", id)); a == victim {
+			t.Fatalf("block %x is on the dead master", id)
+		}
+	}
+	checkRead(t, l, locs, objs)
+	// Refused at once, named, and the rest served.
 	getAll("killed, first read", "refused")
 	getAll("killed, second read", "refused")
 	if err := tc.start(vi); err != nil {

@@ -245,10 +245,17 @@ func TestRemoteColdTier(t *testing.T) {
 	}()
 	vc.Kill(0)
 	<-done
+	// Until the dead master's replica serves its slots, its pages fail
+	// at once (issue 43): wait until the daemon's slot map has it no more.
 	err := valkeytest.WaitFor(30*time.Second, func() error {
 		st := statsOf(t, d)
 		if !st.Remote.Up {
 			return errors.New("cluster down")
+		}
+		for _, n := range st.Remote.Nodes {
+			if n.Addr == vc.Addr(0) && n.Role == "master" {
+				return errors.New("the killed master still serves slots")
+			}
 		}
 		return nil
 	})
