@@ -67,13 +67,19 @@ class Client:
 
     socket: the daemon's socket path; None means $S4D_SOCKET, else
     /run/s4d/s4d.sock. timeout: seconds any one send or receive may wait
-    before the call fails with S4DTimeout (None: wait forever). A Client may
+    before the call fails with S4DTimeout (None: wait forever). batch_pages:
+    at most this many pages per request (None: as many as the daemon takes);
+    a large batch goes out as several such requests, pipelined. A Client may
     be shared between threads; their calls take turns."""
 
-    def __init__(self, socket: str | None = None, *, timeout: float | None = 30.0, name: str = "s4d-py"):
+    def __init__(self, socket: str | None = None, *, timeout: float | None = 30.0, name: str = "s4d-py",
+                 batch_pages: int | None = None):
+        if batch_pages is not None and (not isinstance(batch_pages, int) or batch_pages < 1):
+            raise ValueError(f"batch_pages must be a positive number of pages, not {batch_pages!r}")
         self.socket = socket if socket is not None else default_socket()
         self.timeout = timeout
         self.name = name
+        self.batch_pages = batch_pages
         self._conn: Conn | None = None
         self._lock = threading.RLock()
         self._scratch: Buffer | None = None
@@ -213,7 +219,7 @@ class Client:
     def _limits(self, pool_len: int, ps: int) -> tuple[int, int]:
         """Pages per request through the socket and through a memfd."""
         h = self._connect().hello
-        batch = h["max_batch_pages"]
+        batch = min(h["max_batch_pages"], self.batch_pages or h["max_batch_pages"])
         room = h["max_frame"] - 16 - 2 - pool_len - 4
         return max(1, min(batch, room // (ps + 8))), max(1, min(batch, (room - 8) // 8))
 
@@ -487,17 +493,21 @@ class Client:
         self._call(w.OP_POOL_CODEC, w.pool_name(pool) + w.pack_str(codec, "codec"))
 
     def park(self, name: str, array) -> "Parked":
-        """Sets array (a NumPy array, a PyTorch CPU tensor, or any object
-        with the buffer protocol) aside in the daemon under name, with its
-        dtype and shape; returns a handle whose restore() gives it back.
-        Parking under a name in use replaces what was there."""
+        """Sets array (a NumPy array, a PyTorch CPU tensor of any dtype, or
+        any object with the buffer protocol) aside in the daemon under name,
+        with its dtype and shape; returns a handle whose restore() gives it
+        back. A contiguous tensor is read in place, with no copy. A tensor
+        on a GPU raises TypeError: move it with .cpu() first. Parking under
+        a name in use replaces what was there."""
         return _park.park(self, name, array)
 
-    def restore(self, name: str, *, keep: bool = False):
+    def restore(self, name: str, *, keep: bool = False, out=None):
         """The array parked under name (by any process of this user), bit
-        for bit: a NumPy array when NumPy is importable, else a memoryview.
-        Its pages are deleted unless keep."""
-        return _park.restore(self, name, keep=keep)
+        for bit: a PyTorch tensor when a tensor was parked, else a NumPy
+        array when NumPy is importable, else a memoryview. With out (the
+        same kind, dtype and shape; contiguous, writable) the bytes land in
+        it and it is returned. Its pages are deleted unless keep."""
+        return _park.restore(self, name, keep=keep, out=out)
 
     def pipeline(self) -> "Pipeline":
         """Requests queued, then sent together by execute() without waiting

@@ -152,9 +152,12 @@ def _old_pages(client, name: str) -> int:
         return 0
 
 
-def restore(client, name: str, *, keep: bool = False):
+def restore(client, name: str, *, keep: bool = False, out=None):
     """The array parked under name, bit for bit: a NumPy array when NumPy
-    is importable, else a memoryview. Unless keep, its pages are deleted."""
+    is importable, else a memoryview; a tensor when a tensor was parked.
+    With out (an array or tensor of the same kind, dtype and shape,
+    contiguous and writable) the bytes land there and out is returned.
+    Unless keep, its pages are deleted."""
     pool = pool_of(name)
     ps = client.page_size
     try:
@@ -165,9 +168,17 @@ def restore(client, name: str, *, keep: bool = False):
     npages = (n + ps - 1) // ps
     if meta.get("kind") == "torch":
         torch = _torch()  # before any page is read: a clear error if it is missing
-    # The pages land in memory mapped whole and populated in one go (no
-    # fault per page as they are copied in); the array is a view of it.
-    mem = mmap.mmap(-1, npages * ps, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE) if n else bytearray()
+    if out is not None:
+        dst = _out_view(out, meta, name)
+        full, tail = divmod(n, ps)
+        if full:
+            client.get_into(pool, range(1, full + 1), dst[:full * ps])
+        if tail:
+            dst[full * ps:] = client.get(pool, [full + 1])[:tail]
+        if not keep:
+            client.delete(pool, range(0, meta.get("pages", npages) + 1))
+        return out
+    mem = _fresh(npages * ps) if n else bytearray()
     if npages:
         client.get_into(pool, range(1, npages + 1), mem)
     if not keep:
@@ -181,7 +192,47 @@ def restore(client, name: str, *, keep: bool = False):
     return _shape(dst, dst, meta)
 
 
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+_HUGE = 2 << 20
+_MADV_POPULATE_WRITE = 23  # Linux 5.14
+
+
+def _fresh(nbytes: int) -> mmap.mmap:
+    """Anonymous private memory for a restored array, faulted in as a whole
+    before the pages are copied in (a fault per 4 KiB page as they land cost
+    as much as the copy), in huge pages where it is large enough."""
+    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        if nbytes >= _HUGE:
+            m.madvise(mmap.MADV_HUGEPAGE)
+        m.madvise(_MADV_POPULATE_WRITE)
+    except (OSError, AttributeError):
+        pass  # an older kernel: faulted in as the pages land
+    return m
+
+
+def _out_view(out, meta, name) -> memoryview:
+    """out's bytes, once it is checked to be what was parked."""
+    kind = meta.get("kind")
+    if _is_tensor(out):
+        if kind != "torch":
+            raise TypeError(f"{name!r} was parked as a {kind} array, not a tensor")
+        if out.device.type != "cpu" or not out.is_contiguous():
+            raise ValueError("out must be a contiguous tensor in host memory")
+        if str(out.dtype).removeprefix("torch.") != meta["dtype"] or list(out.shape) != meta["shape"]:
+            raise ValueError(f"out is {out.dtype} {list(out.shape)}; {name!r} is {meta['dtype']} {meta['shape']}")
+        n = meta["nbytes"]
+        return memoryview((ctypes.c_ubyte * n).from_address(out.data_ptr())).cast("B") if n else memoryview(bytearray())
+    mv = memoryview(out)
+    if mv.readonly or not mv.c_contiguous:
+        raise ValueError("out must be writable and C-contiguous")
+    if kind == "numpy" and _np is not None:
+        arr = _np.asarray(out)
+        want = _np.lib.format.descr_to_dtype(_descr(meta["dtype"]))
+        if arr.dtype != want or list(arr.shape) != meta["shape"]:
+            raise ValueError(f"out is {arr.dtype} {list(arr.shape)}; {name!r} is {want} {meta['shape']}")
+    elif mv.nbytes != meta["nbytes"]:
+        raise ValueError(f"out holds {mv.nbytes} bytes; {name!r} holds {meta['nbytes']}")
+    return mv.cast("B")
 
 
 def _torch():
@@ -257,8 +308,8 @@ class Parked:
     def nbytes(self) -> int:
         return self.meta["nbytes"]
 
-    def restore(self, *, keep: bool = False):
-        return restore(self.client, self.name, keep=keep)
+    def restore(self, *, keep: bool = False, out=None):
+        return restore(self.client, self.name, keep=keep, out=out)
 
     def drop(self) -> None:
         """Deletes the parked pages without reading them."""

@@ -533,6 +533,83 @@ class Park(unittest.TestCase):
             self.assertTrue((w == v).all())
             del v
 
+    def test_restore_into_out(self):
+        import array
+        a = array.array("d", (i * 0.5 for i in range(5000)))
+        self.c.park("py-out", a)
+        out = array.array("d", bytes(len(a) * 8))
+        self.assertIs(self.c.restore("py-out", keep=True, out=out), out)
+        self.assertEqual(out, a)
+        with self.assertRaises(ValueError):
+            self.c.restore("py-out", keep=True, out=bytearray(8))
+        if numpy is not None:
+            x = numpy.arange(12, dtype=numpy.float32).reshape(3, 4)
+            self.c.park("py-out-np", x)
+            y = numpy.zeros((3, 4), dtype=numpy.float32)
+            self.assertIs(self.c.restore("py-out-np", keep=True, out=y), y)
+            self.assertTrue((x == y).all())
+            with self.assertRaises(ValueError):  # another shape
+                self.c.restore("py-out-np", keep=True, out=numpy.zeros((4, 3), dtype=numpy.float32))
+
+    def test_header_format(self):
+        from s4d import park as p
+        self.c.park("py-hdr", b"abc")
+        meta = p.parse_header(self.c.get("park:py-hdr", [0]), "py-hdr")
+        self.assertEqual(meta["v"], p.FORMAT)
+        # A header of format 1 (no "v") is still read.
+        old = {k: v for k, v in meta.items() if k != "v"}
+        self.c.put("park:py-hdr", [0], p.header_page(old, self.ps))
+        self.assertEqual(bytes(self.c.restore("py-hdr", keep=True)), b"abc")
+        # A newer format is refused, saying what to do.
+        self.c.put("park:py-hdr", [0], p.header_page(dict(meta, v=p.FORMAT + 1), self.ps))
+        with self.assertRaises(s4d.MalformedError) as cm:
+            self.c.restore("py-hdr")
+        self.assertIn("newer s4d client", str(cm.exception))
+        self.assertIn("upgrade", str(cm.exception))
+
+
+@unittest.skipUnless(SOCKET, "S4D_SOCKET names no daemon")
+class Keys(unittest.TestCase):
+    """Keys as ranges, arrays and lists go on the wire alike; statuses
+    are checked in bulk and a failure still names its keys."""
+
+    def setUp(self):
+        self.c = s4d.Client(SOCKET, batch_pages=7)
+        self.addCleanup(self.c.close)
+        self.ps = self.c.page_size
+
+    def test_forms_of_keys(self):
+        import array
+        data = pages(40, self.ps)
+        forms = [range(100, 140), range(139, 99, -1), list(range(100, 140)), array.array("L", range(100, 140))]
+        if numpy is not None:
+            forms += [numpy.arange(100, 140, dtype=numpy.int32), numpy.arange(100, 140, dtype=numpy.uint64)]
+        for keys in forms:
+            self.c.put("py-keys", keys, data)
+            self.assertEqual(self.c.get("py-keys", keys), data, type(keys))
+            self.assertEqual(self.c.delete("py-keys", keys), 40)
+        with self.assertRaises(ValueError):
+            self.c.put("py-keys", range(-1, 1), pages(2, self.ps))
+        with self.assertRaises(ValueError):
+            self.c.get("py-keys", range(5, 5))
+        if numpy is not None:
+            with self.assertRaises(ValueError):
+                self.c.get("py-keys", numpy.array([3, -1]))
+            with self.assertRaises(TypeError):
+                self.c.get("py-keys", numpy.array([1.0, 2.0]))
+
+    def test_failures_name_their_keys(self):
+        self.c.put("py-keys-miss", range(0, 30, 2), pages(15, self.ps))
+        with self.assertRaises(s4d.NotFoundError) as cm:
+            self.c.get("py-keys-miss", range(30))
+        self.assertEqual(cm.exception.keys, list(range(1, 30, 2)))
+        got = self.c.get("py-keys-miss", range(30), missing_ok=True)
+        want = pages(15, self.ps)
+        for i in range(30):
+            page = got[i * self.ps:(i + 1) * self.ps]
+            self.assertEqual(page, bytes(self.ps) if i % 2 else want[i // 2 * self.ps:(i // 2 + 1) * self.ps])
+        self.assertEqual(self.c.delete("py-keys-miss", range(30)), 15)
+
 
 CHILD = r"""
 import sys, s4d
