@@ -501,7 +501,18 @@ func (c *Cluster) runGroup(ctx, dctx context.Context, addr string, cmds []Cmd, g
 				c.stats.ask.Add(1)
 				ro.again(pending{i: p.i, addr: to, asking: true}, e, false, false)
 			}
-		case "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "BUSY":
+		case "CLUSTERDOWN":
+			// With a node down this is no passing failover state: the
+			// cluster serves no slot while a master is lost, until the
+			// node is back (unless the operator set
+			// cluster-require-full-coverage no). Waiting would only make
+			// every call wait the tier's timeout.
+			if len(c.downAddrs()) > 0 {
+				out[p.i].Err = fmt.Errorf("remote: %s: %w (a node is down, and the cluster serves no slot while a master is lost unless cluster-require-full-coverage is no)", addr, e)
+				continue
+			}
+			ro.again(pending{i: p.i}, e, false, true)
+		case "TRYAGAIN", "LOADING", "MASTERDOWN", "BUSY":
 			ro.again(pending{i: p.i}, e, false, true)
 		case "READONLY":
 			ro.again(pending{i: p.i}, e, true, true)

@@ -127,5 +127,8 @@ func withDownNodes(cx *cli.Context, err error) error {
 	if len(down) == 0 {
 		return err
 	}
+	if strings.Contains(st.Remote.LastError, "CLUSTERDOWN") {
+		down = append(down, "the live masters answer CLUSTERDOWN: the cluster serves no slot while a master is lost unless cluster-require-full-coverage is no")
+	}
 	return fmt.Errorf("%w; remote tier: %s", err, strings.Join(down, "; "))
 }
