@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -82,6 +83,50 @@ func BenchmarkClientsMemfd(b *testing.B) {
 		cmd := exec.Command(prog, file, fmt.Sprint(b.N))
 		cmd.Env = append(os.Environ(), "S4D_SOCKET="+d.socket)
 		reportExternal(b, cmd)
+	})
+}
+
+// BenchmarkClientsPerCall makes one-page PUTs and GETs through the socket,
+// one at a time, with each client against the same daemon: what one small
+// call costs, reported as put_us/call and get_us/call:
+//
+//	go test -run '^$' -bench ClientsPerCall -benchtime 20000x ./tests
+func BenchmarkClientsPerCall(b *testing.B) {
+	d := start(b, "--backend", "cpu")
+	b.Run("go", func(b *testing.B) {
+		c := d.client()
+		page := bytes.Repeat([]byte{7, 1, 3}, 4096/3+1)[:4096]
+		ks := []uint64{1}
+		t0 := time.Now()
+		for i := 0; i < b.N; i++ {
+			codes, err := c.Put(ctx(b), "callbench", ks, page)
+			if err != nil {
+				b.Fatal(err)
+			}
+			allOK(b, "put", ks, codes)
+		}
+		t1 := time.Now()
+		for i := 0; i < b.N; i++ {
+			got, codes, err := c.Get(ctx(b), "callbench", ks)
+			if err != nil || !bytes.Equal(got, page) {
+				b.Fatalf("get: %v (page equal: %v)", err, bytes.Equal(got, page))
+			}
+			allOK(b, "get", ks, codes)
+		}
+		t2 := time.Now()
+		b.ReportMetric(float64(t1.Sub(t0).Microseconds())/float64(b.N), "put_us/call")
+		b.ReportMetric(float64(t2.Sub(t1).Microseconds())/float64(b.N), "get_us/call")
+	})
+	b.Run("c", func(b *testing.B) {
+		cmd := exec.Command(buildCBench(b), "--calls", fmt.Sprint(b.N))
+		cmd.Env = append(os.Environ(), "S4D_SOCKET="+d.socket)
+		out, err := cmd.Output()
+		var put, get float64
+		if _, serr := fmt.Sscan(string(out), &put, &get); err != nil || serr != nil {
+			b.Fatalf("s4d_bench --calls: %v %v: %q", err, serr, out)
+		}
+		b.ReportMetric(put, "put_us/call")
+		b.ReportMetric(get, "get_us/call")
 	})
 }
 
