@@ -196,6 +196,11 @@ func (bf *File) Size() uint64 { return bf.hdr.Blocks * BlockSize }
 // Path is the file's name.
 func (bf *File) Path() string { return bf.path }
 
+// Seq is the number of the checkpoint the file holds now (0: none yet).
+// A checkpoint changes it: read it when none can run, right after Open or
+// once the last one is written.
+func (bf *File) Seq() uint64 { return bf.hdr.Seq }
+
 // Close closes the file.
 func (bf *File) Close() error { return bf.f.Close() }
 

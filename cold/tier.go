@@ -33,6 +33,7 @@ type Tier struct {
 	jobs   sync.WaitGroup // the clock and recompressions
 	stop   chan struct{}  // ends the file's jobs
 	fileWG sync.WaitGroup
+	seq    uint64 // the file's checkpoint number at Open, then at Close
 }
 
 // Open opens the backing file cfg names, if any, and with Persist
@@ -59,6 +60,7 @@ func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool
 		return nil, err
 	}
 	f.SetVerify(cfg.BackingVerify)
+	t.seq = f.Seq()
 	var n int
 	if t.file, n, err = attachLevels(store, f, idx, cfg.Persist, t.remote); err != nil {
 		f.Close()
@@ -73,6 +75,12 @@ func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool
 	}
 	return t, nil
 }
+
+// Seq is the backing file's checkpoint number as Open found it, and after
+// Close the number of the last checkpoint written (0: no file, or none).
+// Swap's records name it, so that a start trusts a device's pages only
+// with the very file state they were persisted in (daemon/swapkeep.go).
+func (t *Tier) Seq() uint64 { return t.seq }
 
 // HasFile says whether there is a backing file.
 func (t *Tier) HasFile() bool { return t.file != nil }
@@ -222,6 +230,7 @@ func (t *Tier) Close() (err error) {
 			t.log.Info("pages persisted", "pages_written", n, "pages_on_file", st.Pages, "took", time.Since(t0))
 		}
 	}
+	t.seq = t.file.f.Seq()
 	t.file.f.Close()
 	return err
 }

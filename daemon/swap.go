@@ -47,6 +47,9 @@ type swapSet struct {
 	// valve is the memory it hands the kernel (swapvalve.go).
 	live  atomic.Pointer[[]*ublk.Device]
 	valve *valve
+	// take, when a test sets it, takes a device of the last run over in
+	// place of the kernel's ublk (no memory guard either).
+	take func(r swapRecord, trusted bool) (*swapDev, error)
 }
 
 type swapDev struct {
@@ -431,7 +434,7 @@ func (d *Daemon) stopSwaps() bool {
 func (d *Daemon) startSwaps() {
 	var taken []int
 	if d.cfg.SwapTakeover {
-		taken = d.recoverSwaps()
+		taken = d.recoverSwaps(d.cold.Seq())
 	}
 	for i, spec := range d.cfg.Swap {
 		if slices.Contains(taken, i) {

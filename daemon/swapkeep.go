@@ -50,7 +50,12 @@ type swapRecord struct {
 type swapRecords struct {
 	// Clean: written after a stop that persisted every page, with the
 	// queues stopped first. Anything else is a crash to the next start.
-	Clean   bool         `json:"clean"`
+	Clean bool `json:"clean"`
+	// Seq: with Clean, the backing file's checkpoint that holds those
+	// pages (cold.Tier.Seq). A start trusts the file only if it finds
+	// that very checkpoint there: any other (a daemon that ran since
+	// without taking the devices over, another file) may hold older pages.
+	Seq     uint64       `json:"seq,omitempty"`
 	Devices []swapRecord `json:"devices"`
 }
 
@@ -61,13 +66,22 @@ func (d *Daemon) swapStatePath() string {
 	return filepath.Join(filepath.Dir(d.cfg.Socket), "s4d-swap.json")
 }
 
-// saveSwaps writes the records of the devices served now, atomically.
+// saveSwaps writes the records of the devices served now, atomically;
+// clean ones name the backing file's last checkpoint (Close has run).
 func (d *Daemon) saveSwaps(clean bool) error {
 	recs := swapRecords{Clean: clean, Devices: []swapRecord{}}
+	if clean && d.cold != nil {
+		recs.Seq = d.cold.Seq()
+	}
 	for _, sd := range d.swaps.devs {
 		recs.Devices = append(recs.Devices, sd.rec)
 	}
 	recs.Devices = append(recs.Devices, d.swaps.orphans...)
+	return d.writeSwaps(recs)
+}
+
+// writeSwaps writes recs in place of the records, atomically.
+func (d *Daemon) writeSwaps(recs swapRecords) error {
 	b, err := json.Marshal(recs)
 	if err != nil {
 		return err
@@ -97,8 +111,9 @@ func (d *Daemon) loadSwaps() (swapRecords, error) {
 }
 
 // recoverSwaps takes over the devices a previous daemon left, and returns
-// the [[swap]] tables they came from (not to be made again).
-func (d *Daemon) recoverSwaps() []int {
+// the [[swap]] tables they came from (not to be made again). seq is the
+// backing file's checkpoint number as this start found it.
+func (d *Daemon) recoverSwaps(seq uint64) []int {
 	recs, err := d.loadSwaps()
 	if err != nil {
 		d.log.Error("swap devices of the last run not read: left as they are", "err", err)
@@ -107,19 +122,25 @@ func (d *Daemon) recoverSwaps() []int {
 	if len(recs.Devices) == 0 {
 		return nil
 	}
-	if err := ublk.Available(); err != nil {
-		d.log.Error("swap devices of the last run not taken over", "err", err)
-		return nil
-	}
-	trusted := recs.Clean && d.cfg.Persist
-	var specs []int
 	s := &d.swaps
+	take := s.take
+	if take == nil {
+		if err := ublk.Available(); err != nil {
+			d.log.Error("swap devices of the last run not taken over", "err", err)
+			return nil
+		}
+		take = d.takeOver
+	}
+	trusted := d.beginTakeover(recs, seq)
+	var specs []int
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d.guardMemory()
+	if s.take == nil {
+		d.guardMemory()
+	}
 	for _, r := range recs.Devices {
 		s.next = max(s.next, r.N)
-		sd, err := d.takeOver(r, trusted)
+		sd, err := take(r, trusted)
 		if errors.Is(err, ublk.ErrNoDevice) {
 			d.log.Warn("swap device of the last run is gone", "id", r.ID)
 			continue
@@ -136,11 +157,36 @@ func (d *Daemon) recoverSwaps() []int {
 		if r.Spec >= 0 {
 			specs = append(specs, r.Spec)
 		}
+		afterTakeover() // a crash here must not leave a record that says clean
 	}
 	if err := d.saveSwaps(false); err != nil {
 		d.log.Error("swap records not written: a crash now would leave devices the next start does not know", "err", err)
 	}
 	return specs
+}
+
+// afterTakeover runs once a device serves again, before the records are
+// rewritten: the fault build kills the daemon there (swapfault_on.go).
+var afterTakeover = faultSwapTakeover
+
+// beginTakeover decides, before any device serves, whether every page of
+// the last run may be served, and says so. A clean record is trusted only
+// with persist and the backing file at the checkpoint it names. Then the
+// records are marked not clean: from the first takeover on, a device
+// serves writes the backing file does not hold, and a crash before the
+// records are written again must leave the next start distrusting the
+// file. If the mark cannot be written, nothing is trusted now either.
+func (d *Daemon) beginTakeover(recs swapRecords, seq uint64) bool {
+	trusted := recs.Clean && d.cfg.Persist && recs.Seq != 0 && recs.Seq == seq
+	if recs.Clean && !trusted {
+		d.log.Warn("swap records say clean, but not for this start: pages not written since are refused (EIO)",
+			"persist", d.cfg.Persist, "records_checkpoint", recs.Seq, "file_checkpoint", seq)
+	}
+	if err := d.writeSwaps(swapRecords{Devices: recs.Devices}); err != nil {
+		d.log.Error("swap records not marked in use: pages not written since the takeover are refused (EIO)", "err", err)
+		return false
+	}
+	return trusted
 }
 
 // takeOver serves device r from its pool again.

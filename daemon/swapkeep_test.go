@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -165,5 +168,87 @@ func TestSwapoffEmptiesOnlyWhatIsNotInUse(t *testing.T) {
 	st.distrust(16) // a crash's takeover
 	if n, ok := d.emptyAfterSwapoff(sd, st.writes.Load()); !ok || n != 1 || pages() != 0 || !sd.fresh || !st.known(0) || !st.known(15) {
 		t.Fatalf("after a crash: emptied %v, %d dropped, %d left, fresh %v, header readable %v", ok, n, pages(), sd.fresh, st.known(0))
+	}
+}
+
+// A clean record is trusted only with persist and the backing file at the
+// checkpoint it names, and is marked not clean before any device serves.
+func TestSwapTakeoverTrust(t *testing.T) {
+	devs := []swapRecord{{ID: 1, N: 1, Size: 1 << 20, Spec: -1}}
+	for _, c := range []struct {
+		name    string
+		recs    swapRecords
+		persist bool
+		seq     uint64
+		want    bool
+	}{
+		{"clean, same checkpoint", swapRecords{Clean: true, Seq: 7}, true, 7, true},
+		{"clean, the file checkpointed since", swapRecords{Clean: true, Seq: 7}, true, 8, false},
+		{"clean, no checkpoint named", swapRecords{Clean: true}, true, 0, false},
+		{"clean, no persist", swapRecords{Clean: true, Seq: 7}, false, 7, false},
+		{"crash", swapRecords{Seq: 7}, true, 7, false},
+	} {
+		d := &Daemon{log: slog.New(slog.DiscardHandler)}
+		d.cfg.Socket = filepath.Join(t.TempDir(), "s4d.sock")
+		d.cfg.Persist = c.persist
+		c.recs.Devices = devs
+		if err := d.writeSwaps(c.recs); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.beginTakeover(c.recs, c.seq); got != c.want {
+			t.Errorf("%s: trusted %v, want %v", c.name, got, c.want)
+		}
+		recs, err := d.loadSwaps()
+		if err != nil || recs.Clean || !slices.Equal(recs.Devices, devs) {
+			t.Errorf("%s: records after the mark %+v, %v: want the devices, not clean", c.name, recs, err)
+		}
+	}
+}
+
+// A daemon killed after its first takeover, before the records are
+// written again, leaves records the next start does not trust: the device
+// served writes the backing file does not hold. The child process is this
+// test run again; the parent kills nothing itself (afterTakeover does).
+func TestSwapTakeoverCrashWindow(t *testing.T) {
+	if dir := os.Getenv("S4D_TEST_SWAP_CRASH"); dir != "" {
+		d := &Daemon{log: slog.New(slog.DiscardHandler)}
+		d.cfg.Socket = filepath.Join(dir, "s4d.sock")
+		d.cfg.Persist = true
+		d.swaps.take = func(r swapRecord, trusted bool) (*swapDev, error) {
+			if !trusted {
+				os.Exit(3) // the last stop was clean at checkpoint 7: this start trusts it
+			}
+			return &swapDev{n: r.N, rec: r}, nil
+		}
+		afterTakeover = func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+		d.recoverSwaps(7)
+		os.Exit(4) // not reached: killed after the first takeover
+	}
+	dir := t.TempDir()
+	d := &Daemon{log: slog.New(slog.DiscardHandler)}
+	d.cfg.Socket = filepath.Join(dir, "s4d.sock")
+	d.cfg.Persist = true
+	devs := []swapRecord{{ID: 1, N: 1, Size: 1 << 20, Spec: -1}, {ID: 2, N: 2, Size: 1 << 20, Spec: 0}}
+	if err := d.writeSwaps(swapRecords{Clean: true, Seq: 7, Devices: devs}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSwapTakeoverCrashWindow$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "S4D_TEST_SWAP_CRASH="+dir)
+	out, err := cmd.CombinedOutput()
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v, want killed inside the window; output:\n%s", err, out)
+	}
+	recs, err := d.loadSwaps()
+	if err != nil || recs.Clean || !slices.Equal(recs.Devices, devs) {
+		t.Fatalf("records after the crash: %+v, %v: want both devices, not clean", recs, err)
+	}
+	var trusted []bool
+	d.swaps.take = func(r swapRecord, tr bool) (*swapDev, error) {
+		trusted = append(trusted, tr)
+		return &swapDev{n: r.N, rec: r}, nil
+	}
+	if specs := d.recoverSwaps(7); !slices.Equal(specs, []int{0}) || !slices.Equal(trusted, []bool{false, false}) {
+		t.Fatalf("next start: specs %v, trusted %v; want [0], none trusted", specs, trusted)
 	}
 }
