@@ -15,7 +15,7 @@ import (
 )
 
 // A master killed during a read and write loop, through the daemon (issue
-// 43): three masters with a replica each, the tier's timeout 1 s. No page
+// 43): three masters with a replica each, the tier's timeout 2 s. No page
 // ever comes back wrong; the pages in the dead master's blocks fail until
 // its replica is promoted, and are then served again by the same daemon
 // (no restart). The log gives the seconds from the kill to the first
@@ -24,7 +24,7 @@ import (
 func TestRemoteFailoverThroughDaemon(t *testing.T) {
 	vc := valkeyCluster(t)
 	key := bytes.Repeat([]byte{0x44}, remote.KeySize)
-	args := append([]string{"--mem-limit", "4M", "--backing-file", backingFile(t, 8<<20), "--remote-timeout", "1s"},
+	args := append([]string{"--mem-limit", "4M", "--backing-file", backingFile(t, 8<<20), "--remote-timeout", "2s"},
 		remoteArgs(t, vc, key, "failover-host")...)
 	d := start(t, args...)
 	base := corpus.Pages(corpus.Random, (16<<20)/4096, 4096, 45)
