@@ -1,6 +1,8 @@
-# The client libraries in clients/: the Python package (pure Python, nothing
-# to build) and libs4d (C). The Python tests use NumPy when it is there.
-CLIENT_APT_PKGS := python3-numpy
+# The client libraries in clients/: the Python package (pure Python; its
+# sdist and wheel built offline by setuptools' PEP 517 hooks) and libs4d
+# (C). The Python tests use NumPy when it is there, and install the wheel
+# into a virtual environment (python3-venv).
+CLIENT_APT_PKGS := python3-numpy python3-setuptools python3-venv unzip
 
 .PHONY: deps-clients
 DEPS_TARGETS += deps-clients
@@ -10,6 +12,16 @@ deps-clients:
 		echo "installing:" $$missing; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+
+# The Python package's sdist and wheel, in bin/python (pip install
+# bin/python/s4d-*.whl), and its API reference from the docstrings.
+PYTHON ?= /usr/bin/python3
+.PHONY: python-dist docs-python
+build: python-dist
+python-dist:
+	@$(PYTHON) clients/python/tools/build_dist.py bin/python >/dev/null && ls bin/python/s4d-*
+docs-python:
+	$(PYTHON) clients/python/tools/apidoc.py > docs/reference/python.md
 
 # libs4d: bin/libs4d.so.0 (soname libs4d.so.0) and the libs4d.so link for
 # building against it; install adds s4d.h and s4d.pc for pkg-config.
@@ -53,3 +65,12 @@ uninstall-libs4d:
 deb: deb-clients
 deb-clients: $(LIBS4D)
 	sh packaging/deb/clients.sh '$(VERSION)' '$(DEB_ARCH)' '$(COMMIT)' '$(DEB_COMPRESS)' $(LIBS4D) bin
+
+# What clients/python/bench/gpu-ratio.sh needs on a GPU host (the device
+# tool's carry: .carry/pyratio): s4d, xz'd, and the nvCOMP wheel.
+.PHONY: pyratio-carry
+pyratio-carry:
+	mkdir -p .carry/pyratio
+	ls .carry/pyratio/nvidia_libnvcomp_*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d .carry/pyratio '$(NVCOMP_WHEEL)'
+	$(GO) build -ldflags='-s -w' -o .carry/pyratio/s4d ./cmd/s4d
+	xz -T2 -f .carry/pyratio/s4d
