@@ -36,3 +36,47 @@ vkprobe-carry: $(VKPROBE)
 	apt-get -oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64 update -qq
 	cd $(VKPROBE_CARRY)/debs && apt-get -oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64 \
 		download libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0
+
+# The WGSL kernels compiled to SPIR-V for issue 41's Vulkan runtime, with a
+# pinned naga (naga-cli from crates.io, built with cargo --locked into
+# .deps/naga; a few minutes once). Bounds checks as wgpu applies them on
+# Vulkan (Restrict: an index past the end is clamped, never a stray
+# access); SPIR-V 1.3 for the subgroup operations. The modules and the
+# hashes of the WGSL they came from are committed (backends/vulkan/spirv);
+# TestInputsCurrent catches a stale one without naga, and
+# vulkan-spirv-check rebuilds them and compares byte for byte.
+NAGA_VERSION := 30.0.1
+NAGA         := .deps/naga/bin/naga
+NAGA_FLAGS   := --spirv-version 1.3 --index-bounds-check-policy Restrict --buffer-bounds-check-policy Restrict
+SPIRV_DIR    := backends/vulkan/spirv
+SPIRV_MODS   := compress compress_sg decompress
+
+.PHONY: vulkan-spirv vulkan-spirv-check
+$(NAGA):
+	cargo install naga-cli --version $(NAGA_VERSION) --locked --root $(CURDIR)/.deps/naga
+
+# spirv_build DIR: the modules and inputs.sha256 into DIR.
+define spirv_build
+	@set -e; w=$$(mktemp -d); trap 'rm -rf $$w' EXIT; \
+	$(GO) run ./$(SPIRV_DIR)/wgslgen $$w; \
+	for k in $(SPIRV_MODS); do \
+		$(NAGA) $(NAGA_FLAGS) $$w/$$k.wgsl $(1)/$$k.spv; \
+		if command -v spirv-val >/dev/null; then spirv-val --target-env vulkan1.2 $(1)/$$k.spv; fi; \
+	done; \
+	cp $$w/inputs.sha256 $(1)/inputs.sha256
+endef
+
+vulkan-spirv: $(NAGA)
+	$(call spirv_build,$(SPIRV_DIR))
+	@echo "regenerated $(SPIRV_DIR)/*.spv with naga $(NAGA_VERSION)"
+
+vulkan-spirv-check: $(NAGA)
+	@set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
+	$(MAKE) --no-print-directory vulkan-spirv-into SPIRV_OUT=$$d; \
+	for f in $(addsuffix .spv,$(SPIRV_MODS)) inputs.sha256; do \
+		cmp $$d/$$f $(SPIRV_DIR)/$$f || { echo "$(SPIRV_DIR)/$$f differs from naga $(NAGA_VERSION)'s: run make vulkan-spirv" >&2; exit 1; }; \
+	done; echo "$(SPIRV_DIR): current"
+
+.PHONY: vulkan-spirv-into
+vulkan-spirv-into: $(NAGA)
+	$(call spirv_build,$(SPIRV_OUT))
