@@ -2,14 +2,18 @@
 //
 // `make build` sets the three variables with -ldflags -X (from git and the
 // daemon's version constant); a plain `go build` or `go install` leaves them
-// empty, and what the Go toolchain recorded in the binary fills the gaps, so
-// every binary can say where it came from.
+// empty, and what the Go toolchain recorded in the binary fills the gaps (the
+// commit and its time, for a build inside a git checkout), then the daemon's
+// version constant: every binary can say where it came from.
 package buildinfo
 
 import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
+
+	"github.com/s4d-project/s4d/daemon"
 )
 
 // Set with -ldflags "-X github.com/s4d-project/s4d/cmd/s4d/buildinfo.version=...".
@@ -50,6 +54,10 @@ func Get() Info {
 				in.Modified = s.Value == "true"
 			}
 		}
+	}
+	if in.Version == "" {
+		// The constant `make build` reads too (Makefile, VERSION).
+		in.Version = strings.TrimPrefix(daemon.Version, "s4d ")
 	}
 	for _, f := range []*string{&in.Version, &in.Commit, &in.Date} {
 		if *f == "" {

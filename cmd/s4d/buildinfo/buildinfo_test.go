@@ -24,3 +24,13 @@ func TestNothingRecorded(t *testing.T) {
 		t.Fatalf("empty fields: %+v", in)
 	}
 }
+
+// Built without make (go build, go run), the version is the daemon's
+// constant, not "unknown".
+func TestVersionWithoutLinkerValues(t *testing.T) {
+	defer func(v string) { version = v }(version)
+	version = ""
+	if in := Get(); in.Version == "unknown" || in.Version == "" || strings.HasPrefix(in.Version, "s4d") {
+		t.Fatalf("version %q", in.Version)
+	}
+}
