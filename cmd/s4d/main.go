@@ -39,7 +39,7 @@ func main() {
 	app := newApp()
 	app.Commands = append(app.Commands, genDocsCommand)
 	entered := markActions(app.Commands)
-	err := app.Run(boolsAlone(os.Args))
+	err := app.Run(flagsFirst(app, boolsAlone(os.Args)))
 	// urfave/cli reports unknown flags, missing required flags and bad
 	// values before any Action runs: whatever fails before one is entered
 	// is a usage error.

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// flagsFirst moves the flags of the command being run ahead of its
+// arguments, so that `s4d swap on /dev/ublkb0 --socket S` parses as it
+// reads: urfave/cli v2 stops reading flags at a command's first argument
+// and would take "--socket" for a second device. Everything after "--"
+// stays where it is, and so does every argument of `s4d run`, which is
+// another program's command line (its own flags must come before it).
+func flagsFirst(app *cli.App, args []string) []string {
+	out := append([]string(nil), args...)
+	flags := app.Flags
+	subs := app.Commands
+	i := 1
+	// Walk down the command path: parents' flags and their values, then
+	// each subcommand's name.
+	var leaf *cli.Command
+	for i < len(out) {
+		a := out[i]
+		if a == "--" {
+			return out
+		}
+		if isFlag(a) {
+			i += 1 + flagValues(flags, a)
+			continue
+		}
+		c := find(subs, a)
+		if c == nil {
+			break // the first argument of the command found so far
+		}
+		leaf, flags, subs = c, c.Flags, c.Subcommands
+		i++
+	}
+	if leaf == nil || leaf.Name == "run" || leaf.SkipFlagParsing || i >= len(out) {
+		return out
+	}
+	var fl, pos []string
+	rest := out[i:]
+	for j := 0; j < len(rest); j++ {
+		a := rest[j]
+		if a == "--" {
+			pos = append(pos, rest[j:]...)
+			break
+		}
+		if !isFlag(a) {
+			pos = append(pos, a)
+			continue
+		}
+		n := min(flagValues(flags, a), len(rest)-j-1)
+		fl = append(fl, rest[j:j+1+n]...)
+		j += n
+	}
+	return append(append(out[:i:i], fl...), pos...)
+}
+
+// isFlag: "-" alone is an argument (stdin), as is anything not dashed.
+func isFlag(a string) bool { return len(a) > 1 && strings.HasPrefix(a, "-") }
+
+// flagValues is how many words after a the flag takes: one for a flag
+// with a value not attached by "=", none otherwise (unknown flags too:
+// urfave reports them).
+func flagValues(flags []cli.Flag, a string) int {
+	name := strings.TrimLeft(a, "-")
+	if strings.Contains(name, "=") {
+		return 0
+	}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				if d, ok := f.(cli.DocGenerationFlag); ok && d.TakesValue() {
+					return 1
+				}
+				return 0
+			}
+		}
+	}
+	return 0
+}
+
+func find(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Flags given after a command's arguments are read as flags (issue 42:
+// `s4d swap on /dev/ublkb0 --socket S` was refused); what follows "--",
+// and `s4d run`'s command line, are left as they are.
+func TestFlagsFirst(t *testing.T) {
+	app := newApp()
+	for _, c := range []struct{ in, want string }{
+		{"s4d swap on /dev/ublkb0 --socket S", "s4d swap on --socket S /dev/ublkb0"},
+		{"s4d swap del /dev/ublkb0 --socket=S --timeout 5s", "s4d swap del --socket=S --timeout 5s /dev/ublkb0"},
+		{"s4d ctl --socket S writeback idle --age 10m", "s4d ctl --socket S writeback idle --age 10m"}, // idle is a subcommand
+		{"s4d ctl codec zstd --pool P", "s4d ctl codec --pool P zstd"},
+		{"s4d ctl put --pool p --file -", "s4d ctl put --pool p --file -"},
+		{"s4d ctl pool export P --socket S", "s4d ctl pool export --socket S P"},
+		{"s4d swap del --all", "s4d swap del --all"},
+		{"s4d ctl del a -- --pool", "s4d ctl del a -- --pool"},
+		{"s4d run python3 -c print(1)", "s4d run python3 -c print(1)"},
+		{"s4d run --resident 128M -- python3 -c x", "s4d run --resident 128M -- python3 -c x"},
+		{"s4d daemon --persist=true", "s4d daemon --persist=true"},
+		{"s4d", "s4d"},
+	} {
+		if got := strings.Join(flagsFirst(app, strings.Fields(c.in)), " "); got != c.want {
+			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
+		}
+	}
+}
