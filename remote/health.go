@@ -261,8 +261,29 @@ func (c *Cluster) probe() {
 		}()
 	}
 	wg.Wait()
-	if len(c.downAddrs()) > 0 {
-		c.refresh(ctx)
+	if len(c.downAddrs()) > 0 && c.refresh(ctx) == nil {
+		c.forgetGone()
+	}
+}
+
+// forgetGone drops the down nodes the slot map no longer names (a master
+// replaced by a failover, a node removed): they serve nothing, and are
+// probed no more. Named again later, one starts afresh, as up.
+func (c *Cluster) forgetGone() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	named := map[string]bool{}
+	for _, sh := range c.shards {
+		named[sh.master] = true
+		for _, r := range sh.replicas {
+			named[r] = true
+		}
+	}
+	for a, n := range c.nodes {
+		if n.h.down.Load() && !named[a] {
+			delete(c.nodes, a)
+			n.closeIdle()
+		}
 	}
 }
 
