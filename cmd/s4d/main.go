@@ -21,6 +21,10 @@ import (
 	"github.com/s4d-project/s4d/settings"
 )
 
+// stringerSet: newApp runs more than once (gen-docs, tests); the help's
+// flag stringer is wrapped once.
+var stringerSet bool
+
 func newApp() *cli.App {
 	info := buildinfo.Get()
 	app := &cli.App{
@@ -31,7 +35,11 @@ func newApp() *cli.App {
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	setMetavars(app.Commands)
 	cli.VersionPrinter = func(*cli.Context) { fmt.Println(info) }
+	if !stringerSet {
+		cli.FlagStringer, stringerSet = docs.FlagStringer(cli.FlagStringer), true
+	}
 	return app
 }
 

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,10 +28,16 @@ import (
 
 // Command runs the daemon in the foreground.
 var Command = &cli.Command{
-	Name:  "daemon",
-	Usage: "serve the page store on a Unix socket",
+	Name:      "daemon",
+	Usage:     "serve the page store on a Unix socket",
+	UsageText: "s4d daemon [--config FILE] [options]",
+	Description: "Serves the compressed page store on its Unix socket, and the swap devices of the\n" +
+		"configuration's [[swap]] tables, until SIGTERM or SIGINT. Every option is also a key of\n" +
+		"the configuration file, with underscores for dashes: s4d.toml(5) describes each in full,\n" +
+		"and says which a reload (SIGHUP) changes. A boolean option may stand alone (--persist)\n" +
+		"or take true or false.",
 	Flags: append(append([]cli.Flag{
-		&cli.StringFlag{Name: "config", Value: settings.DefaultFile, EnvVars: []string{"S4D_CONFIG"}, Usage: "configuration file; flags that are set win over it"},
+		&cli.StringFlag{Name: "config", Value: settings.DefaultFile, EnvVars: []string{"S4D_CONFIG"}, Category: catSocket, Usage: "`FILE` configuration file; flags that are set win over it"},
 	}, settingFlags()...),
 		// For profiling the request path; written when the daemon stops.
 		&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile to this file"},
@@ -138,9 +145,13 @@ func serveMetrics(ln net.Listener, h http.Handler, log *slog.Logger) (stop func(
 func settingFlags() []cli.Flag {
 	var out []cli.Flag
 	for _, st := range settings.Table {
-		f := &cli.StringFlag{Name: st.Name, Value: st.Default(), Usage: st.Usage, Hidden: st.Hidden}
-		if st.Bool { // main lets the flag stand alone
-			f.Usage += "; true or false, the flag alone means true"
+		h, ok := daemonHelp[st.Name]
+		if !ok {
+			h = flagHelp{catOther, st.Usage}
+		}
+		f := &cli.StringFlag{Name: st.Name, Value: st.Default(), Usage: h.usage, Category: h.cat, Hidden: st.Hidden}
+		if st.Bool && !strings.HasPrefix(f.Usage, "`") { // main lets the flag stand alone
+			f.Usage = "`true|false` " + f.Usage
 		}
 		if st.Env != "" {
 			f.EnvVars = []string{st.Env}

@@ -51,7 +51,11 @@ func flagLine(f flagDoc) string {
 	}
 	s := strings.Join(names, ", ")
 	if f.value {
-		s += " *value*"
+		meta := f.meta
+		if meta == "" {
+			meta = "value"
+		}
+		s += " *" + esc(meta) + "*"
 	}
 	return s
 }

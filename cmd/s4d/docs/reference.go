@@ -58,6 +58,9 @@ func CommandsMarkdown(app *cli.App) string {
 					names[i] = "-" + nm
 				}
 			}
+			if f.meta != "" {
+				names[0] += " " + f.meta
+			}
 			def := f.def
 			if len(f.env) > 0 {
 				def = strings.TrimSpace(def + " (env " + strings.Join(f.env, ", ") + ")")

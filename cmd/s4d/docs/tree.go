@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/s4d-project/s4d/settings"
 )
 
 // node is one command of the tree, the root included.
@@ -25,6 +27,7 @@ type node struct {
 type flagDoc struct {
 	names []string // long name first, then aliases
 	value bool     // takes a value
+	meta  string   // its placeholder (SIZE, PATH); "" = value
 	usage string
 	def   string
 	env   []string
@@ -44,6 +47,9 @@ func flagsOf(fs []cli.Flag) []flagDoc {
 		d := flagDoc{names: f.Names()}
 		if g, ok := f.(cli.DocGenerationFlag); ok {
 			d.value, d.usage, d.env = g.TakesValue(), g.GetUsage(), g.GetEnvVars()
+			if m, rest := Placeholder(d.usage); m != "" {
+				d.meta, d.usage = m, rest
+			}
 			d.def = g.GetDefaultText()
 			if d.def == "" && d.value {
 				d.def = g.GetValue()
@@ -71,6 +77,9 @@ func tree(app *cli.App) *node {
 			}
 			n := &node{path: append(append([]string{}, parent.path...), c.Name), usage: c.Usage, text: c.UsageText,
 				desc: c.Description, flags: append(flagsOf(c.Flags), help)}
+			if len(n.path) == 2 && c.Name == "daemon" {
+				fullUsage(n.flags)
+			}
 			parent.subs = append(parent.subs, n)
 			walk(n, c.Subcommands)
 		}
@@ -112,4 +121,51 @@ func Write(app *cli.App, dir string) error {
 		}
 	}
 	return nil
+}
+
+// Placeholder splits a usage string that starts with its placeholder in
+// back quotes ("`SIZE` of RAM for ...") into the placeholder and the text
+// after it; urfave/cli shows the placeholder after the flag's name, and
+// the text should not say it again.
+func Placeholder(usage string) (meta, rest string) {
+	if !strings.HasPrefix(usage, "`") {
+		return "", usage
+	}
+	m, r, ok := strings.Cut(usage[1:], "`")
+	if !ok || m == "" {
+		return "", usage
+	}
+	return m, strings.TrimLeft(r, " :")
+}
+
+// FlagStringer wraps urfave/cli's: a flag's help line without its
+// placeholder repeated at the start of the text.
+func FlagStringer(orig cli.FlagStringFunc) cli.FlagStringFunc {
+	return func(f cli.Flag) string {
+		s := orig(f)
+		d, ok := f.(cli.DocGenerationFlag)
+		if !ok {
+			return s
+		}
+		m, _ := Placeholder(d.GetUsage())
+		name, text, ok := strings.Cut(s, "\t")
+		if m == "" || !ok {
+			return s
+		}
+		return name + "\t" + strings.TrimLeft(strings.TrimPrefix(text, m), " :")
+	}
+}
+
+// fullUsage gives the daemon's setting flags their whole text from the
+// settings table: --help shows a line or two, the man page and the
+// reference say everything.
+func fullUsage(flags []flagDoc) {
+	for i, f := range flags {
+		if st := settings.Find(f.names[0]); st != nil && st.Name == f.names[0] {
+			flags[i].usage = st.Usage
+			if st.Bool {
+				flags[i].usage += "; true or false, the option alone means true"
+			}
+		}
+	}
 }
