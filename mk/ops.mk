@@ -42,8 +42,11 @@ docs-reference:
 	$(GO) run ./cmd/s4d gen-docs --reference docs/reference
 
 install-docs: docs
-	install -d $(DESTDIR)$(MANDIR)/man1
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
 	install -m 0644 $(DOCS_DIR)/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(DOCS_DIR)/man8/*.8 $(DESTDIR)$(MANDIR)/man8/
+	# s4d daemon and s4d swap were in section 1 before: drop those pages.
+	rm -f $(DESTDIR)$(MANDIR)/man1/s4d-daemon.1 $(DESTDIR)$(MANDIR)/man1/s4d-swap.1 $(DESTDIR)$(MANDIR)/man1/s4d-swap-*.1
 	install -D -m 0644 $(DOCS_DIR)/man5/s4d.toml.5 $(DESTDIR)$(MANDIR)/man5/s4d.toml.5
 	install -D -m 0644 $(DOCS_DIR)/bash/s4d $(DESTDIR)$(BASHCOMPDIR)/s4d
 	install -D -m 0644 $(DOCS_DIR)/zsh/_s4d $(DESTDIR)$(ZSHCOMPDIR)/_s4d
@@ -84,7 +87,7 @@ uninstall-swap:
 	rm -f $(DESTDIR)$(UNITDIR)/s4d-swap@.service $(DESTDIR)$(UDEVRULESDIR)/60-s4d-swap.rules
 
 uninstall-docs:
-	rm -f $(DESTDIR)$(MANDIR)/man1/s4d.1 $(DESTDIR)$(MANDIR)/man1/s4d-*.1 $(DESTDIR)$(MANDIR)/man5/s4d.toml.5 $(DESTDIR)$(BASHCOMPDIR)/s4d \
+	rm -f $(DESTDIR)$(MANDIR)/man1/s4d.1 $(DESTDIR)$(MANDIR)/man1/s4d-*.1 $(DESTDIR)$(MANDIR)/man8/s4d-*.8 $(DESTDIR)$(MANDIR)/man5/s4d.toml.5 $(DESTDIR)$(BASHCOMPDIR)/s4d \
 	      $(DESTDIR)$(ZSHCOMPDIR)/_s4d $(DESTDIR)$(FISHCOMPDIR)/s4d.fish
 
 # The Debian package: `make install` into a staging root with Debian's
@@ -104,7 +107,7 @@ deb:
 	rm -rf $(DEB_ROOT)
 	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr UNITDIR=/lib/systemd/system \
 		UDEVRULESDIR=/lib/udev/rules.d INSTALL_TARGETS='install-docs install-metrics-socket install-swap install-run-lib' EXTRA_BUILDFLAGS='$(DEB_BUILDFLAGS)' EXTRA_LDFLAGS='-s -w' >/dev/null
-	gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1 $(DEB_ROOT)/usr/share/man/man5/*.5
+	gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1 $(DEB_ROOT)/usr/share/man/man5/*.5 $(DEB_ROOT)/usr/share/man/man8/*.8
 	strip --strip-unneeded --remove-section=.comment --remove-section=.note $(DEB_ROOT)/usr/lib/s4d/libs4d-run.so
 	install -m 0644 packaging/deb/copyright $(DEB_DOC)/copyright
 	printf 's4d (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \

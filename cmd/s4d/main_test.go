@@ -24,7 +24,12 @@ func TestDocsFromDefinitions(t *testing.T) {
 	check = func(prefix string, cmds []*cli.Command) {
 		for _, c := range cmds {
 			page := prefix + "-" + c.Name
-			b, err := os.ReadFile(filepath.Join(dir, "man1", page+".1"))
+			// Section 8 for what runs the system (daemon, swap), 1 for the rest.
+			sec := "1"
+			if strings.HasPrefix(page, "s4d-daemon") || strings.HasPrefix(page, "s4d-swap") {
+				sec = "8"
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "man"+sec, page+"."+sec))
 			if err != nil {
 				t.Errorf("no man page for %s: %v", page, err)
 				continue
@@ -43,7 +48,7 @@ func TestDocsFromDefinitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if groff, err := exec.LookPath("groff"); err == nil {
-		pages, _ := filepath.Glob(filepath.Join(dir, "man1", "*.1"))
+		pages, _ := filepath.Glob(filepath.Join(dir, "man[18]", "*.[18]"))
 		for _, p := range pages {
 			// -ww: every warning; a page must render cleanly.
 			if out, err := exec.Command(groff, append([]string{"-man", "-Tutf8", "-ww", "-z"}, p)...).CombinedOutput(); err != nil || len(out) > 0 {
@@ -77,6 +82,16 @@ func TestDocsFromDefinitions(t *testing.T) {
 		}
 		if out, err := exec.Command(shell, "-n", filepath.Join(dir, file)).CombinedOutput(); err != nil {
 			t.Errorf("%s -n: %v %s", shell, err, out)
+		}
+	}
+	// The daemon and swap pages are in section 8, with examples.
+	for _, page := range []string{"s4d-daemon", "s4d-swap"} {
+		b, err := os.ReadFile(filepath.Join(dir, "man8", page+".8"))
+		if err != nil || !strings.Contains(string(b), ".TH "+strings.ToUpper(page)+" 8 ") || !strings.Contains(string(b), ".SH EXAMPLES") {
+			t.Errorf("%s.8: not a section 8 page with EXAMPLES (%v)", page, err)
+		}
+		if fileExists(filepath.Join(dir, "man1", page+".1")) {
+			t.Errorf("%s is in section 1 too", page)
 		}
 	}
 	if hidden := filepath.Join(dir, "man1", "s4d-gen-docs.1"); fileExists(hidden) {

@@ -90,7 +90,7 @@ start like any key; a reload does not change the devices. Its keys:
 	fmt.Fprintf(&b, "# FILES\n\n*%s*\n:   the file; **make install** and the Debian package put a commented one there, "+
 		"also in *share/doc/s4d* under the installation prefix\n\n", settings.DefaultFile)
 	b.WriteString("*/var/lib/s4d*\n:   the service's state directory (mode 0700, owned by user s4d): the place for a backing file\n\n")
-	b.WriteString("# SEE ALSO\n\n**s4d-daemon**(1), **s4d**(1), **systemctl**(1)\n")
+	b.WriteString("# SEE ALSO\n\n**s4d-daemon**(8), **s4d-swap**(8), **s4d**(1), **systemctl**(1)\n")
 	return md2man.Render([]byte(b.String()))
 }
 

@@ -64,7 +64,7 @@ func flagLine(f flagDoc) string {
 func manPage(root, n *node) []byte {
 	var b strings.Builder
 	// go-md2man makes the first level-1 heading the .TH line.
-	fmt.Fprintf(&b, "# %s 1 \"\" \"s4d\" \"s4d manual\"\n\n", strings.ToUpper(n.page()))
+	fmt.Fprintf(&b, "# %s %d \"\" \"s4d\" \"s4d manual\"\n\n", strings.ToUpper(n.page()), n.section())
 	fmt.Fprintf(&b, "# NAME\n\n%s - %s\n\n", n.page(), esc(n.usage))
 	b.WriteString("# SYNOPSIS\n\n")
 	switch {
@@ -84,7 +84,7 @@ func manPage(root, n *node) []byte {
 	if len(n.subs) > 0 {
 		b.WriteString("# COMMANDS\n\n")
 		for _, s := range n.subs {
-			fmt.Fprintf(&b, "**%s**\n:   %s; see **%s**(1)\n\n", s.path[len(s.path)-1], esc(s.usage), s.page())
+			fmt.Fprintf(&b, "**%s**\n:   %s; see %s\n\n", s.path[len(s.path)-1], esc(s.usage), s.ref())
 		}
 	}
 	if len(n.flags) > 0 {
@@ -103,20 +103,27 @@ func manPage(root, n *node) []byte {
 	if len(n.path) > 1 && (n.path[1] == "daemon" || n.path[1] == "ctl") || len(n.path) == 1 {
 		b.WriteString("# FILES\n\n" + files + "\n")
 	}
+	if ex := examples[n.page()]; ex != "" {
+		b.WriteString("# EXAMPLES\n\n" + ex + "\n")
+	}
 	b.WriteString("# EXIT STATUS\n\n" + exitStatus + "\n")
 	b.WriteString("# SEE ALSO\n\n")
 	var see []string
 	if len(n.path) > 1 {
-		see = append(see, "**"+strings.Join(n.path[:len(n.path)-1], "-")+"**(1)")
+		parent := &node{path: n.path[:len(n.path)-1]}
+		see = append(see, parent.ref())
 	}
 	for _, s := range n.subs {
-		see = append(see, "**"+s.page()+"**(1)")
+		see = append(see, s.ref())
 	}
 	if len(n.path) == 1 || n.path[1] == "daemon" {
 		see = append(see, "**s4d.toml**(5)")
 	}
 	see = append(see, "**zramctl**(8)", "**systemctl**(1)")
-	b.WriteString(strings.Join(see, ", ") + "\n\nThe README and PROTOCOL.md in *share/doc/s4d* under the installation prefix (*/usr* or */usr/local*).\n")
+	if n.section() == 8 && len(n.path) > 1 && n.path[1] == "swap" {
+		see = append(see, "**swapon**(8)", "**mkswap**(8)")
+	}
+	b.WriteString(strings.Join(see, ", ") + "\n\nThe README, *docs/* and PROTOCOL.md in *share/doc/s4d* under the installation prefix (*/usr* or */usr/local*).\n")
 	return md2man.Render([]byte(b.String()))
 }
 
@@ -133,4 +140,21 @@ func descMarkdown(desc string) string {
 		b.WriteString(esc(line) + "\n")
 	}
 	return b.String() + "\n"
+}
+
+// examples are the EXAMPLES sections of the pages an administrator reads
+// first; each line of a block is a command as typed.
+var examples = map[string]string{
+	"s4d-daemon": "Run in the foreground with a memory limit and a backing file for cold pages:\n\n" +
+		"```\ns4d daemon --socket /run/s4d/s4d.sock --mem-limit 4G --backing-file /var/lib/s4d/backing\n```\n\n" +
+		"Under systemd, set the same in */etc/s4d/s4d.toml* and apply what a reload changes:\n\n" +
+		"```\nsystemctl reload s4d\n```\n\n" +
+		"Serve swap devices from boot: a **[[swap]]** table in the file (see **s4d.toml**(5)), the drop-in " +
+		"*s4d-swap.conf.example* as */etc/systemd/system/s4d.service.d/swap.conf*, then:\n\n" +
+		"```\nsystemctl enable --now s4d.service\n```\n",
+	"s4d-swap": "Make a 4 GiB device, make it swap, watch it, and remove it:\n\n" +
+		"```\ns4d swap add --size 4G\ns4d swap on /dev/ublkb0\ns4d ctl swap\nswapoff /dev/ublkb0 && s4d swap del /dev/ublkb0\n```\n\n" +
+		"At boot, **[[swap]]** tables in **s4d.toml**(5) make the devices, and *s4d-swap@.service* runs **s4d swap on** for each.\n",
+	"s4d-swap-del": "```\ns4d swap del /dev/ublkb0\ns4d swap del --all\n```\n",
+	"s4d-swap-on":  "```\ns4d swap on /dev/ublkb0\ns4d swap on --priority 50 /dev/ublkb0\n```\n",
 }

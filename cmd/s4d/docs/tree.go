@@ -4,6 +4,7 @@
 package docs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,19 @@ func (n *node) name() string { return strings.Join(n.path, " ") }
 
 // page is the man page's name: s4d-ctl-stats.
 func (n *node) page() string { return strings.Join(n.path, "-") }
+
+// section is n's manual section: 8 for what an administrator runs as root
+// to run the system (s4d daemon, s4d swap and its subcommands), as
+// zramctl(8) and swapon(8) are; 1 for the rest.
+func (n *node) section() int {
+	if len(n.path) > 1 && (n.path[1] == "daemon" || n.path[1] == "swap") {
+		return 8
+	}
+	return 1
+}
+
+// ref is n as a man page reference: **s4d-ctl-stats**(1).
+func (n *node) ref() string { return fmt.Sprintf("**%s**(%d)", n.page(), n.section()) }
 
 func flagsOf(fs []cli.Flag) []flagDoc {
 	var out []flagDoc
@@ -97,18 +111,19 @@ func (n *node) all() []*node {
 	return out
 }
 
-// Write puts the commands' man pages in dir/man1, the configuration
+// Write puts the commands' man pages in dir/man1 and dir/man8, the configuration
 // file's in dir/man5 and the completion scripts in dir/bash, dir/zsh and
 // dir/fish.
 func Write(app *cli.App, dir string) error {
 	root := tree(app)
-	for _, sub := range []string{"man1", "man5", "bash", "zsh", "fish"} {
+	for _, sub := range []string{"man1", "man5", "man8", "bash", "zsh", "fish"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return err
 		}
 	}
 	for _, n := range root.all() {
-		if err := os.WriteFile(filepath.Join(dir, "man1", n.page()+".1"), manPage(root, n), 0o644); err != nil {
+		sec := fmt.Sprint(n.section())
+		if err := os.WriteFile(filepath.Join(dir, "man"+sec, n.page()+"."+sec), manPage(root, n), 0o644); err != nil {
 			return err
 		}
 	}
