@@ -502,13 +502,14 @@ func (c *Cluster) runGroup(ctx, dctx context.Context, addr string, cmds []Cmd, g
 				ro.again(pending{i: p.i, addr: to, asking: true}, e, false, false)
 			}
 		case "CLUSTERDOWN":
-			// With a node down this is no passing failover state: the
-			// cluster serves no slot while a master is lost, until the
-			// node is back (unless the operator set
-			// cluster-require-full-coverage no). Waiting would only make
-			// every call wait the tier's timeout.
-			if len(c.downAddrs()) > 0 {
-				out[p.i].Err = fmt.Errorf("remote: %s: %w (a node is down, and the cluster serves no slot while a master is lost unless cluster-require-full-coverage is no)", addr, e)
+			// With a master down that has no replica this is no passing
+			// failover state: the cluster serves no slot until the node
+			// is back (unless the operator set
+			// cluster-require-full-coverage no), and waiting would only
+			// make every call wait the tier's timeout. With a replica,
+			// it lasts until the replica is promoted: retried.
+			if c.downWithoutReplica() {
+				out[p.i].Err = fmt.Errorf("remote: %s: %w (a master without a replica is down, and the cluster serves no slot while a master is lost unless cluster-require-full-coverage is no)", addr, e)
 				continue
 			}
 			ro.again(pending{i: p.i}, e, false, true)

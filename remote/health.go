@@ -183,6 +183,19 @@ func b2i(b bool) int {
 	return 0
 }
 
+// downWithoutReplica tells whether a master of the slot map is down with
+// no replica to take its slots over.
+func (c *Cluster) downWithoutReplica() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for a, sh := range c.shards {
+		if n := c.nodes[a]; len(sh.replicas) == 0 && n != nil && n.h.down.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // MastersDown counts the masters of the slot map marked down.
 func (c *Cluster) MastersDown() int {
 	n := 0

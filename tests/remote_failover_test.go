@@ -52,6 +52,7 @@ func TestRemoteFailoverThroughDaemon(t *testing.T) {
 		mu              sync.Mutex
 		written         []byte // pool "loop": pages stored OK, keys 0..
 		putRefused      int
+		firstRefusal    error
 		stop            = make(chan struct{})
 		done            = make(chan struct{})
 	)
@@ -71,11 +72,14 @@ func TestRemoteFailoverThroughDaemon(t *testing.T) {
 			mu.Unlock()
 			fresh := corpus.Pages(corpus.Random, 64, 4096, uint64(1000+next))
 			codes, err := c.Put(ctx(t), "loop", keys(uint64(next), 64), fresh)
+			if err == nil {
+				err = ipc.PageError(keys(uint64(next), 64), codes)
+			}
 			mu.Lock()
-			if err == nil && ipc.PageError(keys(uint64(next), 64), codes) == nil {
+			if err == nil {
 				written = append(written, fresh...)
-			} else {
-				putRefused++
+			} else if putRefused++; firstRefusal == nil {
+				firstRefusal = err
 			}
 			mu.Unlock()
 			// A read of the whole pool.
@@ -133,11 +137,13 @@ func TestRemoteFailoverThroughDaemon(t *testing.T) {
 	checkPages(t, d, "base", base)
 	mu.Lock()
 	checkPages(t, d, "loop", written)
-	t.Logf("master %s (%d keys) killed: %d rounds, %d after the kill with pages failed; every page served %.2f s after the kill; %d pages written in the loop, %d writes refused",
+	t.Logf("master %s (%d keys) killed: %d rounds, %d after the kill with pages failed; every page served %.2f s after the kill; %d pages written in the loop, %d writes refused (the first: %v)",
 		vc.Addr(victim), most, rounds.Load(), failedAfterKill.Load(),
-		float64(servedAt.Load()-killedAt.Load())/1e9, len(written)/4096, putRefused)
+		float64(servedAt.Load()-killedAt.Load())/1e9, len(written)/4096, putRefused, firstRefusal)
 	mu.Unlock()
-	if st := statsOf(t, d); !st.Remote.Up {
+	st = statsOf(t, d)
+	if !st.Remote.Up {
 		t.Fatalf("after the failover: %+v", st.Remote)
 	}
+	t.Logf("spill rounds failed %d; last error: %s", st.Remote.SpillFailures, st.Remote.LastError)
 }
