@@ -140,8 +140,8 @@ func (c *Cluster) refresh(ctx context.Context) error {
 	for _, addr := range cands {
 		// A node marked down is asked by the prober, not here: a hung
 		// one would hold up every refresh for the tier's timeout.
-		if err := c.node(addr).downErr(); err != nil {
-			errs = append(errs, err)
+		if c.node(addr).h.down.Load() {
+			errs = append(errs, fmt.Errorf("remote: %s: %w", addr, ErrNodeDown))
 			continue
 		}
 		shards, err := c.fetchSlots(ctx, addr)
