@@ -37,7 +37,7 @@ type Options struct {
 	// before it counts, capped by the replicas its master has: 1 by
 	// default, -1 for none.
 	MinReplicas int
-	WaitTimeout time.Duration // 2 s
+	WaitTimeout time.Duration // 2 s, at most Timeout/2
 }
 
 // DefaultTimeout is Options.Timeout's default (--remote-timeout).
@@ -75,8 +75,10 @@ func (o Options) withDefaults() Options {
 	if o.MinReplicas == 0 {
 		o.MinReplicas = 1
 	}
-	if o.WaitTimeout <= 0 {
-		o.WaitTimeout = 2 * time.Second
+	// A WAIT must end well within the call's time, or a master whose
+	// replica is slow would be taken for a node down.
+	if o.WaitTimeout <= 0 || o.WaitTimeout > o.Timeout/2 {
+		o.WaitTimeout = min(2*time.Second, o.Timeout/2)
 	}
 	return o
 }
