@@ -10,7 +10,7 @@ import (
 
 // The remote tier's series (a Valkey cluster, remote/); absent without one.
 var (
-	rmUp       = desc("remote_up", "1 while the remote tier's cluster answers, 0 while it does not (writeback to it stops; local pages are served).")
+	rmUp       = desc("remote_up", "1 while the remote tier's cluster answers and none of its masters is down, 0 otherwise (the pages on a down master's slots answer FAILED, spills avoid it; local pages are served; remote_node_up says which).")
 	rmUsed     = desc("remote_used_bytes", "Bytes this host keeps in the cluster, sealed.")
 	rmQuota    = desc("remote_quota_bytes", "Bytes this host may keep in the cluster; 0 = no limit.")
 	rmBlocksW  = desc("remote_written_blocks_total", "Blocks written to the cluster and acknowledged by a replica.")
