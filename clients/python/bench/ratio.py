@@ -12,7 +12,8 @@ Pairs (each run does every one, Go then Python, so load drifts alike):
   park-new park / restore into a new array  vs  s4d bench (the new array's
            memory is allocated and faulted in within the restore)
 Every Python destination is pre-faulted, as Go's are; every run checks the
-bytes it got back."""
+bytes it got back. s4d bench sends one request at a time per client; the
+Python client keeps up to four in flight."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def size(s: str) -> int:
 
 def go_run(a, memfd: bool) -> tuple[float, float]:
     cmd = [a.s4d, "bench", "--socket", a.socket, "--file", a.file, "--max-bytes", str(a.nbytes),
-           "--clients", "1", "--batch", str(a.batch), "--repeat", "1", "--json"] + (["--memfd"] if memfd else [])
+           "--clients", "1", "--batch", str(a.batch), "--repeat", str(a.go_repeat), "--json"] + (["--memfd"] if memfd else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     r = json.loads(out)["results"][0]
     return r["put_gb_per_s"], r["get_gb_per_s"]
@@ -56,6 +57,9 @@ def main():
     p.add_argument("--max-bytes", default="1G")
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--go-repeat", type=int, default=3,
+                   help="s4d bench's --repeat: each Go figure is its fastest of this many (its buffers warm, "
+                        "as Python's are after the first run); Python's are medians, so the ratio is conservative")
     p.add_argument("--s4d", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../bin/s4d"))
     a = p.parse_args()
     c = s4d.Client(a.socket, batch_pages=a.batch, timeout=300)
