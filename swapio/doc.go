@@ -1,0 +1,24 @@
+// Package swapio is swap's I/O path outside the Go runtime (issue 40): a
+// request the kernel makes while reclaiming memory must be served without
+// needing memory, and the Go runtime may need some at any time (heap
+// growth, metadata, a P after a system call). So the path is C:
+//
+//   - store.c: the store, shaped like zram's: a flat table of 16-byte
+//     slots indexed by block; zero and same-filled pages held in the slot;
+//     others compressed with the system's liblz4 (dlopen of liblz4.so.1,
+//     a dependency of the .deb) into size-classed objects (64-byte steps
+//     to 3 KiB, then raw pages) in 64 KiB slabs; a 32-bit hash of each
+//     page checked on every read. Slabs come from a ring Go's refill
+//     fills; a write that finds none fails at once with ENOMEM (the
+//     kernel keeps the page and retries) and wakes the refill through an
+//     eventfd, the one system call the path makes besides io_uring's.
+//   - queue.c: the ublk queue threads (pthreads made from C), each with
+//     its io_uring, serving FETCH/COMMIT_AND_FETCH from the store.
+//
+// Once serving, the C side allocates nothing, takes only its own spin
+// locks (held for a few instructions, never across a wait), and never
+// calls into Go. Go keeps the control plane: it maps and locks the
+// store's memory (only that: no mlockall of the runtime), refills and
+// trims the slabs from a thread that is no I/O flusher, reads the
+// counters, and gives everything back at Close.
+package swapio
