@@ -410,6 +410,22 @@ class DaemonGoesAway(unittest.TestCase):
         time.sleep(1.5)
         self.assertEqual(c.get("py-idle", [0]), bytes(c.page_size))
 
+    def test_idle_open_connection(self):
+        # A connection the daemon keeps open, idle for a second: the next
+        # call must not wait for the client's timeout (a liveness peek once
+        # waited the whole timeout, 30 s by default, after 0.5 s of idle).
+        # tests/idle_test.go holds every client to 50 ms of the call back
+        # to back; this only catches a stall.
+        d = Daemon()
+        self.addCleanup(d.close)
+        c = s4d.Client(d.socket, timeout=5)
+        self.addCleanup(c.close)
+        c.put("py-idle-open", [0], bytes(c.page_size))
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        self.assertEqual(c.get("py-idle-open", [0]), bytes(c.page_size))
+        self.assertLess(time.monotonic() - t0, 2.5)
+
     def test_connection_limit(self):
         d = Daemon("--max-connections", "1")
         self.addCleanup(d.close)
