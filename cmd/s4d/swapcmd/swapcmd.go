@@ -10,12 +10,12 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/s4d-project/s4d/client"
+	"github.com/s4d-project/s4d/cmd/s4d/ctl"
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/settings/bytesize"
@@ -106,13 +106,14 @@ var delCommand = &cli.Command{
 
 // CtlCommand is `s4d ctl swap`.
 var CtlCommand = &cli.Command{
-	Name:      "swap",
-	Usage:     "list swap devices, as zramctl does",
-	UsageText: "s4d ctl swap [--json] [--batches]",
-	Flags: append([]cli.Flag{
+	Name:        "swap",
+	Usage:       "list swap devices, as zramctl does",
+	UsageText:   "s4d ctl swap [--output COLS] [--noheadings] [--raw] [--bytes] [--json] [--batches]",
+	Description: ctl.SwapColumns(),
+	Flags: append(append(ctl.SwapListFlags(),
 		&cli.BoolFlag{Name: "json", Usage: "print the daemon's description of each device as JSON"},
 		&cli.BoolFlag{Name: "batches", Usage: "also print how many pages each store call gathered"},
-	}, flags...),
+	), flags...),
 	Action: func(cx *cli.Context) error {
 		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapList})
 		if err != nil {
@@ -121,7 +122,9 @@ var CtlCommand = &cli.Command{
 		if cx.Bool("json") {
 			return printJSON(os.Stdout, devs)
 		}
-		printTable(os.Stdout, devs, ublk.ActiveSwaps())
+		if err := ctl.PrintSwap(cx, os.Stdout, devs, ublk.ActiveSwaps()); err != nil {
+			return err
+		}
 		if cx.Bool("batches") {
 			printBatches(os.Stdout, devs)
 		}
@@ -154,25 +157,6 @@ func call(cx *cli.Context, req ipc.SwapRequest) ([]ipc.SwapDevice, error) {
 	c := &client.Client{Socket: socketOf(cx)}
 	defer c.Close()
 	return c.Swap(ctx, req)
-}
-
-// printTable prints zramctl's default columns: NAME DISKSIZE DATA COMPR
-// TOTAL STREAMS MOUNTPOINT ([SWAP] when in /proc/swaps).
-func printTable(w io.Writer, devs []ipc.SwapDevice, active map[string]bool) {
-	if len(devs) == 0 {
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "NAME\tDISKSIZE\tDATA\tCOMPR\tTOTAL\tSTREAMS\tMOUNTPOINT\t")
-	for _, d := range devs {
-		mp := ""
-		if active[d.Name] {
-			mp = "[SWAP]"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", d.Name, bytesize.Format(d.DiskSize), bytesize.Format(d.Data),
-			bytesize.Format(d.Compr), bytesize.Format(d.Total), d.Streams, mp)
-	}
-	tw.Flush()
 }
 
 // printBatches shows the gathering: pages per store call, by powers of two.
