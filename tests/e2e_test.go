@@ -175,7 +175,7 @@ func TestCtlTour(t *testing.T) {
 		t.Fatalf("--raw-out wrote %d files", len(files))
 	}
 	stats := d.mustCtl("stats")
-	for _, want := range []string{"ALGORITHM", "lz4", "ZERO-PAGES", "cpu", "ok", "tour"} {
+	for _, want := range []string{"CODEC", "lz4", "ZERO-PAGES", "cpu", "ok", "tour"} {
 		if !strings.Contains(stats, want) {
 			t.Fatalf("stats lacks %q:\n%s", want, stats)
 		}

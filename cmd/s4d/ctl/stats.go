@@ -16,12 +16,14 @@ import (
 )
 
 // storeTable is the store as a whole, one row, named as zramctl names its
-// columns where they mean the same.
+// columns where they mean the same; CODEC is zramctl's ALGORITHM, named as
+// the configuration and the clients name it (ALGORITHM still works).
 var storeTable = &table[*ipc.Stats]{
 	name:     "stats",
-	defaults: strings.Fields("ALGORITHM DATA COMPR TOTAL RATIO PAGES ZERO-PAGES SAME-PAGES HUGE-PAGES MEM-LIMIT MEM-USED-MAX COMPACTED"),
+	aliases:  map[string]string{"ALGORITHM": "CODEC"},
+	defaults: strings.Fields("CODEC DATA COMPR TOTAL RATIO PAGES ZERO-PAGES SAME-PAGES HUGE-PAGES MEM-LIMIT MEM-USED-MAX COMPACTED"),
 	columns: []column[*ipc.Stats]{
-		{"ALGORITHM", "codec new pages are compressed with", text, func(s *ipc.Stats) any { return s.Codec }},
+		{"CODEC", "codec new pages are compressed with", text, func(s *ipc.Stats) any { return s.Codec }},
 		{"DATA", "uncompressed size of the pages stored", size, func(s *ipc.Stats) any { return s.Mem.OrigDataSize }},
 		{"COMPR", "compressed size of the pages stored", size, func(s *ipc.Stats) any { return s.Mem.ComprDataSize }},
 		{"TOTAL", "memory held for them, index included", size, func(s *ipc.Stats) any { return s.Mem.MemUsedTotal }},

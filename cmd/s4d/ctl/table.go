@@ -41,6 +41,9 @@ type table[T any] struct {
 	name     string // the JSON array's key
 	columns  []column[T]
 	defaults []string
+	// aliases are old column names --output still takes (upper case):
+	// a renamed column keeps working in scripts, unlisted.
+	aliases map[string]string
 }
 
 // listFlags are the output flags of every listing command.
@@ -109,6 +112,9 @@ func (t *table[T]) pick(output string) ([]column[T], error) {
 	}
 	var out []column[T]
 	for _, n := range names {
+		if a, ok := t.aliases[n]; ok {
+			n = a
+		}
 		found := false
 		for _, c := range t.columns {
 			if c.name == n {
