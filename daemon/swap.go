@@ -21,6 +21,7 @@ import (
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
 	"github.com/s4d-project/s4d/settings"
+	"github.com/s4d-project/s4d/swapio"
 	"github.com/s4d-project/s4d/ublk"
 )
 
@@ -50,13 +51,16 @@ type swapSet struct {
 	// take, when a test sets it, takes a device of the last run over in
 	// place of the kernel's ublk (no memory guard either).
 	take func(r swapRecord, trusted bool) (*swapDev, error)
+	// nativeGuarded: the native path's code is locked (guardNative).
+	nativeGuarded bool
 }
 
 type swapDev struct {
 	n      int
 	dev    *ublk.Device
-	st     *swapStore
-	active bool // in /proc/swaps when last looked (followSwapoff)
+	st     *swapStore    // the Go path's store (nil on the native path)
+	nat    *swapio.Store // the native path's (swapnative.go)
+	active bool          // in /proc/swaps when last looked (followSwapoff)
 	// fresh: created empty here, so mkswap may write it; a device
 	// reattached with pages in use would not be. prio: for swapon.
 	fresh bool
@@ -92,6 +96,9 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio, spec int) (ipc
 	s := &d.swaps
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if nativeSwap {
+		return d.addNativeSwap(req, codec, prio, spec)
+	}
 	d.guardMemory()
 	queues := req.Queues
 	if queues == 0 {
@@ -300,8 +307,16 @@ func (d *Daemon) delSwap(name string) ([]ipc.SwapDevice, error) {
 
 // removeSwap stops a device and drops its pages.
 func (d *Daemon) removeSwap(sd *swapDev) {
-	if err := sd.dev.Close(); err != nil {
+	err := sd.dev.Close()
+	if err != nil {
 		d.log.Error("swap device", "device", sd.dev.BlockPath(), "err", err)
+	}
+	if sd.nat != nil {
+		if err == nil {
+			sd.nat.Close() // every byte back, once the queues have stopped
+		}
+		d.log.Info("swap device removed (native path)", "device", sd.dev.BlockPath())
+		return
 	}
 	d.dropBlocks(sd.st, sd.dev.Size(), 0)
 	d.log.Info("swap device removed", "device", sd.dev.BlockPath(), "pool", sd.st.pool)
@@ -398,7 +413,7 @@ func (d *Daemon) emptyAfterSwapoff(sd *swapDev, seen uint64) (uint64, bool) {
 // still in use as swap is turned off first, which brings its pages back
 // into the processes that own them: removing it under them would kill them.
 func (d *Daemon) stopSwaps() bool {
-	if d.cfg.Persist && d.cfg.SwapTakeover {
+	if d.cfg.Persist && d.cfg.SwapTakeover && !nativeSwap {
 		return d.keepSwaps()
 	}
 	s := &d.swaps
@@ -433,7 +448,7 @@ func (d *Daemon) stopSwaps() bool {
 // of the configuration not among them.
 func (d *Daemon) startSwaps() {
 	var taken []int
-	if d.cfg.SwapTakeover {
+	if d.cfg.SwapTakeover && !nativeSwap {
 		taken = d.recoverSwaps(d.cold.Seq())
 	}
 	for i, spec := range d.cfg.Swap {
@@ -462,6 +477,15 @@ func (d *Daemon) listSwaps() []ipc.SwapDevice {
 }
 
 func (d *Daemon) describeSwap(sd *swapDev) ipc.SwapDevice {
+	if sd.nat != nil {
+		out := ipc.SwapDevice{Name: sd.dev.BlockPath(), DiskSize: sd.dev.Size(), Streams: sd.dev.Queues(), Depth: sd.dev.Depth(),
+			Fresh: sd.fresh, Priority: sd.prio}
+		describeNative(sd, &out)
+		if err := sd.dev.Err(); err != nil {
+			out.Error = err.Error()
+		}
+		return out
+	}
 	dev, st := sd.dev, &sd.dev.Stats
 	out := ipc.SwapDevice{Name: dev.BlockPath(), DiskSize: dev.Size(), Pool: sd.st.pool, Streams: dev.Queues(), Depth: dev.Depth(),
 		ReadIOs: st.Reads.Calls.Load(), ReadPgs: st.Reads.Pages.Load(), WriteIOs: st.Writes.Calls.Load(), WritePgs: st.Writes.Pages.Load(),

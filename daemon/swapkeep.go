@@ -74,7 +74,9 @@ func (d *Daemon) saveSwaps(clean bool) error {
 		recs.Seq = d.cold.Seq()
 	}
 	for _, sd := range d.swaps.devs {
-		recs.Devices = append(recs.Devices, sd.rec)
+		if sd.nat == nil { // a native device dies with the daemon (swapnative.go)
+			recs.Devices = append(recs.Devices, sd.rec)
+		}
 	}
 	recs.Devices = append(recs.Devices, d.swaps.orphans...)
 	return d.writeSwaps(recs)

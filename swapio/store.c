@@ -326,3 +326,15 @@ void *s4d_store_object(struct s4d_store *s, uint64_t block) {
 	uint64_t k = atomic_load(&s->slots[block].meta) & KIND_MASK;
 	return k == S4D_LZ4 || k == S4D_RAW ? (void *)(uintptr_t)atomic_load(&s->slots[block].obj) : NULL;
 }
+
+void s4d_store_code(uintptr_t *lo, uintptr_t *hi) {
+	uintptr_t fs[] = {(uintptr_t)s4d_hash, (uintptr_t)slot_lock, (uintptr_t)slot_unlock, (uintptr_t)wake_refill,
+	                  (uintptr_t)ring_pop, (uintptr_t)new_slab, (uintptr_t)obj_alloc, (uintptr_t)obj_free, (uintptr_t)drop,
+	                  (uintptr_t)s4d_store_write, (uintptr_t)s4d_store_read, (uintptr_t)s4d_store_discard,
+	                  (uintptr_t)s4d_store_init, (uintptr_t)s4d_store_push, (uintptr_t)s4d_store_take_empty};
+	*lo = *hi = fs[0];
+	for (unsigned i = 1; i < sizeof fs / sizeof fs[0]; i++) {
+		if (fs[i] < *lo) *lo = fs[i];
+		if (fs[i] > *hi) *hi = fs[i];
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/swapio"
 )
 
 // Options describe a device to create.
@@ -25,6 +27,9 @@ type Options struct {
 	// over, and requests in flight then are sent again (recovery.go).
 	Recovery bool
 	Log      *slog.Logger
+	// Native serves the queues from C threads and this store instead of
+	// Go threads and the Store given (native.go); nil: Go.
+	Native *swapio.Store
 }
 
 // Limits on what Options may ask.
@@ -91,6 +96,7 @@ type Device struct {
 	qerr    error // the first queue's failure
 	closed  bool
 	Flusher error // why the queue threads are not I/O flushers (nil: they are)
+	native  *nativeQueues
 }
 
 // Create adds a device, starts a thread per queue and makes /dev/ublkbN
@@ -153,7 +159,12 @@ func (d *Device) Depth() int { return d.opts.Depth }
 
 // BufferBytes is the memory its queues hold for I/O: a buffer per tag and
 // as much again to gather a batch.
-func (d *Device) BufferBytes() uint64 { return 2 * uint64(d.opts.Queues*d.opts.Depth*d.opts.MaxIO) }
+func (d *Device) BufferBytes() uint64 {
+	if d.opts.Native != nil {
+		return uint64(d.opts.Queues * d.opts.Depth * d.opts.MaxIO) // no gather buffer
+	}
+	return 2 * uint64(d.opts.Queues*d.opts.Depth*d.opts.MaxIO)
+}
 
 func (d *Device) start(st Store, info DevInfo) error {
 	o := d.opts
@@ -198,6 +209,9 @@ func (d *Device) unthrottle() {
 // serve opens the device's character node and starts a thread per queue,
 // each with a fetch on every tag, and returns once all have fetched.
 func (d *Device) serve(st Store) error {
+	if d.opts.Native != nil {
+		return d.serveNative(d.opts.Native)
+	}
 	o := d.opts
 	var err error
 	if d.cdev, err = openWait(d.CharPath(), 5*time.Second); err != nil {
@@ -243,6 +257,9 @@ func (d *Device) Detach() {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
+	if d.native != nil {
+		d.native.detach()
+	}
 	for _, q := range d.queues {
 		q.hold.Lock()
 		q.detached = true
@@ -299,6 +316,9 @@ func (d *Device) remove() error {
 			// for them forever.
 			errs = append(errs, fmt.Errorf("%s: queues did not stop after STOP_DEV; device left in place", d.BlockPath()))
 			return errors.Join(errs...)
+		}
+		if d.native != nil {
+			d.native.release()
 		}
 		unix.Close(d.cdev)
 		d.cdev = -1

@@ -1,0 +1,261 @@
+// A ublk queue served from C (doc.go): the thread sets up its own
+// io_uring (the kernel takes a queue's commands only from the task that
+// fetched first), fetches every tag, then answers requests from the
+// store one completion at a time. Once serving it makes no system call
+// but io_uring_enter (and the store's eventfd write), allocates nothing
+// and never calls into Go. The layouts are those of
+// include/uapi/linux/ublk_cmd.h and io_uring.h, written out here so that
+// an older header on the build machine does not matter.
+#define _GNU_SOURCE
+#include "queue.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define SETUP_COOP_TASKRUN (1u << 8)
+#define SETUP_SQE128 (1u << 10)
+#define SETUP_SINGLE_ISSUER (1u << 12)
+#define SETUP_DEFER_TASKRUN (1u << 13)
+#define FEAT_SINGLE_MMAP 1u
+#define ENTER_GETEVENTS 1u
+#define OP_URING_CMD 46
+#define OFF_SQ_RING 0ull
+#define OFF_CQ_RING 0x8000000ull
+#define OFF_SQES 0x10000000ull
+#define SQE_SIZE 128
+
+#define IO_FETCH_REQ 0x20
+#define IO_COMMIT_AND_FETCH_REQ 0x21
+#define IOWR(nr, size) (3u << 30 | (uint32_t)(size) << 16 | (uint32_t)'u' << 8 | (nr))
+
+struct sq_off { uint32_t head, tail, ring_mask, ring_entries, flags, dropped, array, resv1; uint64_t user_addr; };
+struct cq_off { uint32_t head, tail, ring_mask, ring_entries, overflow, cqes, flags, resv1; uint64_t user_addr; };
+struct uring_params {
+	uint32_t sq_entries, cq_entries, flags, sq_thread_cpu, sq_thread_idle, features, wq_fd, resv[3];
+	struct sq_off sq;
+	struct cq_off cq;
+};
+struct cqe { uint64_t user_data; int32_t res; uint32_t flags; };
+struct io_desc { uint32_t op_flags, nr_sectors; uint64_t start_sector, addr; };
+struct io_cmd { uint16_t q_id, tag; int32_t result; uint64_t addr; };
+
+struct ring {
+	int fd;
+	void *sq, *cq, *sqes;
+	size_t sq_len, cq_len, sqes_len;
+	_Atomic uint32_t *sq_head, *sq_tail, *cq_head, *cq_tail;
+	uint32_t *sq_array, sq_mask, cq_mask, entries, tail;
+	struct cqe *cqes;
+};
+
+static int ring_setup(struct ring *r, uint32_t entries, uint32_t flags) {
+	struct uring_params p;
+	memset(&p, 0, sizeof p);
+	p.flags = SETUP_SQE128 | flags;
+	long fd = syscall(__NR_io_uring_setup, entries, &p);
+	if (fd < 0) return -errno;
+	r->fd = (int)fd;
+	r->entries = p.sq_entries;
+	r->sq_len = p.sq.array + p.sq_entries * 4;
+	r->cq_len = p.cq.cqes + p.cq_entries * sizeof(struct cqe);
+	if (p.features & FEAT_SINGLE_MMAP) r->sq_len = r->cq_len = r->sq_len > r->cq_len ? r->sq_len : r->cq_len;
+	r->sq = mmap(0, r->sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, OFF_SQ_RING);
+	if (r->sq == MAP_FAILED) goto fail;
+	r->cq = r->sq;
+	if (!(p.features & FEAT_SINGLE_MMAP)) {
+		r->cq = mmap(0, r->cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, OFF_CQ_RING);
+		if (r->cq == MAP_FAILED) goto fail;
+	}
+	r->sqes_len = (size_t)p.sq_entries * SQE_SIZE;
+	r->sqes = mmap(0, r->sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, OFF_SQES);
+	if (r->sqes == MAP_FAILED) goto fail;
+	char *sq = r->sq, *cq = r->cq;
+	r->sq_head = (void *)(sq + p.sq.head);
+	r->sq_tail = (void *)(sq + p.sq.tail);
+	r->sq_mask = *(uint32_t *)(sq + p.sq.ring_mask);
+	r->sq_array = (void *)(sq + p.sq.array);
+	r->cq_head = (void *)(cq + p.cq.head);
+	r->cq_tail = (void *)(cq + p.cq.tail);
+	r->cq_mask = *(uint32_t *)(cq + p.cq.ring_mask);
+	r->cqes = (void *)(cq + p.cq.cqes);
+	r->tail = atomic_load(r->sq_tail);
+	return 0;
+fail:;
+	int e = -errno;
+	close(r->fd);
+	return e;
+}
+
+static void ring_close(struct ring *r) {
+	if (r->sqes && r->sqes != MAP_FAILED) munmap(r->sqes, r->sqes_len);
+	if (r->cq && r->cq != MAP_FAILED && r->cq != r->sq) munmap(r->cq, r->cq_len);
+	if (r->sq && r->sq != MAP_FAILED) munmap(r->sq, r->sq_len);
+	close(r->fd);
+}
+
+// prep queues a FETCH_REQ or COMMIT_AND_FETCH_REQ; the ring has an SQE
+// for every tag and a tag has one command at a time, so it never fills.
+static void prep(struct s4d_queue *q, struct ring *r, uint32_t nr, uint16_t tag, int32_t result) {
+	uint32_t i = r->tail & r->sq_mask;
+	unsigned char *sqe = (unsigned char *)r->sqes + (size_t)i * SQE_SIZE;
+	memset(sqe, 0, SQE_SIZE);
+	sqe[0] = OP_URING_CMD;
+	*(int32_t *)(sqe + 4) = q->cdev;
+	*(uint32_t *)(sqe + 8) = IOWR(nr, sizeof(struct io_cmd));
+	*(uint64_t *)(sqe + 32) = tag;
+	struct io_cmd c = {.q_id = q->qid, .tag = tag, .result = result, .addr = (uint64_t)(uintptr_t)(q->bufs + (size_t)tag * q->max_io)};
+	memcpy(sqe + 48, &c, sizeof c);
+	r->sq_array[i] = i;
+	r->tail++;
+}
+
+// submit publishes the queued SQEs and, with wait, waits for a completion.
+static int submit(struct ring *r, int wait) {
+	atomic_store_explicit(r->sq_tail, r->tail, memory_order_release);
+	for (;;) {
+		uint32_t pending = r->tail - atomic_load_explicit(r->sq_head, memory_order_acquire);
+		long n = syscall(__NR_io_uring_enter, r->fd, pending, wait ? 1 : 0, wait ? ENTER_GETEVENTS : 0, 0, 0);
+		int ready = atomic_load_explicit(r->cq_tail, memory_order_acquire) != atomic_load_explicit(r->cq_head, memory_order_relaxed);
+		if (n >= 0) {
+			if (wait && !ready) continue;  // woken with nothing to read (task work ran)
+			return 0;
+		}
+		if (errno == EINTR) continue;
+		if ((errno == EAGAIN || errno == EBUSY) && ready) return 0;
+		if (errno == EAGAIN || errno == EBUSY) continue;
+		return -errno;
+	}
+}
+
+// serve answers one request from the store: the bytes done, or -errno.
+static int32_t serve(struct s4d_queue *q, uint16_t tag) {
+	const struct io_desc *d = (const struct io_desc *)q->descs + tag;
+	uint32_t op = d->op_flags & 0xff;
+	uint64_t first = d->start_sector >> 3, n = d->nr_sectors >> 3;
+	char *buf = q->bufs + (size_t)tag * q->max_io;
+	if ((d->start_sector | d->nr_sectors) & 7) return -EINVAL;  // 4 KiB blocks only
+	switch (op) {
+	case 0:  // READ
+		atomic_fetch_add_explicit(&q->st.reads, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&q->st.read_pages, n, memory_order_relaxed);
+		for (uint64_t i = 0; i < n; i++) {
+			int e = s4d_store_read(q->store, first + i, buf + i * S4D_PAGE);
+			if (e) return e;
+		}
+		break;
+	case 1:  // WRITE
+		atomic_fetch_add_explicit(&q->st.writes, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&q->st.write_pages, n, memory_order_relaxed);
+		for (uint64_t i = 0; i < n; i++) {
+			int e = s4d_store_write(q->store, first + i, buf + i * S4D_PAGE, q->scratch);
+			if (e == -ENOMEM) atomic_fetch_add_explicit(&q->st.nomem, 1, memory_order_relaxed);
+			if (e) return e;
+		}
+		break;
+	case 2:  // FLUSH: nothing is volatile
+		return 0;
+	case 3:  // DISCARD
+	case 5:  // WRITE_ZEROES: an empty block reads as zeros
+		atomic_fetch_add_explicit(&q->st.discards, 1, memory_order_relaxed);
+		s4d_store_discard(q->store, first, n);
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	return (int32_t)(d->nr_sectors << 9);
+}
+
+static void *run(void *arg) {
+	struct s4d_queue *q = arg;
+	// The thread's allocations (none once serving) do not recurse into
+	// reclaim of block I/O: it is the server of a swap device.
+	prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0);
+	struct ring r;
+	memset(&r, 0, sizeof r);
+	uint32_t flags = q->plain_ring ? 0 : SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN;
+	int e = ring_setup(&r, q->depth, flags);
+	if (e == -EINVAL && flags) flags = 0, e = ring_setup(&r, q->depth, 0);
+	if (e) {
+		atomic_store(&q->ready, e);
+		atomic_store(&q->done, 1);
+		return NULL;
+	}
+	q->ring_flags = flags;
+	for (uint16_t t = 0; t < q->depth; t++) prep(q, &r, IO_FETCH_REQ, t, 0);
+	if ((e = submit(&r, 0))) {
+		ring_close(&r);
+		atomic_store(&q->ready, e);
+		atomic_store(&q->done, 1);
+		return NULL;
+	}
+	atomic_store(&q->ready, 1);
+	int live = q->depth;
+	while (live > 0) {
+		if ((e = submit(&r, 1))) {
+			q->err = e;
+			break;
+		}
+		atomic_fetch_add_explicit(&q->st.waits, 1, memory_order_relaxed);
+		uint32_t head = atomic_load_explicit(r.cq_head, memory_order_relaxed);
+		uint32_t tail = atomic_load_explicit(r.cq_tail, memory_order_acquire);
+		atomic_store(&q->busy, 1);
+		int detached = atomic_load(&q->detach);
+		for (; head != tail; head++) {
+			struct cqe c = r.cqes[head & r.cq_mask];
+			uint16_t tag = (uint16_t)c.user_data;
+			if (c.res == 0) {
+				// Detached: unanswered, the kernel sends it again to the
+				// next server (user recovery with reissue).
+				if (detached) continue;
+				atomic_fetch_add_explicit(&q->st.requests, 1, memory_order_relaxed);
+				int32_t res = serve(q, tag);
+				if (res < 0) atomic_fetch_add_explicit(&q->st.errors, 1, memory_order_relaxed);
+				prep(q, &r, IO_COMMIT_AND_FETCH_REQ, tag, res);
+			} else {
+				live--;  // aborted (-ENODEV: the device is going away) or failed
+				if (c.res != -ENODEV && !q->err) q->err = c.res;
+			}
+		}
+		atomic_store_explicit(r.cq_head, head, memory_order_release);
+		atomic_store(&q->busy, 0);
+	}
+	ring_close(&r);
+	atomic_store(&q->done, 1);
+	return NULL;
+}
+
+int s4d_queue_start(struct s4d_queue *q) {
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	int e = q->stack ? pthread_attr_setstack(&a, q->stack, q->stack_len) : 0;
+	// Every signal blocked from the thread's first instruction: one
+	// delivered here would run the Go runtime's handler on a thread Go
+	// does not know, which then needs memory (an M of its own).
+	sigset_t all;
+	sigfillset(&all);
+	if (!e) e = pthread_attr_setsigmask_np(&a, &all);
+	if (!e) e = pthread_create(&q->th, &a, run, q);
+	pthread_attr_destroy(&a);
+	return -e;
+}
+
+void s4d_queue_join(struct s4d_queue *q) { pthread_join(q->th, NULL); }
+
+// s4d_code_range gives the addresses of this path's code (the functions of
+// store.c and queue.c), for Go to lock those pages only.
+void s4d_store_code(uintptr_t *lo, uintptr_t *hi);
+void s4d_code_range(uintptr_t *lo, uintptr_t *hi) {
+	uintptr_t fs[] = {(uintptr_t)ring_setup, (uintptr_t)ring_close, (uintptr_t)prep, (uintptr_t)submit,
+	                  (uintptr_t)serve, (uintptr_t)run, (uintptr_t)s4d_queue_start, (uintptr_t)s4d_queue_join};
+	s4d_store_code(lo, hi);
+	for (unsigned i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+		if (fs[i] < *lo) *lo = fs[i];
+		if (fs[i] > *hi) *hi = fs[i];
+	}
+	*hi += 64 << 10;  // the last function's body: none here is longer
+}

@@ -1,0 +1,183 @@
+package swapio
+
+/*
+#include "queue.h"
+void s4d_code_range(uintptr_t *lo, uintptr_t *hi);
+*/
+import "C"
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// stackLen is a queue thread's stack: LZ4's compressor takes 16 KiB of it.
+const stackLen = 256 << 10
+
+// QueueSpec is what a queue thread needs of its device (package ublk).
+type QueueSpec struct {
+	CDev, ID, Depth, MaxIO int
+	Descs                  []byte // the kernel's descriptors for the queue (mmap of CDev)
+	PlainRing              bool   // no COOP/DEFER_TASKRUN ring flags
+}
+
+// Queue is one ublk queue served by a C thread from a Store.
+type Queue struct {
+	q    *C.struct_s4d_queue
+	mem  [][]byte
+	done chan struct{}
+	err  error
+}
+
+// StartQueue starts the thread for one queue and returns once it has
+// fetched every tag (or failed to).
+func (st *Store) StartQueue(spec QueueSpec) (*Queue, error) {
+	q := &Queue{done: make(chan struct{})}
+	for _, n := range []int{int(unsafe.Sizeof(C.struct_s4d_queue{})), spec.Depth * spec.MaxIO, PageSize, stackLen} {
+		b, err := lockedMap(n)
+		if err != nil {
+			q.unmap()
+			return nil, err
+		}
+		q.mem = append(q.mem, b)
+	}
+	c := (*C.struct_s4d_queue)(unsafe.Pointer(&q.mem[0][0]))
+	c.store = st.ptr()
+	c.cdev = C.int(spec.CDev)
+	c.qid, c.depth, c.max_io = C.uint16_t(spec.ID), C.uint16_t(spec.Depth), C.uint32_t(spec.MaxIO)
+	c.descs = unsafe.Pointer(&spec.Descs[0])
+	c.bufs = (*C.char)(unsafe.Pointer(&q.mem[1][0]))
+	c.scratch = (*C.char)(unsafe.Pointer(&q.mem[2][0]))
+	c.stack, c.stack_len = unsafe.Pointer(&q.mem[3][0]), stackLen
+	if spec.PlainRing {
+		c.plain_ring = 1
+	}
+	q.q = c
+	if e := C.s4d_queue_start(c); e != 0 {
+		q.unmap()
+		return nil, fmt.Errorf("queue %d: pthread_create: %w", spec.ID, unix.Errno(-e))
+	}
+	go func() {
+		C.s4d_queue_join(c) // this goroutine's thread waits in C for the queue's life
+		if c.err != 0 {
+			q.err = fmt.Errorf("queue %d: %w", spec.ID, unix.Errno(-c.err))
+		}
+		close(q.done)
+	}()
+	for {
+		r := atomic.LoadInt32((*int32)(unsafe.Pointer(&c.ready)))
+		if r == 1 {
+			return q, nil
+		}
+		if r < 0 {
+			<-q.done
+			q.unmap()
+			return nil, fmt.Errorf("queue %d: setting up: %w", spec.ID, unix.Errno(-r))
+		}
+		time.Sleep(time.Millisecond) // starting only: the thread sets up its ring
+	}
+}
+
+// Wait returns once the queue's thread has ended (the kernel aborted every
+// tag at STOP_DEV, or its ring failed), and says why it failed, if it did.
+func (q *Queue) Wait() error { <-q.done; return q.err }
+
+// Done is closed when the thread has ended.
+func (q *Queue) Done() <-chan struct{} { return q.done }
+
+// Detach makes the thread answer nothing more, once the requests it is
+// serving are answered: the device is left to the next daemon.
+func (q *Queue) Detach() {
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&q.q.detach)), 1)
+	for atomic.LoadInt32((*int32)(unsafe.Pointer(&q.q.busy))) != 0 {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Close gives the queue's memory back; the thread must have ended.
+func (q *Queue) Close() {
+	<-q.done
+	q.unmap()
+}
+
+func (q *Queue) unmap() {
+	for _, b := range q.mem {
+		unix.Munmap(b)
+	}
+	q.mem, q.q = nil, nil
+}
+
+// BufferBytes is the I/O memory the queue holds: its tags' buffers.
+func (q *Queue) BufferBytes() uint64 { return uint64(len(q.mem[1])) }
+
+// QueueStats are a queue's counters.
+type QueueStats struct {
+	Requests, Waits, Reads, ReadPages, Writes, WritePages, Discards, Errors, NoMem uint64
+	RingFlags                                                                      uint32
+}
+
+// Stats returns a snapshot.
+func (q *Queue) Stats() QueueStats {
+	ld := func(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(p))) }
+	s := &q.q.st
+	return QueueStats{Requests: ld(&s.requests), Waits: ld(&s.waits), Reads: ld(&s.reads), ReadPages: ld(&s.read_pages),
+		Writes: ld(&s.writes), WritePages: ld(&s.write_pages), Discards: ld(&s.discards), Errors: ld(&s.errors), NoMem: ld(&s.nomem),
+		RingFlags: uint32(q.q.ring_flags)}
+}
+
+// LockCode locks in memory the code the queue threads run and nothing
+// else of the program: the pages of store.c and queue.c, the program's
+// writable file pages (the tables its calls into the C library go
+// through), and the C library, liblz4 and the loader whole. Where the
+// program lies on tmpfs (an initramfs) a page of it could otherwise be on
+// swap, on the very device the fault would wait for. It returns the
+// bytes locked.
+func LockCode() (uint64, error) {
+	var lo, hi C.uintptr_t
+	C.s4d_code_range(&lo, &hi)
+	ps := uintptr(os.Getpagesize())
+	from, to := uintptr(lo)&^(ps-1), (uintptr(hi)+ps-1)&^(ps-1)
+	var errs []error
+	var total uint64
+	lock := func(lo, hi uintptr, what string) {
+		if _, _, e := unix.Syscall(unix.SYS_MLOCK, lo, hi-lo, 0); e != 0 {
+			errs = append(errs, fmt.Errorf("mlock %s: %w", what, e))
+			return
+		}
+		total += uint64(hi - lo)
+	}
+	lock(from, to, "the swap path's code")
+	exe, _ := os.Executable()
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return total, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text()) // start-end perms offset dev inode path
+		if len(fs) < 6 || !strings.HasPrefix(fs[5], "/") {
+			continue
+		}
+		var lo, hi uintptr
+		if _, err := fmt.Sscanf(fs[0], "%x-%x", &lo, &hi); err != nil || hi <= lo {
+			continue
+		}
+		base := fs[5][strings.LastIndex(fs[5], "/")+1:]
+		switch {
+		case fs[5] == exe && strings.HasPrefix(fs[1], "rw"):
+			lock(lo, hi, fs[5])
+		case strings.HasPrefix(base, "libc.so") || strings.HasPrefix(base, "liblz4.so") || strings.HasPrefix(base, "ld-linux"):
+			lock(lo, hi, fs[5])
+		}
+	}
+	return total, errors.Join(append(errs, sc.Err())...)
+}

@@ -1,0 +1,43 @@
+// The ublk queue threads of the native swap path: see doc.go.
+#ifndef S4D_SWAPIO_QUEUE_H
+#define S4D_SWAPIO_QUEUE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct s4d_qstats {
+	_Atomic uint64_t requests, waits, reads, read_pages, writes, write_pages, discards, errors, nomem;
+};
+
+struct s4d_queue {
+	// Set by Go before s4d_queue_start; the memory is Go's, mapped and
+	// locked outside the Go heap.
+	struct s4d_store *store;
+	int cdev;             // /dev/ublkcN
+	uint16_t qid, depth;
+	uint32_t max_io;
+	const void *descs;    // the kernel's I/O descriptors (mmap of cdev)
+	char *bufs;           // depth buffers of max_io bytes
+	char *scratch;        // S4D_PAGE bytes for the compressor
+	void *stack;          // the thread's stack, locked
+	size_t stack_len;
+	int plain_ring;       // 1: no COOP/DEFER_TASKRUN flags
+
+	// The thread's state, read by Go.
+	_Atomic int ready;    // 0 starting, 1 serving, <0 -errno: setup failed
+	_Atomic int detach;   // Go: answer nothing more (the device is left to the next daemon)
+	_Atomic int busy;     // a request is being served
+	_Atomic int done;     // the thread has ended
+	int err;              // why it ended: 0 after the kernel aborted every tag
+	uint32_t ring_flags;
+	pthread_t th;
+	struct s4d_qstats st;
+};
+
+int s4d_queue_start(struct s4d_queue *q);  // 0 or -errno; the thread reports through ready
+void s4d_queue_join(struct s4d_queue *q);
+
+#endif

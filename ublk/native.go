@@ -1,0 +1,106 @@
+package ublk
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/swapio"
+)
+
+// A device whose queues are served outside the Go runtime (Options.Native,
+// package swapio): the threads are C's, their store is C's; this package
+// keeps the control plane (add, parameters, start, stop, delete, user
+// recovery) and maps each queue's descriptors for its thread.
+type nativeQueues struct {
+	queues []*swapio.Queue
+	descs  [][]byte
+}
+
+// serveNative starts a C thread per queue, each with a fetch on every tag,
+// and returns once all have fetched.
+func (d *Device) serveNative(st *swapio.Store) error {
+	o := d.opts
+	var err error
+	if d.cdev, err = openWait(d.CharPath(), 5e9); err != nil {
+		return err
+	}
+	psz := os.Getpagesize()
+	n := (o.Depth*int(unsafe.Sizeof(ioDesc{})) + psz - 1) &^ (psz - 1)
+	nq := &nativeQueues{}
+	d.native = nq
+	var errs []error
+	for i := 0; i < o.Queues; i++ {
+		descs, err := unix.Mmap(d.cdev, descOffset(i, psz), n, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue %d: mmap descriptors: %w", i, err))
+			break
+		}
+		nq.descs = append(nq.descs, descs)
+		q, err := st.StartQueue(swapio.QueueSpec{CDev: d.cdev, ID: i, Depth: o.Depth, MaxIO: o.MaxIO, Descs: descs, PlainRing: plainQueueRings})
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		nq.queues = append(nq.queues, q)
+	}
+	var wg sync.WaitGroup
+	for _, q := range nq.queues {
+		wg.Go(func() {
+			if err := q.Wait(); err != nil {
+				o.Log.Error("ublk queue stopped", "device", d.BlockPath(), "err", err)
+				d.mu.Lock()
+				if d.qerr == nil {
+					d.qerr = err
+				}
+				d.mu.Unlock()
+			}
+		})
+	}
+	go func() { wg.Wait(); close(d.done) }()
+	return errors.Join(errs...)
+}
+
+// detachNative: see Detach.
+func (nq *nativeQueues) detach() {
+	for _, q := range nq.queues {
+		q.Detach()
+	}
+}
+
+// release gives the queues' memory back once their threads have ended.
+func (nq *nativeQueues) release() {
+	for _, q := range nq.queues {
+		q.Close()
+	}
+	for _, b := range nq.descs {
+		unix.Munmap(b)
+	}
+	nq.queues, nq.descs = nil, nil
+}
+
+// NativeStats sums the native queues' counters (zero for a Go device).
+func (d *Device) NativeStats() swapio.QueueStats {
+	var s swapio.QueueStats
+	if d.native == nil {
+		return s
+	}
+	for _, q := range d.native.queues {
+		t := q.Stats()
+		s.Requests += t.Requests
+		s.Waits += t.Waits
+		s.Reads += t.Reads
+		s.ReadPages += t.ReadPages
+		s.Writes += t.Writes
+		s.WritePages += t.WritePages
+		s.Discards += t.Discards
+		s.Errors += t.Errors
+		s.NoMem += t.NoMem
+		s.RingFlags = t.RingFlags
+	}
+	return s
+}
