@@ -90,3 +90,26 @@ func find(cmds []*cli.Command, name string) *cli.Command {
 	}
 	return nil
 }
+
+// oldNames are commands renamed so that one concept has one name across
+// the CLI, the configuration and the clients (issue 42: delete, as the
+// Python client says): the old name still runs, hidden from help, man
+// pages and completion.
+var oldNames = map[string]string{"ctl delete": "del", "swap delete": "del"}
+
+// addOldNames adds a hidden copy of each renamed command under its old
+// name; it runs once per app (newApp builds a fresh one each time).
+func addOldNames(app *cli.App) {
+	for path, old := range oldNames {
+		parent, name, _ := strings.Cut(path, " ")
+		p := find(app.Commands, parent)
+		if p == nil || find(p.Subcommands, old) != nil {
+			continue
+		}
+		if c := find(p.Subcommands, name); c != nil {
+			alias := *c
+			alias.Name, alias.Hidden = old, true
+			p.Subcommands = append(p.Subcommands, &alias)
+		}
+	}
+}

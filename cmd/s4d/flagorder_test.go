@@ -29,3 +29,26 @@ func TestFlagsFirst(t *testing.T) {
 		}
 	}
 }
+
+// A renamed command keeps its old name, hidden: `s4d ctl del` and
+// `s4d swap del` still run delete.
+func TestOldNames(t *testing.T) {
+	app := newApp()
+	for _, path := range [][2]string{{"ctl", "del"}, {"swap", "del"}} {
+		p := find(app.Commands, path[0])
+		old, cur := find(p.Subcommands, path[1]), find(p.Subcommands, "delete")
+		if old == nil || cur == nil || !old.Hidden || cur.Hidden || old.UsageText != cur.UsageText {
+			t.Errorf("%s %s: old %v, new %v", path[0], path[1], old, cur)
+		}
+	}
+	newApp() // once more: no second copy
+	n := 0
+	for _, c := range find(app.Commands, "ctl").Subcommands {
+		if c.Name == "del" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d copies of ctl del", n)
+	}
+}

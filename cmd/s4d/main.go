@@ -35,6 +35,7 @@ func newApp() *cli.App {
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	addOldNames(app)
 	setMetavars(app.Commands)
 	cli.VersionPrinter = func(*cli.Context) { fmt.Println(info) }
 	if !stringerSet {

@@ -23,6 +23,9 @@ func TestDocsFromDefinitions(t *testing.T) {
 	var check func(prefix string, cmds []*cli.Command)
 	check = func(prefix string, cmds []*cli.Command) {
 		for _, c := range cmds {
+			if c.Hidden { // old names (addOldNames), gen-docs
+				continue
+			}
 			page := prefix + "-" + c.Name
 			// Section 8 for what runs the system (daemon, swap), 1 for the rest.
 			sec := "1"

@@ -151,9 +151,9 @@ var getCommand = &cli.Command{
 }
 
 var delCommand = &cli.Command{
-	Name:      "del",
+	Name:      "delete",
 	Usage:     "delete pages",
-	UsageText: "s4d ctl del --pool P --keys K-L",
+	UsageText: "s4d ctl delete --pool P --keys K-L",
 	Flags:     withSocket(poolFlag, keysFlag),
 	Action: func(cx *cli.Context) error {
 		pool := cx.String("pool")

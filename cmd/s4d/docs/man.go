@@ -153,8 +153,8 @@ var examples = map[string]string{
 		"*s4d-swap.conf.example* as */etc/systemd/system/s4d.service.d/swap.conf*, then:\n\n" +
 		"```\nsystemctl enable --now s4d.service\n```\n",
 	"s4d-swap": "Make a 4 GiB device, make it swap, watch it, and remove it:\n\n" +
-		"```\ns4d swap add --size 4G\ns4d swap on /dev/ublkb0\ns4d ctl swap\nswapoff /dev/ublkb0 && s4d swap del /dev/ublkb0\n```\n\n" +
+		"```\ns4d swap add --size 4G\ns4d swap on /dev/ublkb0\ns4d ctl swap\nswapoff /dev/ublkb0 && s4d swap delete /dev/ublkb0\n```\n\n" +
 		"At boot, **[[swap]]** tables in **s4d.toml**(5) make the devices, and *s4d-swap@.service* runs **s4d swap on** for each.\n",
-	"s4d-swap-del": "```\ns4d swap del /dev/ublkb0\ns4d swap del --all\n```\n",
-	"s4d-swap-on":  "```\ns4d swap on /dev/ublkb0\ns4d swap on --priority 50 /dev/ublkb0\n```\n",
+	"s4d-swap-delete": "```\ns4d swap delete /dev/ublkb0\ns4d swap delete --all\n```\n",
+	"s4d-swap-on":     "```\ns4d swap on /dev/ublkb0\ns4d swap on --priority 50 /dev/ublkb0\n```\n",
 }

@@ -82,19 +82,19 @@ var addCommand = &cli.Command{
 }
 
 var delCommand = &cli.Command{
-	Name:      "del",
+	Name:      "delete",
 	Usage:     "delete a swap device, or every one with --all; swapoff it first",
-	UsageText: "s4d swap del DEVICE | s4d swap del --all",
+	UsageText: "s4d swap delete DEVICE | s4d swap delete --all",
 	Flags:     append([]cli.Flag{&cli.BoolFlag{Name: "all", Usage: "delete every swap device of the daemon"}}, flags...),
 	Action: func(cx *cli.Context) error {
-		// A bare `swap del` used to delete every device: too easy to type
+		// A bare `swap del` (now delete) used to delete every device: too easy to type
 		// by mistake for what it does, so all of them needs --all.
 		all := cx.Bool("all")
 		switch {
 		case all && cx.NArg() > 0:
-			return exitcode.UsageErr(fmt.Errorf("swap del: a device or --all, not both (got %q)", cx.Args().Slice()))
+			return exitcode.UsageErr(fmt.Errorf("swap delete: a device or --all, not both (got %q)", cx.Args().Slice()))
 		case !all && cx.NArg() != 1:
-			return exitcode.UsageErr(fmt.Errorf("swap del: name one device (e.g. /dev/ublkb0), or --all for every one; got %q", cx.Args().Slice()))
+			return exitcode.UsageErr(fmt.Errorf("swap delete: name one device (e.g. /dev/ublkb0), or --all for every one; got %q", cx.Args().Slice()))
 		}
 		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapDel, Device: cx.Args().First()})
 		for _, d := range devs {

@@ -10,7 +10,7 @@ import (
 	"github.com/s4d-project/s4d/cmd/s4d/exitcode"
 )
 
-// `s4d swap del` needs a device or --all (a bare del used to delete every
+// `s4d swap delete` needs a device or --all (a bare del used to delete every
 // device), and `swap on --priority` takes only what swapon can: each is
 // refused as a usage error before the daemon is asked. The socket named
 // does not exist, so reaching the daemon would fail otherwise (exit 5).
@@ -21,11 +21,11 @@ func TestSwapUsage(t *testing.T) {
 		want int
 		says string
 	}{
-		{[]string{"del"}, 2, "--all"},
-		{[]string{"del", "--all", "/dev/ublkb0"}, 2, "not both"},
-		{[]string{"del", "/dev/ublkb0", "/dev/ublkb1"}, 2, "one device"},
-		{[]string{"del", "--all"}, 5, ""},
-		{[]string{"del", "/dev/ublkb0"}, 5, ""},
+		{[]string{"delete"}, 2, "--all"},
+		{[]string{"delete", "--all", "/dev/ublkb0"}, 2, "not both"},
+		{[]string{"delete", "/dev/ublkb0", "/dev/ublkb1"}, 2, "one device"},
+		{[]string{"delete", "--all"}, 5, ""},
+		{[]string{"delete", "/dev/ublkb0"}, 5, ""},
 		{[]string{"on", "--priority", "-5", "/dev/ublkb0"}, 2, "0-32767"},
 		{[]string{"on", "--priority", "40000", "/dev/ublkb0"}, 2, "0-32767"},
 	} {
