@@ -26,7 +26,8 @@ func flagsFirst(app *cli.App, args []string) []string {
 			return out
 		}
 		if isFlag(a) {
-			i += 1 + flagValues(flags, a)
+			out = joinBool(flags, out, i)
+			i += 1 + flagValues(flags, out[i])
 			continue
 		}
 		c := find(subs, a)
@@ -51,11 +52,36 @@ func flagsFirst(app *cli.App, args []string) []string {
 			pos = append(pos, a)
 			continue
 		}
+		rest = joinBool(flags, rest, j)
+		a = rest[j]
 		n := min(flagValues(flags, a), len(rest)-j-1)
 		fl = append(fl, rest[j:j+1+n]...)
 		j += n
 	}
 	return append(append(out[:i:i], fl...), pos...)
+}
+
+// joinBool makes a boolean flag followed by "true" or "false" one word
+// ("--json false" -> "--json=false"), so that every boolean takes a value
+// as the daemon's do ("--persist true"), and urfave/cli does not take the
+// word for an argument. It returns args with at most that change at i.
+func joinBool(flags []cli.Flag, args []string, i int) []string {
+	a := args[i]
+	if strings.Contains(a, "=") || i+1 >= len(args) || args[i+1] != "true" && args[i+1] != "false" {
+		return args
+	}
+	name := strings.TrimLeft(a, "-")
+	for _, f := range flags {
+		if _, ok := f.(*cli.BoolFlag); !ok {
+			continue
+		}
+		for _, n := range f.Names() {
+			if n == name {
+				return append(append(args[:i:i], a+"="+args[i+1]), args[i+2:]...)
+			}
+		}
+	}
+	return args
 }
 
 // isFlag: "-" alone is an argument (stdin), as is anything not dashed.

@@ -23,6 +23,11 @@ func TestFlagsFirst(t *testing.T) {
 		{"s4d run --resident 128M -- python3 -c x", "s4d run --resident 128M -- python3 -c x"},
 		{"s4d daemon --persist=true", "s4d daemon --persist=true"},
 		{"s4d", "s4d"},
+		// Booleans take true or false everywhere, as the daemon's do.
+		{"s4d ctl stats --json false --socket S", "s4d ctl stats --json=false --socket S"},
+		{"s4d swap off --unless-kept true /dev/ublkb0", "s4d swap off --unless-kept=true /dev/ublkb0"},
+		{"s4d swap off /dev/ublkb0 --unless-kept true", "s4d swap off --unless-kept=true /dev/ublkb0"},
+		{"s4d ctl codec --pool true zstd", "s4d ctl codec --pool true zstd"},
 	} {
 		if got := strings.Join(flagsFirst(app, strings.Fields(c.in)), " "); got != c.want {
 			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
