@@ -114,7 +114,7 @@ def main():
         pt = timed(lambda: c.park("ratio", f32))
         gt = timed(lambda: got.append(c.restore("ratio")))
         same(got[0], f32, "park-new")
-        del got
+        got.clear()
         add("park-new", "py", pt, gt)
         print(f"run {r + 1}/{a.runs} done", file=sys.stderr)
 

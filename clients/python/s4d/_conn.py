@@ -188,3 +188,14 @@ class Conn:
         self.hello = w.decode_hello(resp)
         if self.hello["page_size"] <= 0 or self.hello["max_batch_pages"] <= 0:
             raise MalformedError(f"HELLO announces unusable limits: {self.hello}")
+
+
+class _Req:
+    """One request of an exchange: its op, body and descriptors, and what
+    to do with its answer."""
+    __slots__ = ("op", "parts", "fds", "handle", "before", "on_error")
+
+    def __init__(self, op, parts, handle=None, fds=None, before=None, on_error=None):
+        self.op, self.parts, self.handle, self.fds, self.before = op, parts, handle, fds, before
+        # on_error takes an error answer instead of its stopping the exchange.
+        self.on_error = on_error

@@ -12,9 +12,10 @@ from collections import deque
 
 from . import _wire as w
 from . import park as _park
-from ._conn import Conn, default_socket
+from ._conn import Conn, _Req, default_socket
 from ._keys import Keys
 from .buffer import Buffer, address_of, live_buffers
+from .pipeline import Pipeline
 from .errors import (MalformedError, NOT_FOUND, OK, S4DConnectionError, S4DError, S4DTimeout,
                      error_for, page_error)
 
@@ -48,17 +49,6 @@ def _locked(f):
         with self._lock:
             return f(self, *args, **kw)
     return wrapper
-
-
-class _Req:
-    """One request of an exchange: its op, body and descriptors, and what
-    to do with its answer."""
-    __slots__ = ("op", "parts", "fds", "handle", "before", "on_error")
-
-    def __init__(self, op, parts, handle=None, fds=None, before=None, on_error=None):
-        self.op, self.parts, self.handle, self.fds, self.before = op, parts, handle, fds, before
-        # on_error takes an error answer instead of its stopping the exchange.
-        self.on_error = on_error
 
 
 class Client:
@@ -509,7 +499,7 @@ class Client:
         it and it is returned. Its pages are deleted unless keep."""
         return _park.restore(self, name, keep=keep, out=out)
 
-    def pipeline(self) -> "Pipeline":
+    def pipeline(self) -> Pipeline:
         """Requests queued, then sent together by execute() without waiting
         for each answer: see Pipeline."""
         return Pipeline(self)
@@ -518,89 +508,6 @@ class Client:
         """Writable memory shared with the daemon (see Buffer): pages put
         from it or fetched into it move with no copy in this process."""
         return Buffer(nbytes)
-
-
-class Pipeline:
-    """Small requests sent back to back, their answers read as they come
-    (the daemon answers in order): one round trip's wait for many.
-
-        p = client.pipeline()
-        p.put("pool", [1], page); p.get("pool", [1, 2]); p.delete("pool", [3])
-        results = p.execute()   # [None, bytes, 1]
-
-    Each request is one frame, so within the daemon's limits (its batch
-    and frame sizes). A request the daemon refuses, or whose pages fail,
-    leaves its error (an S4DError) in its place of the results and does
-    not stop the others; execute(raise_first=True) raises the first."""
-
-    def __init__(self, client: Client):
-        self._c = client
-        self._queued: list = []
-
-    def __len__(self):
-        return len(self._queued)
-
-    def put(self, pool: str, keys, pages) -> "Pipeline":
-        karr = w.key_array(keys)
-        src = memoryview(pages).cast("B")
-        ps = self._c.page_size
-        if src.nbytes != len(karr) * ps:
-            raise ValueError(f"put: {src.nbytes} bytes are not {len(karr)} pages of {ps} bytes")
-        head = w.pool_name(pool) + struct.pack("<II", ps, len(karr)) + w.key_bytes(karr)
-
-        def done(body):
-            codes = w.decode_codes(body, len(karr))
-            return page_error("put", karr, codes) if any(codes) else None
-        self._queued.append((w.OP_PUT, [head, src], done))
-        return self
-
-    def get(self, pool: str, keys) -> "Pipeline":
-        karr = w.key_array(keys)
-        ps = self._c.page_size
-
-        def done(body):
-            got_ps, codes = w.decode_get_head(body, len(karr))
-            if got_ps != ps:
-                raise MalformedError(f"the daemon returned pages of {got_ps} bytes, not {ps}")
-            if any(codes):
-                return page_error("get", karr, codes)
-            return bytes(body[8 + len(karr):])
-        self._queued.append((w.OP_GET, [w.keys_body(pool, karr)], done))
-        return self
-
-    def delete(self, pool: str, keys) -> "Pipeline":
-        karr = w.key_array(keys)
-
-        def done(body):
-            codes = w.decode_codes(body, len(karr))
-            if any(c not in (OK, NOT_FOUND) for c in codes):
-                return page_error("delete", karr, [c if c != NOT_FOUND else OK for c in codes])
-            return sum(1 for c in codes if c == OK)
-        self._queued.append((w.OP_DEL, [w.keys_body(pool, karr)], done))
-        return self
-
-    def execute(self, *, raise_first: bool = False) -> list:
-        queued, self._queued = self._queued, []
-        results: list = [None] * len(queued)
-        reqs = []
-        for i, (op, parts, done) in enumerate(queued):
-            def handle(body, i=i, done=done):
-                results[i] = done(body)
-
-            def on_error(err, i=i):
-                results[i] = err
-            reqs.append(_Req(op, parts, handle, on_error=on_error))
-        self._c._exchange(reqs, _PIPELINE_WINDOW)
-        if raise_first:
-            for r in results:
-                if isinstance(r, S4DError):
-                    raise r
-        return results
-
-
-# Requests of a pipeline in flight at once: enough to hide the round trip,
-# few enough that unread answers never fill the socket buffers.
-_PIPELINE_WINDOW = 64
 
 
 def _codes_into(codes: bytearray, n: int):
