@@ -41,11 +41,44 @@
 	X(vkCreateSemaphore)                 \
 	X(vkDestroySemaphore)                \
 	X(vkWaitSemaphores)                  \
-	X(vkGetSemaphoreCounterValue)
+	X(vkGetSemaphoreCounterValue)        \
+	X(vkCreateShaderModule)              \
+	X(vkDestroyShaderModule)             \
+	X(vkCreateDescriptorSetLayout)       \
+	X(vkDestroyDescriptorSetLayout)      \
+	X(vkCreatePipelineLayout)            \
+	X(vkDestroyPipelineLayout)           \
+	X(vkCreateComputePipelines)          \
+	X(vkDestroyPipeline)                 \
+	X(vkCreateDescriptorPool)            \
+	X(vkDestroyDescriptorPool)           \
+	X(vkAllocateDescriptorSets)          \
+	X(vkUpdateDescriptorSets)            \
+	X(vkCmdBindPipeline)                 \
+	X(vkCmdBindDescriptorSets)           \
+	X(vkCmdDispatch)
 
-// Copies in flight at most: one command buffer each, reused once the
-// timeline semaphore shows its copy done.
+// Submissions in flight at most on a queue: one command buffer each,
+// reused once the queue's timeline semaphore shows it done.
 #define S4DVK_RING 8
+
+// One queue with its command buffers and timeline. Submissions to one
+// queue signal its timeline in submission order, so a value done means
+// every earlier one is done too.
+typedef struct s4dvk_ring {
+	uint32_t family;
+	VkQueue queue;
+	VkCommandPool pool;
+	VkCommandBuffer cb[S4DVK_RING];
+	uint64_t cbValue[S4DVK_RING]; // the timeline value of each buffer's last submission
+	VkSemaphore timeline;
+	uint64_t submitted;           // the last value signalled
+} s4dvk_ring;
+
+// The rings: copies go to a transfer queue (of a transfer-only family
+// where there is one), kernels to a compute queue.
+#define S4DVK_COPY 0
+#define S4DVK_KERNEL 1
 
 typedef struct s4dvk_dev {
 #define S4DVK_FIELD(f) PFN_##f f;
@@ -59,14 +92,9 @@ typedef struct s4dvk_dev {
 	VkPhysicalDeviceMemoryProperties mem;
 	int hostImport;
 	uint64_t minAlign;
-	uint32_t family;      // the queue family copies go to
-	int transferOnly;     // family is a transfer-only one
-	VkQueue queue;
-	VkCommandPool pool;
-	VkCommandBuffer cb[S4DVK_RING];
-	uint64_t cbValue[S4DVK_RING]; // the timeline value of each buffer's last submission
-	VkSemaphore timeline;
-	uint64_t submitted;   // the last value signalled
+	int transferOnly;     // copies go to a transfer-only family
+	int oneQueue;         // both rings submit to the same VkQueue (lavapipe)
+	s4dvk_ring ring[2];
 	char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
 	char driver[VK_MAX_DRIVER_NAME_SIZE + VK_MAX_DRIVER_INFO_SIZE + 2];
 	uint32_t api, vendor;
@@ -172,12 +200,18 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, s4dvk_dev *d, c
 		return -1;
 	}
 	d->transferOnly = transfer != UINT32_MAX;
-	d->family = d->transferOnly ? transfer : compute;
-	float prio = 1;
-	VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = d->family, .queueCount = 1, .pQueuePriorities = &prio};
+	d->ring[S4DVK_KERNEL].family = compute;
+	d->ring[S4DVK_COPY].family = d->transferOnly ? transfer : compute;
+	// One queue of each family; on one family, two queues where it has them.
+	float prio[2] = {1, 1};
+	uint32_t shared = !d->transferOnly && qf[compute].queueCount > 1 ? 2 : 1;
+	VkDeviceQueueCreateInfo qci[2] = {
+	    {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = compute, .queueCount = d->transferOnly ? 1 : shared, .pQueuePriorities = prio},
+	    {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = transfer, .queueCount = 1, .pQueuePriorities = prio},
+	};
 	const char *want[1] = {VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME};
 	VkPhysicalDeviceTimelineSemaphoreFeatures tl = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES, .timelineSemaphore = 1};
-	VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &tl, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
+	VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &tl, .queueCreateInfoCount = d->transferOnly ? 2 : 1, .pQueueCreateInfos = qci,
 				  .enabledExtensionCount = d->hostImport ? 1 : 0, .ppEnabledExtensionNames = want};
 	if ((r = d->vkCreateDevice(d->pd, &dci, NULL, &d->dev))) {
 		snprintf(why, whyn, "vkCreateDevice on %s: %d", d->name, r);
@@ -189,17 +223,21 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, s4dvk_dev *d, c
 	if (d->hostImport)
 		d->vkGetMemoryHostPointerPropertiesEXT = (PFN_vkGetMemoryHostPointerPropertiesEXT)d->vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT");
 	d->hostImport = d->hostImport && d->vkGetMemoryHostPointerPropertiesEXT;
-	d->vkGetDeviceQueue(d->dev, d->family, 0, &d->queue);
-
-	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = d->family};
-	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = S4DVK_RING};
-	VkSemaphoreTypeCreateInfo st = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO, .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
-	VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &st};
-	if ((r = d->vkCreateCommandPool(d->dev, &pci, NULL, &d->pool)) ||
-	    (cai.commandPool = d->pool, r = d->vkAllocateCommandBuffers(d->dev, &cai, d->cb)) ||
-	    (r = d->vkCreateSemaphore(d->dev, &sci, NULL, &d->timeline))) {
-		snprintf(why, whyn, "command buffers and semaphore on %s: %d", d->name, r);
-		return -1;
+	d->vkGetDeviceQueue(d->dev, compute, 0, &d->ring[S4DVK_KERNEL].queue);
+	d->vkGetDeviceQueue(d->dev, d->ring[S4DVK_COPY].family, d->transferOnly ? 0 : shared - 1, &d->ring[S4DVK_COPY].queue);
+	d->oneQueue = d->ring[S4DVK_COPY].queue == d->ring[S4DVK_KERNEL].queue;
+	for (int i = 0; i < 2; i++) {
+		s4dvk_ring *g = &d->ring[i];
+		VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = g->family};
+		VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = S4DVK_RING};
+		VkSemaphoreTypeCreateInfo st = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO, .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+		VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &st};
+		if ((r = d->vkCreateCommandPool(d->dev, &pci, NULL, &g->pool)) ||
+		    (cai.commandPool = g->pool, r = d->vkAllocateCommandBuffers(d->dev, &cai, g->cb)) ||
+		    (r = d->vkCreateSemaphore(d->dev, &sci, NULL, &g->timeline))) {
+			snprintf(why, whyn, "command buffers and semaphore on %s: %d", d->name, r);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -208,10 +246,12 @@ static void s4dvk_close(s4dvk_dev *d)
 {
 	if (d->dev) {
 		d->vkDeviceWaitIdle(d->dev);
-		if (d->timeline)
-			d->vkDestroySemaphore(d->dev, d->timeline, NULL);
-		if (d->pool)
-			d->vkDestroyCommandPool(d->dev, d->pool, NULL);
+		for (int i = 0; i < 2; i++) {
+			if (d->ring[i].timeline)
+				d->vkDestroySemaphore(d->dev, d->ring[i].timeline, NULL);
+			if (d->ring[i].pool)
+				d->vkDestroyCommandPool(d->dev, d->ring[i].pool, NULL);
+		}
 		d->vkDestroyDevice(d->dev, NULL);
 	}
 	if (d->inst && d->vkDestroyInstance)
@@ -246,7 +286,8 @@ static VkResult s4dvk_buffer(s4dvk_dev *d, void *host, uint64_t size, VkBuffer *
 	}
 	VkExternalMemoryBufferCreateInfo ext = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, .handleTypes = ht};
 	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = host ? &ext : NULL, .size = size,
-				  .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+				  .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+					   VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT,
 				  .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
 	if ((r = d->vkCreateBuffer(d->dev, &bci, NULL, buf)))
 		return r;
@@ -278,48 +319,166 @@ static void s4dvk_free(s4dvk_dev *d, VkBuffer buf, VkDeviceMemory mem)
 		d->vkFreeMemory(d->dev, mem, NULL);
 }
 
-// s4dvk_wait waits until the timeline reaches value (timeout in ns).
-static VkResult s4dvk_wait(s4dvk_dev *d, uint64_t value, uint64_t timeout)
+// s4dvk_wait waits until ring r's timeline reaches value (timeout in ns).
+static VkResult s4dvk_wait(s4dvk_dev *d, int r, uint64_t value, uint64_t timeout)
 {
-	VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1, .pSemaphores = &d->timeline, .pValues = &value};
+	VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1, .pSemaphores = &d->ring[r].timeline, .pValues = &value};
 	return d->vkWaitSemaphores(d->dev, &wi, timeout);
 }
 
-// s4dvk_copy records the regions from src to dst, then a barrier that
-// makes the writes visible to the host (a download is read there next;
-// the semaphore alone makes them available to the device only), and
-// submits them signalling the next timeline value, put in *ticket. The
-// ring's next command buffer is reused once its last copy is done.
-static VkResult s4dvk_copy(s4dvk_dev *d, VkBuffer src, VkBuffer dst, const VkBufferCopy *regions, uint32_t n, uint64_t *ticket)
+static VkResult s4dvk_counter(s4dvk_dev *d, int r, uint64_t *v)
 {
-	uint32_t slot = (uint32_t)(d->submitted % S4DVK_RING);
-	VkResult r;
-	if (d->cbValue[slot] && (r = s4dvk_wait(d, d->cbValue[slot], UINT64_MAX)))
-		return r;
-	VkCommandBuffer cb = d->cb[slot];
+	return d->vkGetSemaphoreCounterValue(d->dev, d->ring[r].timeline, v);
+}
+
+// s4dvk_begin opens ring r's next command buffer, once its last
+// submission is done. When both rings share one queue, an `after`
+// dependency is a barrier at its start (it orders everything submitted
+// to the queue before) instead of a semaphore wait: a queue waiting on
+// its own earlier signal is the one path where lavapipe was seen to hang.
+static VkResult s4dvk_begin(s4dvk_dev *d, int r, uint64_t afterValue, VkCommandBuffer *cb)
+{
+	s4dvk_ring *g = &d->ring[r];
+	uint32_t slot = (uint32_t)(g->submitted % S4DVK_RING);
+	VkResult e;
+	if (g->cbValue[slot] && (e = s4dvk_wait(d, r, g->cbValue[slot], UINT64_MAX)))
+		return e;
+	*cb = g->cb[slot];
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-	if ((r = d->vkResetCommandBuffer(cb, 0)) || (r = d->vkBeginCommandBuffer(cb, &bi)))
-		return r;
-	d->vkCmdCopyBuffer(cb, src, dst, n, regions);
-	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT, .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-	d->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-	if ((r = d->vkEndCommandBuffer(cb)))
-		return r;
-	uint64_t v = d->submitted + 1;
-	VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &v};
-	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts, .commandBufferCount = 1, .pCommandBuffers = &cb,
-			   .signalSemaphoreCount = 1, .pSignalSemaphores = &d->timeline};
-	if ((r = d->vkQueueSubmit(d->queue, 1, &si, 0)))
-		return r;
-	d->submitted = v;
-	d->cbValue[slot] = v;
+	if ((e = d->vkResetCommandBuffer(*cb, 0)) || (e = d->vkBeginCommandBuffer(*cb, &bi)))
+		return e;
+	if (d->oneQueue && afterValue) {
+		VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+				      .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
+		d->vkCmdPipelineBarrier(*cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+	}
+	return VK_SUCCESS;
+}
+
+// s4dvk_submit closes the command buffer with a barrier that makes its
+// writes visible to the host (the semaphore alone makes them available
+// to the device only) and submits it, after value afterValue of ring
+// afterRing when afterValue is set, signalling ring r's next value.
+static VkResult s4dvk_submit(s4dvk_dev *d, int r, VkCommandBuffer cb, VkFlags stage, VkFlags access, int afterRing, uint64_t afterValue, uint64_t *ticket)
+{
+	s4dvk_ring *g = &d->ring[r];
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = access, .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+	d->vkCmdPipelineBarrier(cb, stage, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+	VkResult e;
+	if ((e = d->vkEndCommandBuffer(cb)))
+		return e;
+	uint64_t v = g->submitted + 1;
+	VkFlags waitStage = stage;
+	if (d->oneQueue)
+		afterValue = 0; // ordered by s4dvk_begin's barrier
+	VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, .waitSemaphoreValueCount = afterValue ? 1 : 0,
+					    .pWaitSemaphoreValues = &afterValue, .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &v};
+	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts, .waitSemaphoreCount = afterValue ? 1 : 0,
+			   .pWaitSemaphores = &d->ring[afterRing & 1].timeline, .pWaitDstStageMask = &waitStage,
+			   .commandBufferCount = 1, .pCommandBuffers = &cb, .signalSemaphoreCount = 1, .pSignalSemaphores = &g->timeline};
+	if ((e = d->vkQueueSubmit(g->queue, 1, &si, 0)))
+		return e;
+	g->submitted = v;
+	g->cbValue[(v - 1) % S4DVK_RING] = v;
 	*ticket = v;
 	return VK_SUCCESS;
 }
 
-static VkResult s4dvk_counter(s4dvk_dev *d, uint64_t *v)
+// s4dvk_copy submits a copy of the regions from src to dst on the copy ring.
+static VkResult s4dvk_copy(s4dvk_dev *d, VkBuffer src, VkBuffer dst, const VkBufferCopy *regions, uint32_t n,
+			   int afterRing, uint64_t afterValue, uint64_t *ticket)
 {
-	return d->vkGetSemaphoreCounterValue(d->dev, d->timeline, v);
+	VkCommandBuffer cb;
+	VkResult e = s4dvk_begin(d, S4DVK_COPY, afterValue, &cb);
+	if (e)
+		return e;
+	d->vkCmdCopyBuffer(cb, src, dst, n, regions);
+	return s4dvk_submit(d, S4DVK_COPY, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, afterRing, afterValue, ticket);
+}
+
+// A compute pipeline from a SPIR-V module whose bindings are all in set
+// 0, numbered from 0, each a storage or uniform buffer; one descriptor
+// set, rebound only while no dispatch of it is in flight.
+typedef struct s4dvk_kernel {
+	VkShaderModule sm;
+	VkDescriptorSetLayout dsl;
+	VkPipelineLayout pl;
+	VkPipeline pipe;
+	VkDescriptorPool pool;
+	VkDescriptorSet set;
+} s4dvk_kernel;
+
+static void s4dvk_kernel_free(s4dvk_dev *d, s4dvk_kernel *k)
+{
+	if (k->pool)
+		d->vkDestroyDescriptorPool(d->dev, k->pool, NULL);
+	if (k->pipe)
+		d->vkDestroyPipeline(d->dev, k->pipe, NULL);
+	if (k->pl)
+		d->vkDestroyPipelineLayout(d->dev, k->pl, NULL);
+	if (k->dsl)
+		d->vkDestroyDescriptorSetLayout(d->dev, k->dsl, NULL);
+	if (k->sm)
+		d->vkDestroyShaderModule(d->dev, k->sm, NULL);
+	memset(k, 0, sizeof *k);
+}
+
+static VkResult s4dvk_kernel_new(s4dvk_dev *d, const void *code, size_t size, const char *entry, uint32_t nb, const int32_t *types, s4dvk_kernel *k)
+{
+	memset(k, 0, sizeof *k);
+	VkDescriptorSetLayoutBinding b[16];
+	VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 0}, {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, 0}};
+	if (nb > 16)
+		return VK_ERROR_FEATURE_NOT_PRESENT;
+	for (uint32_t i = 0; i < nb; i++) {
+		b[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = types[i], .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+		ps[types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER].descriptorCount++;
+	}
+	VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = size, .pCode = code};
+	VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = nb, .pBindings = b};
+	VkResult e;
+	if ((e = d->vkCreateShaderModule(d->dev, &smi, NULL, &k->sm)) || (e = d->vkCreateDescriptorSetLayout(d->dev, &dli, NULL, &k->dsl)))
+		goto fail;
+	VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1, .pSetLayouts = &k->dsl};
+	if ((e = d->vkCreatePipelineLayout(d->dev, &pli, NULL, &k->pl)))
+		goto fail;
+	VkComputePipelineCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, .layout = k->pl,
+					   .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = k->sm, .pName = entry}};
+	if ((e = d->vkCreateComputePipelines(d->dev, 0, 1, &cpi, NULL, &k->pipe)))
+		goto fail;
+	VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1, .poolSizeCount = 2, .pPoolSizes = ps};
+	if (!ps[0].descriptorCount || !ps[1].descriptorCount) {
+		dpi.poolSizeCount = 1;
+		dpi.pPoolSizes = ps[0].descriptorCount ? &ps[0] : &ps[1];
+	}
+	VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorSetCount = 1, .pSetLayouts = &k->dsl};
+	if ((e = d->vkCreateDescriptorPool(d->dev, &dpi, NULL, &k->pool)) || (dai.descriptorPool = k->pool, e = d->vkAllocateDescriptorSets(d->dev, &dai, &k->set)))
+		goto fail;
+	return VK_SUCCESS;
+fail:
+	s4dvk_kernel_free(d, k);
+	return e;
+}
+
+static void s4dvk_kernel_bind(s4dvk_dev *d, s4dvk_kernel *k, uint32_t binding, int32_t type, VkBuffer buf, uint64_t off, uint64_t range)
+{
+	VkDescriptorBufferInfo bi = {buf, off, range};
+	VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = k->set, .dstBinding = binding, .descriptorCount = 1,
+				  .descriptorType = type, .pBufferInfo = &bi};
+	d->vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
+}
+
+// s4dvk_dispatch submits x*y*z workgroups of k on the kernel ring.
+static VkResult s4dvk_dispatch(s4dvk_dev *d, s4dvk_kernel *k, uint32_t x, uint32_t y, uint32_t z, int afterRing, uint64_t afterValue, uint64_t *ticket)
+{
+	VkCommandBuffer cb;
+	VkResult e = s4dvk_begin(d, S4DVK_KERNEL, afterValue, &cb);
+	if (e)
+		return e;
+	d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
+	d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set, 0, NULL);
+	d->vkCmdDispatch(cb, x, y, z);
+	return s4dvk_submit(d, S4DVK_KERNEL, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, afterRing, afterValue, ticket);
 }
 
 // s4dvk_layout returns size k of the layout table TestLayout checks, -1 past its end.
@@ -353,6 +512,15 @@ static int64_t s4dvk_layout(int k)
 	    S4DVK_SZ(VkTimelineSemaphoreSubmitInfo), S4DVK_OFF(VkTimelineSemaphoreSubmitInfo, pSignalSemaphoreValues),
 	    S4DVK_SZ(VkSubmitInfo), S4DVK_OFF(VkSubmitInfo, pCommandBuffers), S4DVK_OFF(VkSubmitInfo, pSignalSemaphores),
 	    S4DVK_SZ(VkSemaphoreWaitInfo), S4DVK_OFF(VkSemaphoreWaitInfo, pValues),
+	    S4DVK_SZ(VkShaderModuleCreateInfo), S4DVK_OFF(VkShaderModuleCreateInfo, pCode),
+	    S4DVK_SZ(VkDescriptorSetLayoutBinding), S4DVK_SZ(VkDescriptorSetLayoutCreateInfo),
+	    S4DVK_SZ(VkPipelineLayoutCreateInfo), S4DVK_OFF(VkPipelineLayoutCreateInfo, pPushConstantRanges),
+	    S4DVK_SZ(VkPipelineShaderStageCreateInfo), S4DVK_OFF(VkPipelineShaderStageCreateInfo, pName),
+	    S4DVK_SZ(VkComputePipelineCreateInfo), S4DVK_OFF(VkComputePipelineCreateInfo, stage), S4DVK_OFF(VkComputePipelineCreateInfo, layout),
+	    S4DVK_OFF(VkComputePipelineCreateInfo, basePipelineIndex),
+	    S4DVK_SZ(VkDescriptorPoolSize), S4DVK_SZ(VkDescriptorPoolCreateInfo), S4DVK_OFF(VkDescriptorPoolCreateInfo, pPoolSizes),
+	    S4DVK_SZ(VkDescriptorSetAllocateInfo), S4DVK_SZ(VkDescriptorBufferInfo),
+	    S4DVK_SZ(VkWriteDescriptorSet), S4DVK_OFF(VkWriteDescriptorSet, descriptorType), S4DVK_OFF(VkWriteDescriptorSet, pBufferInfo),
 	};
 	return k >= 0 && k < (int)(sizeof v / sizeof v[0]) ? v[k] : -1;
 }

@@ -4,7 +4,8 @@
 // the store's slabs) is imported with VK_EXT_external_memory_host, and
 // copies between buffers run several in flight.
 //
-// It is the bottom layer only: no shaders yet. Its measurements are in
+// It is the bottom layer: buffers, copies and compute pipelines, no
+// engine yet. Its measurements are in
 // docs/benchmarks/2026-12-02-vulkan-host-import.md (backends/vulkan/vkprobe
 // made them). A Device is not safe for concurrent use: like the webgpu and
 // cuda engines, drive it from one goroutine.
@@ -195,47 +196,119 @@ func (d *Device) Import(mem []byte) (*Buffer, error) {
 // Region is one range of a copy.
 type Region struct{ Src, Dst, Size int64 }
 
-// Ticket is the timeline value a submitted copy signals when done.
-type Ticket uint64
+// Ticket names a submission: its queue (copies or kernels) and the
+// value its timeline reaches when it is done. The zero Ticket is done.
+type Ticket struct {
+	ring int
+	v    uint64
+}
 
-// Copy submits the regions from src to dst on the transfer queue and
-// returns at once; up to 8 copies are in flight (a ninth waits for the
-// first). Copy as few regions as possible: NVIDIA's copy engine pays per
-// region (one per 4 KiB page ran at 1.5-2.2 GB/s, 1 MiB runs at 44-47).
-func (d *Device) Copy(dst, src *Buffer, regions []Region) (Ticket, error) {
+// Copy submits the regions from src to dst on the transfer queue, after
+// the submission after (a kernel's, or the zero Ticket), and returns at
+// once; up to 8 are in flight on a queue (a ninth waits for the first).
+// Copy as few regions as possible: NVIDIA's copy engine pays per region
+// (one per 4 KiB page ran at 1.5-2.2 GB/s, 1 MiB runs at 44-47).
+func (d *Device) Copy(dst, src *Buffer, regions []Region, after Ticket) (Ticket, error) {
 	if len(regions) == 0 {
-		return Ticket(d.d.submitted), nil
+		return Ticket{C.S4DVK_COPY, uint64(d.d.ring[C.S4DVK_COPY].submitted)}, nil
 	}
 	rs := make([]C.VkBufferCopy, len(regions))
 	for i, r := range regions {
 		if r.Src < 0 || r.Dst < 0 || r.Size <= 0 || r.Src+r.Size > src.Size || r.Dst+r.Size > dst.Size {
-			return 0, fmt.Errorf("vulkan: copy region %d (%d -> %d, %d bytes) outside the buffers (%d, %d bytes)", i, r.Src, r.Dst, r.Size, src.Size, dst.Size)
+			return Ticket{}, fmt.Errorf("vulkan: copy region %d (%d -> %d, %d bytes) outside the buffers (%d, %d bytes)", i, r.Src, r.Dst, r.Size, src.Size, dst.Size)
 		}
 		rs[i] = C.VkBufferCopy{srcOffset: C.VkDeviceSize(r.Src), dstOffset: C.VkDeviceSize(r.Dst), size: C.VkDeviceSize(r.Size)}
 	}
 	var t C.uint64_t
-	if err := check(C.s4dvk_copy(d.d, src.buf, dst.buf, &rs[0], C.uint32_t(len(rs)), &t)); err != nil {
-		return 0, fmt.Errorf("vulkan: copy: %w", err)
+	if err := check(C.s4dvk_copy(d.d, src.buf, dst.buf, &rs[0], C.uint32_t(len(rs)), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
+		return Ticket{}, fmt.Errorf("vulkan: copy: %w", err)
 	}
-	return Ticket(t), nil
+	return Ticket{C.S4DVK_COPY, uint64(t)}, nil
 }
 
-// Wait blocks until the copy of t (and every one submitted before it) is
-// done and its writes are visible to the host, or timeout passes.
+// Wait blocks until t (and everything submitted before it to its queue)
+// is done and its writes are visible to the host, or timeout passes.
 func (d *Device) Wait(t Ticket, timeout time.Duration) error {
-	if err := check(C.s4dvk_wait(d.d, C.uint64_t(t), C.uint64_t(timeout.Nanoseconds()))); err != nil {
-		return fmt.Errorf("vulkan: waiting for copy %d: %w", t, err)
+	if t.v == 0 {
+		return nil
+	}
+	if err := check(C.s4dvk_wait(d.d, C.int(t.ring), C.uint64_t(t.v), C.uint64_t(timeout.Nanoseconds()))); err != nil {
+		return fmt.Errorf("vulkan: waiting for submission %d of queue %d: %w", t.v, t.ring, err)
 	}
 	return nil
 }
 
-// Done reports whether the copy of t has finished, without waiting.
+// Done reports whether t has finished, without waiting.
 func (d *Device) Done(t Ticket) (bool, error) {
 	var v C.uint64_t
-	if err := check(C.s4dvk_counter(d.d, &v)); err != nil {
+	if err := check(C.s4dvk_counter(d.d, C.int(t.ring), &v)); err != nil {
 		return false, err
 	}
-	return uint64(v) >= uint64(t), nil
+	return uint64(v) >= t.v, nil
+}
+
+// Binding kinds of a kernel's descriptors.
+const (
+	Storage = C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+	Uniform = C.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+)
+
+// Kernel is a compute pipeline made from a SPIR-V module (package spirv)
+// whose buffers are bindings 0.. of set 0, of the given kinds.
+type Kernel struct {
+	d     *Device
+	k     *C.s4dvk_kernel // C memory: it holds the handles the driver uses
+	kinds []int
+}
+
+// NewKernel builds the pipeline of the entry point of a SPIR-V module.
+func (d *Device) NewKernel(spirv []byte, entry string, kinds ...int) (*Kernel, error) {
+	if len(spirv) == 0 || len(spirv)%4 != 0 || len(kinds) == 0 || len(kinds) > 16 {
+		return nil, fmt.Errorf("vulkan: kernel %s: %d bytes of SPIR-V, %d bindings", entry, len(spirv), len(kinds))
+	}
+	code := C.CBytes(spirv) // 4-aligned, as pCode must be
+	defer C.free(code)
+	ce := C.CString(entry)
+	defer C.free(unsafe.Pointer(ce))
+	types := make([]C.int32_t, len(kinds))
+	for i, k := range kinds {
+		types[i] = C.int32_t(k)
+	}
+	k := &Kernel{d: d, k: (*C.s4dvk_kernel)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4dvk_kernel{})))), kinds: kinds}
+	if err := check(C.s4dvk_kernel_new(d.d, code, C.size_t(len(spirv)), ce, C.uint32_t(len(kinds)), &types[0], k.k)); err != nil {
+		C.free(unsafe.Pointer(k.k))
+		return nil, fmt.Errorf("vulkan: kernel %s: %w", entry, err)
+	}
+	return k, nil
+}
+
+// Bind points binding i at size bytes of b from off. Only while no
+// dispatch of k is in flight.
+func (k *Kernel) Bind(i int, b *Buffer, off, size int64) error {
+	if i < 0 || i >= len(k.kinds) || off < 0 || size <= 0 || off+size > b.Size {
+		return fmt.Errorf("vulkan: binding %d: %d bytes at %d of a %d-byte buffer", i, size, off, b.Size)
+	}
+	C.s4dvk_kernel_bind(k.d.d, k.k, C.uint32_t(i), C.int32_t(k.kinds[i]), b.buf, C.uint64_t(off), C.uint64_t(size))
+	return nil
+}
+
+// Dispatch submits x*y*z workgroups on the compute queue after after.
+func (k *Kernel) Dispatch(x, y, z int, after Ticket) (Ticket, error) {
+	var t C.uint64_t
+	if err := check(C.s4dvk_dispatch(k.d.d, k.k, C.uint32_t(x), C.uint32_t(y), C.uint32_t(z), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
+		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
+	}
+	return Ticket{C.S4DVK_KERNEL, uint64(t)}, nil
+}
+
+// Release frees the pipeline; nothing of it may be in flight.
+func (k *Kernel) Release() {
+	if k.k == nil {
+		return
+	}
+	C.s4dvk_kernel_free(k.d.d, k.k)
+	C.free(unsafe.Pointer(k.k))
+	k.k = nil
 }
 
 // layoutOf reports a size or offset computed by the C compiler from vkmin.h.

@@ -99,7 +99,7 @@ func TestRoundTrip(t *testing.T) {
 				perm[dp+k] = hp + k
 			}
 		}
-		if last, err = d.Copy(dev, up, rs); err != nil {
+		if last, err = d.Copy(dev, up, rs, Ticket{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestRoundTrip(t *testing.T) {
 	// Down: whole device buffer in 8 copies; dst then holds device order.
 	for c := 0; c < 8; c++ {
 		n := int64(pages / 8 * page)
-		if last, err = d.Copy(down, dev, []Region{{Src: int64(c) * n, Dst: int64(c) * n, Size: n}}); err != nil {
+		if last, err = d.Copy(down, dev, []Region{{Src: int64(c) * n, Dst: int64(c) * n, Size: n}}, Ticket{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ok, err := d.Done(last); err != nil || !ok {
-		t.Fatalf("Done(%d) = %v, %v after Wait", last, ok, err)
+		t.Fatalf("Done(%+v) = %v, %v after Wait", last, ok, err)
 	}
 	for p := 0; p < pages; p++ {
 		if !bytes.Equal(dst[p*page:(p+1)*page], src[perm[p]*page:(perm[p]+1)*page]) {
@@ -164,11 +164,11 @@ func TestCopyBounds(t *testing.T) {
 	}
 	defer b.Release()
 	for _, r := range []Region{{0, 0, 8192}, {4096, 1, 4096}, {-1, 0, 16}, {0, 0, 0}} {
-		if _, err := d.Copy(b, a, []Region{r}); err == nil {
+		if _, err := d.Copy(b, a, []Region{r}, Ticket{}); err == nil {
 			t.Errorf("Copy %+v into 4096 bytes from 8192 accepted", r)
 		}
 	}
-	if t1, err := d.Copy(b, a, []Region{{4096, 0, 4096}}); err != nil {
+	if t1, err := d.Copy(b, a, []Region{{4096, 0, 4096}}, Ticket{}); err != nil {
 		t.Fatal(err)
 	} else if err := d.Wait(t1, 10*time.Second); err != nil {
 		t.Fatal(err)

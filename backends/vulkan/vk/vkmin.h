@@ -25,6 +25,13 @@ typedef uint64_t VkDeviceMemory;
 typedef uint64_t VkCommandPool;
 typedef uint64_t VkSemaphore;
 typedef uint64_t VkFence;
+typedef uint64_t VkShaderModule;
+typedef uint64_t VkDescriptorSetLayout;
+typedef uint64_t VkPipelineLayout;
+typedef uint64_t VkPipeline;
+typedef uint64_t VkPipelineCache;
+typedef uint64_t VkDescriptorPool;
+typedef uint64_t VkDescriptorSet;
 
 enum {
 	VK_SUCCESS = 0,
@@ -49,6 +56,14 @@ enum {
 	VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO = 5,
 	VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO = 9,
 	VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO = 12,
+	VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO = 16,
+	VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO = 18,
+	VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO = 29,
+	VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO = 30,
+	VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO = 32,
+	VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO = 33,
+	VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO = 34,
+	VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET = 35,
 	VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO = 39,
 	VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO = 40,
 	VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO = 42,
@@ -73,7 +88,14 @@ enum {
 #define VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT 0x1u
 #define VK_BUFFER_USAGE_TRANSFER_SRC_BIT 0x1u
 #define VK_BUFFER_USAGE_TRANSFER_DST_BIT 0x2u
+#define VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT 0x10u
 #define VK_BUFFER_USAGE_STORAGE_BUFFER_BIT 0x20u
+#define VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER 6
+#define VK_DESCRIPTOR_TYPE_STORAGE_BUFFER 7
+#define VK_SHADER_STAGE_COMPUTE_BIT 0x20u
+#define VK_PIPELINE_BIND_POINT_COMPUTE 1
+#define VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT 0x800u
+#define VK_ACCESS_SHADER_WRITE_BIT 0x40u
 #define VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT 0x80u
 #define VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT 0x2u
 #define VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT 0x1u
@@ -81,6 +103,9 @@ enum {
 #define VK_SEMAPHORE_TYPE_TIMELINE 1
 #define VK_PIPELINE_STAGE_TRANSFER_BIT 0x1000u
 #define VK_PIPELINE_STAGE_HOST_BIT 0x4000u
+#define VK_PIPELINE_STAGE_ALL_COMMANDS_BIT 0x10000u
+#define VK_ACCESS_MEMORY_READ_BIT 0x8000u
+#define VK_ACCESS_MEMORY_WRITE_BIT 0x10000u
 #define VK_ACCESS_TRANSFER_WRITE_BIT 0x1000u
 #define VK_ACCESS_HOST_READ_BIT 0x2000u
 #define VK_SHARING_MODE_EXCLUSIVE 0
@@ -333,6 +358,101 @@ typedef struct VkSemaphoreWaitInfo {
 	const uint64_t *pValues;
 } VkSemaphoreWaitInfo;
 
+typedef struct VkShaderModuleCreateInfo {
+	VkStructureType sType;
+	const void *pNext;
+	VkFlags flags;
+	size_t codeSize;
+	const uint32_t *pCode;
+} VkShaderModuleCreateInfo;
+
+typedef struct VkDescriptorSetLayoutBinding {
+	uint32_t binding;
+	int32_t descriptorType;
+	uint32_t descriptorCount;
+	VkFlags stageFlags;
+	const void *pImmutableSamplers;
+} VkDescriptorSetLayoutBinding;
+
+typedef struct VkDescriptorSetLayoutCreateInfo {
+	VkStructureType sType;
+	const void *pNext;
+	VkFlags flags;
+	uint32_t bindingCount;
+	const VkDescriptorSetLayoutBinding *pBindings;
+} VkDescriptorSetLayoutCreateInfo;
+
+typedef struct VkPipelineLayoutCreateInfo {
+	VkStructureType sType;
+	const void *pNext;
+	VkFlags flags;
+	uint32_t setLayoutCount;
+	const VkDescriptorSetLayout *pSetLayouts;
+	uint32_t pushConstantRangeCount;
+	const void *pPushConstantRanges;
+} VkPipelineLayoutCreateInfo;
+
+typedef struct VkPipelineShaderStageCreateInfo {
+	VkStructureType sType;
+	const void *pNext;
+	VkFlags flags;
+	VkFlags stage;
+	VkShaderModule module;
+	const char *pName;
+	const void *pSpecializationInfo;
+} VkPipelineShaderStageCreateInfo;
+
+typedef struct VkComputePipelineCreateInfo {
+	VkStructureType sType;
+	const void *pNext;
+	VkFlags flags;
+	VkPipelineShaderStageCreateInfo stage;
+	VkPipelineLayout layout;
+	VkPipeline basePipelineHandle;
+	int32_t basePipelineIndex;
+} VkComputePipelineCreateInfo;
+
+typedef struct VkDescriptorPoolSize {
+	int32_t type;
+	uint32_t descriptorCount;
+} VkDescriptorPoolSize;
+
+typedef struct VkDescriptorPoolCreateInfo {
+	VkStructureType sType;
+	const void *pNext;
+	VkFlags flags;
+	uint32_t maxSets;
+	uint32_t poolSizeCount;
+	const VkDescriptorPoolSize *pPoolSizes;
+} VkDescriptorPoolCreateInfo;
+
+typedef struct VkDescriptorSetAllocateInfo {
+	VkStructureType sType;
+	const void *pNext;
+	VkDescriptorPool descriptorPool;
+	uint32_t descriptorSetCount;
+	const VkDescriptorSetLayout *pSetLayouts;
+} VkDescriptorSetAllocateInfo;
+
+typedef struct VkDescriptorBufferInfo {
+	VkBuffer buffer;
+	VkDeviceSize offset;
+	VkDeviceSize range;
+} VkDescriptorBufferInfo;
+
+typedef struct VkWriteDescriptorSet {
+	VkStructureType sType;
+	const void *pNext;
+	VkDescriptorSet dstSet;
+	uint32_t dstBinding;
+	uint32_t dstArrayElement;
+	uint32_t descriptorCount;
+	int32_t descriptorType;
+	const void *pImageInfo;
+	const VkDescriptorBufferInfo *pBufferInfo;
+	const void *pTexelBufferView;
+} VkWriteDescriptorSet;
+
 // Entry points (the Vulkan calling convention is the C one on x86-64).
 typedef void (*PFN_vkVoidFunction)(void);
 typedef PFN_vkVoidFunction (*PFN_vkGetInstanceProcAddr)(VkInstance, const char *);
@@ -370,4 +490,19 @@ typedef VkResult (*PFN_vkCreateSemaphore)(VkDevice, const VkSemaphoreCreateInfo 
 typedef void (*PFN_vkDestroySemaphore)(VkDevice, VkSemaphore, const void *);
 typedef VkResult (*PFN_vkWaitSemaphores)(VkDevice, const VkSemaphoreWaitInfo *, uint64_t);
 typedef VkResult (*PFN_vkGetSemaphoreCounterValue)(VkDevice, VkSemaphore, uint64_t *);
+typedef VkResult (*PFN_vkCreateShaderModule)(VkDevice, const VkShaderModuleCreateInfo *, const void *, VkShaderModule *);
+typedef void (*PFN_vkDestroyShaderModule)(VkDevice, VkShaderModule, const void *);
+typedef VkResult (*PFN_vkCreateDescriptorSetLayout)(VkDevice, const VkDescriptorSetLayoutCreateInfo *, const void *, VkDescriptorSetLayout *);
+typedef void (*PFN_vkDestroyDescriptorSetLayout)(VkDevice, VkDescriptorSetLayout, const void *);
+typedef VkResult (*PFN_vkCreatePipelineLayout)(VkDevice, const VkPipelineLayoutCreateInfo *, const void *, VkPipelineLayout *);
+typedef void (*PFN_vkDestroyPipelineLayout)(VkDevice, VkPipelineLayout, const void *);
+typedef VkResult (*PFN_vkCreateComputePipelines)(VkDevice, VkPipelineCache, uint32_t, const VkComputePipelineCreateInfo *, const void *, VkPipeline *);
+typedef void (*PFN_vkDestroyPipeline)(VkDevice, VkPipeline, const void *);
+typedef VkResult (*PFN_vkCreateDescriptorPool)(VkDevice, const VkDescriptorPoolCreateInfo *, const void *, VkDescriptorPool *);
+typedef void (*PFN_vkDestroyDescriptorPool)(VkDevice, VkDescriptorPool, const void *);
+typedef VkResult (*PFN_vkAllocateDescriptorSets)(VkDevice, const VkDescriptorSetAllocateInfo *, VkDescriptorSet *);
+typedef void (*PFN_vkUpdateDescriptorSets)(VkDevice, uint32_t, const VkWriteDescriptorSet *, uint32_t, const void *);
+typedef void (*PFN_vkCmdBindPipeline)(VkCommandBuffer, int32_t, VkPipeline);
+typedef void (*PFN_vkCmdBindDescriptorSets)(VkCommandBuffer, int32_t, VkPipelineLayout, uint32_t, uint32_t, const VkDescriptorSet *, uint32_t, const uint32_t *);
+typedef void (*PFN_vkCmdDispatch)(VkCommandBuffer, uint32_t, uint32_t, uint32_t);
 #endif
