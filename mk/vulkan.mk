@@ -80,3 +80,14 @@ vulkan-spirv-check: $(NAGA)
 .PHONY: vulkan-spirv-into
 vulkan-spirv-into: $(NAGA)
 	$(call spirv_build,$(SPIRV_OUT))
+
+# The vk package's tests and BenchmarkCompress on the GPU machine:
+# .carry/vulkan (git-ignored) gets the test binary, the run script and
+# the Vulkan loader debs. There: bash .carry/vulkan/gpu-run.sh
+VULKAN_CARRY := .carry/vulkan
+.PHONY: vulkan-carry
+vulkan-carry: vkprobe-carry
+	mkdir -p $(VULKAN_CARRY)/debs
+	$(GO) test -c -o $(VULKAN_CARRY)/vk.test ./backends/vulkan/vk
+	cp backends/vulkan/vk/testdata/gpu-run.sh $(VULKAN_CARRY)/
+	cp $(VKPROBE_CARRY)/debs/*.deb $(VULKAN_CARRY)/debs/

@@ -18,7 +18,7 @@ import (
 
 // hostMem returns n bytes of zeroed anonymous memory (page aligned, outside
 // the Go heap), imported into d.
-func hostMem(t *testing.T, d *Device, n int) ([]byte, *Buffer) {
+func hostMem(t testing.TB, d *Device, n int) ([]byte, *Buffer) {
 	t.Helper()
 	n = (n + 4095) &^ 4095
 	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -34,7 +34,7 @@ func hostMem(t *testing.T, d *Device, n int) ([]byte, *Buffer) {
 	return m, b
 }
 
-func devMem(t *testing.T, d *Device, n int) *Buffer {
+func devMem(t testing.TB, d *Device, n int) *Buffer {
 	t.Helper()
 	b, err := d.NewBuffer(int64(n))
 	if err != nil {
