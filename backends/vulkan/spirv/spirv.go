@@ -13,9 +13,11 @@ import _ "embed"
 // The kernels for 4 KiB pages.
 var (
 	//go:embed compress.spv
-	Compress []byte // classify + LZ4, workgroup-memory prefix sums
+	Compress []byte // classify + LZ4 at the engine's chain depth, workgroup-memory prefix sums
 	//go:embed compress_sg.spv
 	CompressSubgroups []byte // the same with subgroup prefix sums (needs subgroup arithmetic)
+	//go:embed compress_exact.spv
+	CompressExact []byte // pagelz4's chain depth: pagelz4's bytes, for tests
 	//go:embed decompress.spv
 	Decompress []byte
 )

@@ -33,7 +33,8 @@ func TestModules(t *testing.T) {
 	for _, c := range []struct {
 		name, entry string
 		m           []byte
-	}{{"compress", "compress", Compress}, {"compress_sg", "compress", CompressSubgroups}, {"decompress", "decompress", Decompress}} {
+	}{{"compress", "compress", Compress}, {"compress_sg", "compress", CompressSubgroups},
+		{"compress_exact", "compress", CompressExact}, {"decompress", "decompress", Decompress}} {
 		name, m := c.name, c.m
 		if len(m) < 20 || len(m)%4 != 0 {
 			t.Errorf("%s: %d bytes, not a SPIR-V module", name, len(m))

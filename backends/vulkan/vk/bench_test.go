@@ -27,7 +27,8 @@ func cpuSeconds() float64 {
 // from imported host memory (across PCIe on a GPU); "device": the pages
 // were put in device memory first (the kernel alone, the ceiling).
 // S4D_BENCH_MIB sets the pages' size (default 256), S4D_BENCH_SG=1 the
-// subgroup kernel. Reports GB/s of pages and core-s/GB.
+// subgroup kernel, S4D_BENCH_EXACT=1 pagelz4's chain depth (default: the
+// engine's, as backends/webgpu's benchmarks run). Reports GB/s of pages and core-s/GB.
 func BenchmarkCompress(b *testing.B) {
 	d, err := Open(Options{Device: -1})
 	if err != nil {
@@ -43,17 +44,17 @@ func BenchmarkCompress(b *testing.B) {
 	if os.Getenv("S4D_BENCH_SG") == "1" {
 		code = spirv.CompressSubgroups
 	}
+	if os.Getenv("S4D_BENCH_EXACT") == "1" {
+		code = spirv.CompressExact
+	}
 	const ps, batch, depth, threshold = 4096, 4096, 4, 3072
 	total := mib << 20 / (batch * ps) * (batch * ps)
 	if total == 0 {
 		total = batch * ps
 	}
 	pages, in := hostMem(b, d, total)
-	// A mix of every corpus kind, 64 MiB of it repeated.
-	var mix []byte
-	for _, k := range corpus.Kinds {
-		mix = append(mix, corpus.Pages(k, 16384/len(corpus.Kinds), ps, 7)...)
-	}
+	// The webgpu benchmarks' pages (64 MiB of corpus.Mixed, repeated).
+	mix := corpus.Pages(corpus.Mixed, 16384, ps, 5)
 	for off := 0; off < total; off += len(mix) {
 		copy(pages[off:], mix)
 	}
