@@ -10,6 +10,7 @@
 #include "queue.h"
 
 #include <errno.h>
+#include <link.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -175,6 +176,7 @@ static void *run(void *arg) {
 	// The thread's allocations (none once serving) do not recurse into
 	// reclaim of block I/O: it is the server of a swap device.
 	prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0);
+	prctl(PR_SET_NAME, "s4d-swapq", 0, 0, 0);  // to find it in a stall's stacks
 	struct ring r;
 	memset(&r, 0, sizeof r);
 	uint32_t flags = q->plain_ring ? 0 : SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN;
@@ -258,4 +260,23 @@ void s4d_code_range(uintptr_t *lo, uintptr_t *hi) {
 		if (fs[i] > *hi) *hi = fs[i];
 	}
 	*hi += 64 << 10;  // the last function's body: none here is longer
+}
+
+// s4d_pin_addrs lists what else of the program the path touches once
+// serving, each to be locked page-wise: the static variables it reads,
+// the program's tables of calls into shared libraries (GOT), and the
+// stubs its calls into the C library go through (PLT: in a program that
+// is not position-independent, a library function's address taken here
+// is its stub). On tmpfs (an initramfs) or as copied-on-write pages
+// these can otherwise go to swap, on the very device the fault waits for.
+int s4d_store_statics(uintptr_t *out);
+int s4d_pin_addrs(uintptr_t *out, int max) {
+	int n = s4d_store_statics(out);
+	uintptr_t got = 0;  // DT_PLTGOT: the program's .got.plt (absolute: it is not position-independent)
+	for (ElfW(Dyn) *d = _DYNAMIC; d->d_tag != DT_NULL; d++)
+		if (d->d_tag == DT_PLTGOT) got = d->d_un.d_ptr;
+	uintptr_t more[] = {got, (uintptr_t)memcpy, (uintptr_t)memset, (uintptr_t)syscall,
+	                    (uintptr_t)write, (uintptr_t)__errno_location};
+	for (unsigned i = 0; i < sizeof more / sizeof more[0] && n < max; i++) out[n++] = more[i];
+	return n;
 }

@@ -3,6 +3,7 @@ package swapio
 /*
 #include "queue.h"
 void s4d_code_range(uintptr_t *lo, uintptr_t *hi);
+int s4d_pin_addrs(uintptr_t *out, int max);
 */
 import "C"
 
@@ -155,6 +156,19 @@ func LockCode() (uint64, error) {
 		total += uint64(hi - lo)
 	}
 	lock(from, to, "the swap path's code")
+	var pins [16]C.uintptr_t
+	n := int(C.s4d_pin_addrs(&pins[0], C.int(len(pins))))
+	for i, a := range pins[:n] {
+		if a == 0 {
+			continue
+		}
+		lo := uintptr(a) &^ (ps - 1)
+		hi := lo + ps
+		if i == 2 { // the GOT: .got before the symbol, .got.plt after
+			lo, hi = lo-ps, lo+4*ps
+		}
+		lock(lo, hi, "the swap path's tables and stubs")
+	}
 	exe, _ := os.Executable()
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
@@ -162,13 +176,28 @@ func LockCode() (uint64, error) {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	var libEnd uintptr // end of the last library mapping locked: its .bss follows, anonymous
 	for sc.Scan() {
-		fs := strings.Fields(sc.Text()) // start-end perms offset dev inode path
-		if len(fs) < 6 || !strings.HasPrefix(fs[5], "/") {
+		fs := strings.Fields(sc.Text()) // start-end perms offset dev inode [path]
+		var lo, hi uintptr
+		if len(fs) < 5 {
 			continue
 		}
-		var lo, hi uintptr
 		if _, err := fmt.Sscanf(fs[0], "%x-%x", &lo, &hi); err != nil || hi <= lo {
+			continue
+		}
+		if len(fs) < 6 {
+			// A library's zero-initialised data (the C library's tunables
+			// that memcpy reads among them): found swapped out in the
+			// guest, under the queue thread's memcpy.
+			if lo == libEnd && strings.HasPrefix(fs[1], "rw") {
+				lock(lo, hi, "a library's .bss")
+			}
+			libEnd = 0
+			continue
+		}
+		libEnd = 0
+		if !strings.HasPrefix(fs[5], "/") {
 			continue
 		}
 		base := fs[5][strings.LastIndex(fs[5], "/")+1:]
@@ -177,6 +206,7 @@ func LockCode() (uint64, error) {
 			lock(lo, hi, fs[5])
 		case strings.HasPrefix(base, "libc.so") || strings.HasPrefix(base, "liblz4.so") || strings.HasPrefix(base, "ld-linux"):
 			lock(lo, hi, fs[5])
+			libEnd = hi
 		}
 	}
 	return total, errors.Join(append(errs, sc.Err())...)

@@ -338,3 +338,9 @@ void s4d_store_code(uintptr_t *lo, uintptr_t *hi) {
 		if (fs[i] > *hi) *hi = fs[i];
 	}
 }
+
+int s4d_store_statics(uintptr_t *out) {
+	out[0] = (uintptr_t)&lz4_compress;
+	out[1] = (uintptr_t)&lz4_decompress;
+	return 2;
+}

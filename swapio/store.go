@@ -210,6 +210,8 @@ func (st *Store) refill() {
 	defer close(st.done)
 	runtime.LockOSThread()
 	unix.Prctl(unix.PR_SET_IO_FLUSHER, 0, 0, 0, 0)
+	name := []byte("s4d-refill\x00")
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
 	var buf [8]byte
 	fds := []unix.PollFd{{Fd: int32(st.efd), Events: unix.POLLIN}}
 	for {
