@@ -11,8 +11,9 @@ Pairs (each run does every one, Go then Python, so load drifts alike):
   park     park / restore(out=) of a float32 array vs  s4d bench (same bytes)
   park-new park / restore into a new array  vs  s4d bench (the new array's
            memory is allocated and faulted in within the restore)
-Every Python destination is pre-faulted, as Go's are; every run checks the
-bytes it got back. s4d bench sends one request at a time per client; the
+Each run's figure is the fastest of --repeat (3) for both clients, as s4d
+bench's --repeat keeps its fastest; medians are over --runs (5). Every Python
+destination is pre-faulted, as Go's are; every GET is checked byte for byte. s4d bench sends one request at a time per client; the
 Python client keeps up to four in flight."""
 
 from __future__ import annotations
@@ -38,16 +39,24 @@ def size(s: str) -> int:
 
 def go_run(a, memfd: bool) -> tuple[float, float]:
     cmd = [a.s4d, "bench", "--socket", a.socket, "--file", a.file, "--max-bytes", str(a.nbytes),
-           "--clients", "1", "--batch", str(a.batch), "--repeat", str(a.go_repeat), "--json"] + (["--memfd"] if memfd else [])
+           "--clients", "1", "--batch", str(a.batch), "--repeat", str(a.repeat), "--json"] + (["--memfd"] if memfd else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     r = json.loads(out)["results"][0]
     return r["put_gb_per_s"], r["get_gb_per_s"]
 
 
-def timed(f) -> float:
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
+def timed(f, check=None, reset=None, repeat=1) -> float:
+    """The fastest of repeat runs of f, each followed by check and reset."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+        if check:
+            check()
+        if reset:
+            reset()
+    return best
 
 
 def main():
@@ -57,9 +66,8 @@ def main():
     p.add_argument("--max-bytes", default="1G")
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--go-repeat", type=int, default=3,
-                   help="s4d bench's --repeat: each Go figure is its fastest of this many (its buffers warm, "
-                        "as Python's are after the first run); Python's are medians, so the ratio is conservative")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="each run's figure, Go's (s4d bench --repeat) and Python's alike, is the fastest of this many")
     p.add_argument("--s4d", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../bin/s4d"))
     a = p.parse_args()
     c = s4d.Client(a.socket, batch_pages=a.batch, timeout=300)
@@ -86,40 +94,42 @@ def main():
         if not np.array_equal(np.frombuffer(got, dtype=np.uint8), np.frombuffer(want, dtype=np.uint8)):
             sys.exit(f"{what}: the pages came back different")
 
+    R = a.repeat
     for r in range(a.runs):
         gp, gg = go_run(a, memfd=True)
         res["buffer"]["go"][0].append(gp), res["buffer"]["go"][1].append(gg)
-        pt = timed(lambda: c.put("ratio", keys, buf))
-        gt = timed(lambda: c.get_into("ratio", keys, back))
-        same(back, buf, "buffer")
+        pt = timed(lambda: c.put("ratio", keys, buf), repeat=R)
+        gt = timed(lambda: c.get_into("ratio", keys, back), lambda: same(back, buf, "buffer"), repeat=R)
         c.delete("ratio", keys)
         add("buffer", "py", pt, gt)
 
         gp, gg = go_run(a, memfd=False)
         for pair in ("numpy", "park", "park-new"):
             res[pair]["go"][0].append(gp), res[pair]["go"][1].append(gg)
-        pt = timed(lambda: c.put("ratio", keys, arr))
-        gt = timed(lambda: c.get_into("ratio", keys, into))
-        same(into, arr, "numpy")
-        into[:] = 1
+        pt = timed(lambda: c.put("ratio", keys, arr), repeat=R)
+        gt = timed(lambda: c.get_into("ratio", keys, into), lambda: same(into, arr, "numpy"),
+                   lambda: into.fill(1), repeat=R)
         c.delete("ratio", keys)
         add("numpy", "py", pt, gt)
 
-        pt = timed(lambda: c.park("ratio", f32))
-        gt = timed(lambda: c.restore("ratio", out=f32back))
-        same(f32back, f32, "park")
-        f32back[:] = 1
-        add("park", "py", pt, gt)
+        # restore deletes what it read: each repeat parks again first.
+        pts, gts = [], []
+        for _ in range(R):
+            pts.append(timed(lambda: c.park("ratio", f32)))
+            gts.append(timed(lambda: c.restore("ratio", out=f32back), lambda: same(f32back, f32, "park"),
+                             lambda: f32back.fill(1)))
+        add("park", "py", min(pts), min(gts))
         got = []
-        pt = timed(lambda: c.park("ratio", f32))
-        gt = timed(lambda: got.append(c.restore("ratio")))
-        same(got[0], f32, "park-new")
-        got.clear()
-        add("park-new", "py", pt, gt)
+        pts, gts = [], []
+        for _ in range(R):
+            pts.append(timed(lambda: c.park("ratio", f32)))
+            gts.append(timed(lambda: got.append(c.restore("ratio")), lambda: same(got[0], f32, "park-new"),
+                             got.clear))
+        add("park-new", "py", min(pts), min(gts))
         print(f"run {r + 1}/{a.runs} done", file=sys.stderr)
 
     print(f"{n} pages ({a.nbytes >> 20} MiB) of {a.file}, batch {a.batch} pages, one client, "
-          f"medians of {a.runs} alternating runs, daemon {c.hello()['server']} at {a.socket}")
+          f"medians of {a.runs} alternating runs (each the fastest of {a.repeat}), daemon {c.hello()['server']} at {a.socket}")
     print(f"{'pair':8} {'Go PUT':>8} {'Py PUT':>8} {'ratio':>6}   {'Go GET':>8} {'Py GET':>8} {'ratio':>6}")
     for pair, v in res.items():
         gp, gg = statistics.median(v["go"][0]), statistics.median(v["go"][1])
