@@ -179,9 +179,9 @@ static char *obj_alloc(struct s4d_store *s, int c) {
 	sb->free = *(uint16_t *)o;
 	if (++sb->inuse == sb->cap) list_del(k, sb);
 	spin_unlock(&k->lock);
-	// Below a quarter of a slab per class left in the ring: refill now,
-	// before a write finds none.
-	if (s4d_store_ring_free(s) < S4D_NCLASS / 4 + 1) wake_refill(s);
+	// Below half the reserve left in the ring: refill now, while the
+	// other half lets writes go on freeing memory for the refill to take.
+	if (s4d_store_ring_free(s) < atomic_load_explicit(&s->low, memory_order_relaxed)) wake_refill(s);
 	return o;
 }
 

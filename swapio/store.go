@@ -39,8 +39,8 @@ type Options struct {
 // in the write, with GFP flags that may not wait); ours grows when writes
 // find it empty (Stats.NoMem).
 const (
-	DefaultReserve    = 4 << 20
-	DefaultMaxReserve = 64 << 20
+	DefaultReserve    = 16 << 20
+	DefaultMaxReserve = 128 << 20
 )
 
 // Store is the swap store of one device, in memory outside the Go heap:
@@ -137,21 +137,31 @@ func (st *Store) fill() error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	want := st.reserve.Load() / SlabSize
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&st.s.low)), want/2)
 	for uint64(C.s4d_store_ring_free(st.s)) < want {
 		if len(st.idle) == 0 {
-			if err := st.mapRegion(); err != nil {
+			// Locking faults the memory in: this is where the refill may
+			// wait for memory (reclaim may swap out to the device, whose
+			// writes meanwhile take from what the ring has left). A
+			// region is locked whole, in one call.
+			r, err := st.mapRegion()
+			if err != nil {
 				return err
+			}
+			if err := unix.Mlock(r); err != nil {
+				return fmt.Errorf("mlock swap slabs: %w", err)
+			}
+			for i := len(r) - SlabSize; i >= 0; i -= SlabSize {
+				st.idle = append(st.idle, unsafe.Pointer(&r[i]))
 			}
 		}
 		p := st.idle[len(st.idle)-1]
-		// Locking faults the slab in: this is where the refill may wait
-		// for memory (reclaim may swap out to the device, whose writes
-		// meanwhile take from what the ring has left).
+		// A slab given back (release) is locked again; locking one that
+		// is locked does nothing.
 		if err := unix.Mlock(unsafe.Slice((*byte)(p), SlabSize)); err != nil {
 			return fmt.Errorf("mlock a slab: %w", err)
 		}
 		if C.s4d_store_push(st.s, p) != 0 {
-			unix.Munlock(unsafe.Slice((*byte)(p), SlabSize))
 			break
 		}
 		st.idle = st.idle[:len(st.idle)-1]
@@ -179,27 +189,25 @@ func (st *Store) release(p unsafe.Pointer) {
 }
 
 // mapRegion maps regionLen bytes aligned to a slab (a slab's header is
-// found from an object's address) and lists its slabs as idle.
-func (st *Store) mapRegion() error {
+// found from an object's address).
+func (st *Store) mapRegion() ([]byte, error) {
 	raw, err := unix.Mmap(-1, 0, regionLen+SlabSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
-		return fmt.Errorf("mapping swap slabs: %w", err)
+		return nil, fmt.Errorf("mapping swap slabs: %w", err)
 	}
 	base := uintptr(unsafe.Pointer(&raw[0]))
 	off := int((SlabSize - base%SlabSize) % SlabSize)
-	// The unaligned head and tail go back at once.
+	// The unaligned head and tail go back at once. By munmap itself:
+	// unix.Munmap frees only a slice unix.Mmap returned, whole.
 	if off > 0 {
-		unix.Munmap(raw[:off])
+		munmap(raw[:off])
 	}
 	if tail := raw[off+regionLen:]; len(tail) > 0 {
-		unix.Munmap(tail)
+		munmap(tail)
 	}
 	r := raw[off : off+regionLen : off+regionLen]
 	st.regions = append(st.regions, r)
-	for i := regionLen - SlabSize; i >= 0; i -= SlabSize {
-		st.idle = append(st.idle, unsafe.Pointer(&r[i]))
-	}
-	return nil
+	return r, nil
 }
 
 // refill runs until Close on a thread of its own that is no I/O flusher:
@@ -252,7 +260,7 @@ func (st *Store) Close() {
 
 func (st *Store) unmap() {
 	for _, r := range st.regions {
-		unix.Munmap(r)
+		munmap(r)
 	}
 	for _, b := range st.mem {
 		unix.Munmap(b)
@@ -329,4 +337,13 @@ func (st *Store) corrupt(block uint64) bool {
 	}
 	*p ^= 0x40
 	return true
+}
+
+// munmap unmaps part of a mapping (unix.Munmap refuses anything but a
+// whole one, and said nothing: `swap del` left the slabs mapped).
+func munmap(b []byte) error {
+	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0); e != 0 {
+		return e
+	}
+	return nil
 }

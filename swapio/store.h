@@ -53,6 +53,7 @@ struct s4d_store {
 	uint64_t *ring;
 	uint32_t ring_cap;  // a power of two
 	_Atomic uint64_t head, tail;
+	_Atomic uint64_t low;  // fewer slabs than this in the ring: wake the refill (Go sets it)
 	// Slabs emptied by frees, reused first; Go takes the surplus back.
 	atomic_flag empty_lock;
 	struct s4d_slab *empty;

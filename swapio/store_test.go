@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -235,5 +236,27 @@ func TestStoreConcurrent(t *testing.T) {
 	st.discard(0, writers*per)
 	if s := st.Stats(); s.Pages != 0 || s.ComprBytes != 0 {
 		t.Fatalf("after discarding everything: %+v", s)
+	}
+}
+
+// Close gives every byte back: the slabs' regions are unmapped (a part of
+// a mapping unix.Munmap does not free).
+func TestStoreCloseUnmaps(t *testing.T) {
+	st := newTestStore(t, 8<<20, Options{Reserve: 2 << 20})
+	scratch := make([]byte, PageSize)
+	for b := range 64 {
+		if err := st.write(uint64(b), randomPage(uint64(b)), scratch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.mu.Lock()
+	r := st.regions[0]
+	st.mu.Unlock()
+	st.Close()
+	// mincore fails with ENOMEM on an address that is not mapped.
+	vec := make([]byte, 1)
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&r[0])), PageSize, uintptr(unsafe.Pointer(&vec[0])))
+	if e != unix.ENOMEM {
+		t.Fatalf("a slab region still mapped after Close: mincore %v", e)
 	}
 }
