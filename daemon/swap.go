@@ -290,6 +290,7 @@ func (d *Daemon) delSwap(name string) ([]ipc.SwapDevice, error) {
 	}
 	s.devs = keep
 	s.publish()
+	d.releaseNative()
 	if err := d.saveSwaps(false); err != nil {
 		d.log.Error("swap records not written", "err", err)
 	}

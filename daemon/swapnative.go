@@ -93,3 +93,17 @@ func describeNative(sd *swapDev, out *ipc.SwapDevice) {
 	out.Discard, out.Errors, out.Lost = st.Discards, qs.Errors, st.LostReads
 	out.Requests, out.Waits = qs.Requests, qs.Waits
 }
+
+// releaseNative, after a device is removed: with no native device left,
+// the code locked for them is unlocked (guardNative locks it again).
+func (d *Daemon) releaseNative() {
+	for _, sd := range d.swaps.devs {
+		if sd.nat != nil {
+			return
+		}
+	}
+	if d.swaps.nativeGuarded {
+		swapio.UnlockCode()
+		d.swaps.nativeGuarded = false
+	}
+}

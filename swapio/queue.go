@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -142,6 +143,11 @@ func (q *Queue) Stats() QueueStats {
 // swap, on the very device the fault would wait for. It returns the
 // bytes locked.
 func LockCode() (uint64, error) {
+	codeMu.Lock()
+	defer codeMu.Unlock()
+	if len(codeLocked) > 0 {
+		return 0, nil // locked already
+	}
 	var lo, hi C.uintptr_t
 	C.s4d_code_range(&lo, &hi)
 	ps := uintptr(os.Getpagesize())
@@ -153,6 +159,7 @@ func LockCode() (uint64, error) {
 			errs = append(errs, fmt.Errorf("mlock %s: %w", what, e))
 			return
 		}
+		codeLocked = append(codeLocked, [2]uintptr{lo, hi})
 		total += uint64(hi - lo)
 	}
 	lock(from, to, "the swap path's code")
@@ -210,4 +217,21 @@ func LockCode() (uint64, error) {
 		}
 	}
 	return total, errors.Join(append(errs, sc.Err())...)
+}
+
+// What LockCode locked, for UnlockCode.
+var (
+	codeMu     sync.Mutex
+	codeLocked [][2]uintptr
+)
+
+// UnlockCode undoes LockCode, once the last device is gone: the daemon
+// then keeps nothing locked for swap.
+func UnlockCode() {
+	codeMu.Lock()
+	defer codeMu.Unlock()
+	for _, r := range codeLocked {
+		unix.Syscall(unix.SYS_MUNLOCK, r[0], r[1]-r[0], 0)
+	}
+	codeLocked = nil
 }
