@@ -9,7 +9,9 @@
 // queue is one goroutine locked to its OS thread with its own ring; the
 // requests one ring wait returns are served as one batch (batch.go), so
 // the engine behind the store gets as many pages at once as the kernel
-// had in flight.
+// had in flight. With Options.Native the queues are C threads of package
+// swapio instead (native.go): no Go on the I/O path; this package keeps the
+// control commands.
 //
 // io_uring is used through raw syscalls (golang.org/x/sys/unix): the Go
 // io_uring and ublk modules are refused by our module proxy, and

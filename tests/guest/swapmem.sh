@@ -62,7 +62,7 @@ b1=$(ma); l1=$(ml)
 echo "S4D-RESULT tag=s4d-add native=$NATIVE size=$SIZE delta_mib=$((b1-b0)) mlocked_before=$l0 mlocked_after=$l1"
 grep -E "VmLck|VmRSS" /proc/$daemon/status
 mkswap $dev >/dev/null
-swapon $dev
+swapon -d $dev  # discards: a slot freed by an exiting process frees its slab
 lockwatch 15 200 $daemon &
 watch=$!
 rc=0
