@@ -25,6 +25,7 @@ for _ in $(seq 120); do grep -q ready "$OUT/py.log" 2>/dev/null && break; sleep 
 python3 clients/python/bench/dump_pid.py $PY $((1 << 30)) /tmp/corpus
 kill $PY
 SOCK=/tmp/s4d-ratio.sock
+export S4D_SOCKET=$SOCK
 "$CARRY"/s4d daemon --socket $SOCK --backend ${BACKEND:-auto} --socket-mode 0666 >"$OUT/daemon.log" 2>&1 &
 D=$!
 for _ in $(seq 120); do "$CARRY"/s4d ctl --socket $SOCK stats >/dev/null 2>&1 && break; sleep 0.5; done
@@ -38,6 +39,21 @@ if [ "${SUITE:-1}" = 1 ]; then
 		-s clients/python/tests -t clients/python/tests >"$OUT/unittest.txt" 2>&1
 	echo "python suite: exit $?"; tail -4 "$OUT/unittest.txt"
 	grep -i "torch\|skip" "$OUT/unittest.txt" | head -20
+fi
+if [ "${GUIDE:-0}" = 1 ]; then
+	# Every python block of the Python guide, each in a fresh interpreter.
+	python3 - docs/guides/python.md >"$OUT/guide.txt" 2>&1 <<'PY'
+import os, re, subprocess, sys
+blocks = re.findall(r"```python\n(.*?)```", open(sys.argv[1]).read(), re.S)
+env = dict(os.environ, PYTHONPATH="clients/python")
+bad = 0
+for i, b in enumerate(blocks):
+    r = subprocess.run([sys.executable, "-c", b], env=env, capture_output=True, text=True, timeout=300)
+    print(f"block {i}: exit {r.returncode}", r.stdout[-300:], r.stderr[-1500:])
+    bad += r.returncode != 0
+print(f"{len(blocks)} blocks, {bad} failed")
+PY
+	S4D_SOCKET=$SOCK; tail -3 "$OUT/guide.txt"
 fi
 kill $D; wait $D
 tail -3 "$OUT/daemon.log"
