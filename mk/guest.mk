@@ -85,4 +85,4 @@ deps-guest-kernel: deps-guest-pkgs
 # swap-in latency, ratios to zram) in the log.
 .PHONY: test-guest
 test-guest: deps-guest
-	$(GO) test -count=1 -timeout 20m -run 'TestGuest' -v ./tests
+	S4D_GUEST_RECOVERY=1 $(GO) test -count=1 -timeout 20m -run 'TestGuest' -v ./tests
