@@ -40,6 +40,9 @@ type Config struct {
 	WebGPULib    string
 	WebGPUCPU    bool // use a CPU adapter (lavapipe) for webgpu
 	WebGPUNoSG   bool // webgpu: workgroup-memory scans even with subgroups
+	// WGSLRuntime runs the WGSL kernels: "vulkan" (host memory imported,
+	// no staging copies), "webgpu" (a webgpu.h library), or "auto".
+	WGSLRuntime  string
 	NvcompLib    string
 	GPUMemLimit  int64
 	GPUs         []int         // GPU ordinals to use (--gpus 0,2); nil = every visible one
@@ -73,6 +76,10 @@ type Config struct {
 	// recovery; daemon/swapkeep.go). On by default: shown in the guest
 	// (README, "Restarts and crashes"; tests/guest_recovery_test.go).
 	SwapTakeover bool
+	// SwapIO serves swap devices: "native" (C queue threads and a C store
+	// outside the Go runtime, package swapio) or "go" (the older path:
+	// the runtime locked in memory, a reserve and a relief valve).
+	SwapIO string
 	// WritebackHeadroom is the percent of MemLimit kept free in the
 	// background by writing the coldest pages to the backing file, so
 	// that a PUT seldom writes back itself (0 = only when one must).
@@ -121,6 +128,8 @@ func Defaults() Config {
 		BackingVerify:       true,
 		WritebackHeadroom:   10,
 		SwapTakeover:        true,
+		SwapIO:              "go", // "native" once it takes devices over (issue 40)
+		WGSLRuntime:         "auto",
 		RemoteTimeout:       5 * time.Second, // remote.DefaultTimeout
 	}
 }
@@ -144,6 +153,14 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validateCold(); err != nil {
 		return err
+	}
+	switch c.WGSLRuntime {
+	case "auto", "vulkan", "webgpu":
+	default:
+		return fmt.Errorf("wgsl runtime %q: must be auto, vulkan or webgpu", c.WGSLRuntime)
+	}
+	if c.SwapIO != "native" && c.SwapIO != "go" {
+		return fmt.Errorf("swap io %q: must be native or go", c.SwapIO)
 	}
 	if c.Persist && c.BackingFile == "" {
 		return fmt.Errorf("persist needs a backing file (--backing-file)")

@@ -50,6 +50,7 @@ var daemonHelp = map[string]flagHelp{
 	"nvcomp-lib":          {catEngines, "`PATH` libnvcomp.so.N to load; default: searched"},
 	"webgpu-lib":          {catEngines, "`PATH` webgpu.h library to load (Dawn, wgpu-native); default: searched"},
 	"webgpu-cpu":          {catEngines, "`true|false` let webgpu run on a CPU adapter (lavapipe): correct but slower than cpu"},
+	"wgsl-runtime":        {catEngines, "`auto|vulkan|webgpu` what runs the WGSL kernels: vulkan imports client memory"},
 	"webgpu-no-subgroups": {catEngines, "`true|false` webgpu: workgroup-memory scans even with subgroups (testing)"},
 
 	"idle-epoch":            {catCold, "`DURATION` unit in which page ages are counted"},
@@ -62,6 +63,7 @@ var daemonHelp = map[string]flagHelp{
 	"writeback-headroom":    {catCold, "`PERCENT` share of --mem-limit kept free by writing cold pages ahead; 0 = only when needed"},
 	"persist":               {catCold, "`true|false` keep every page across a planned restart, on --backing-file"},
 	"checkpoint-interval":   {catCold, "`DURATION` interval of records against a crash, with --persist; 0 = only at a stop"},
+	"swap-io":               {catCold, "`native|go` what serves swap devices: native (outside the Go runtime) or go"},
 	"swap-takeover":         {catCold, "`true|false` swap devices outlive the daemon; the next start takes them over (s4d.toml(5))"},
 
 	"remote-tier":        {catRemote, "`URL` Valkey cluster below the backing file: valkey://host:port[,host:port...] (valkeys:// for TLS)"},
