@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}()
 	set := backends.Open(backends.FromEnv(backends.Options{PageSize: cfg.PageSize, Workers: cfg.Workers,
 		WebGPULib: cfg.WebGPULib, WebGPUCPU: cfg.WebGPUCPU, WebGPUNoSubgroups: cfg.WebGPUNoSG, NvcompLib: cfg.NvcompLib, GPUMemLimit: cfg.GPUMemLimit,
-		GPUs: cfg.GPUs, GPUPinLimit: cfg.GPUPinLimit}))
+		GPUs: cfg.GPUs, GPUPinLimit: cfg.GPUPinLimit, WGSLRuntime: cfg.WGSLRuntime}))
 	undo = append(undo, func() { set.Close() })
 	for _, st := range set.Statuses() {
 		cfg.Log.Info("backend", "name", st.Name, "state", st.State, "reason", st.Reason, "describe", st.Describe)
@@ -305,6 +305,9 @@ func (d *Daemon) shutdown() {
 	persistErr := d.cold.Close() // with persist, every page goes to the backing file
 	if kept {
 		// Only now may the next start serve every page it finds.
+		if persistErr == nil {
+			persistErr = d.swaps.keepErr
+		}
 		if persistErr != nil {
 			d.log.Error("swap devices left without their pages persisted: the next start fails reads of pages it cannot vouch for", "err", persistErr)
 		} else if err := d.saveSwaps(true); err != nil {

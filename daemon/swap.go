@@ -53,6 +53,11 @@ type swapSet struct {
 	take func(r swapRecord, trusted bool) (*swapDev, error)
 	// nativeGuarded: the native path's code is locked (guardNative).
 	nativeGuarded bool
+	// follow starts followSwapoff once, for either path.
+	follow sync.Once
+	// keepErr: a stop with persist could not keep a native device's
+	// pages (exportNative); the records then do not say clean.
+	keepErr error
 }
 
 type swapDev struct {
@@ -96,7 +101,7 @@ func (d *Daemon) addSwap(req ipc.SwapRequest, codec string, prio, spec int) (ipc
 	s := &d.swaps
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if nativeSwap {
+	if d.cfg.SwapIO == "native" {
 		return d.addNativeSwap(req, codec, prio, spec)
 	}
 	d.guardMemory()
@@ -193,7 +198,7 @@ func (d *Daemon) guardMemory() {
 		go d.watchStalls(v)
 	}
 	go d.keepSpare()
-	go d.followSwapoff()
+	d.swaps.follow.Do(func() { go d.followSwapoff() })
 }
 
 // setAside reserves memory for the device's compressed pages and grows
@@ -364,11 +369,33 @@ func (d *Daemon) followSwapoff() {
 		// any later one may be a swapon's, right after the swapoff seen.
 		seen := make([]uint64, len(s.devs))
 		for i, sd := range s.devs {
-			seen[i] = sd.st.writes.Load()
+			if sd.st != nil {
+				seen[i] = sd.st.writes.Load()
+			} else {
+				seen[i] = sd.nat.Writes()
+			}
 		}
 		active := ublk.ActiveSwaps()
 		for i, sd := range s.devs {
 			now := active[sd.dev.BlockPath()]
+			if sd.nat != nil {
+				if sd.active && !now {
+					// Block 0, the swap header, stays for a swapon without
+					// mkswap, unless lost with a crash: then the device is
+					// fresh, for s4d swap on to run mkswap.
+					before := sd.nat.Stats().Pages
+					lost0 := sd.nat.Lost(0)
+					if sd.nat.Empty(seen[i], true) {
+						sd.fresh = sd.fresh || lost0
+						d.log.Info("swapoff seen: pages dropped", "device", sd.dev.BlockPath(), "pages", before-sd.nat.Stats().Pages, "fresh", sd.fresh)
+					} else {
+						d.log.Info("swapoff seen, but the device was written since: pages kept", "device", sd.dev.BlockPath())
+						now = true
+					}
+				}
+				sd.active = now
+				continue
+			}
 			if sd.active && !now {
 				dropped, ok := d.emptyAfterSwapoff(sd, seen[i])
 				if ok {
@@ -414,7 +441,7 @@ func (d *Daemon) emptyAfterSwapoff(sd *swapDev, seen uint64) (uint64, bool) {
 // still in use as swap is turned off first, which brings its pages back
 // into the processes that own them: removing it under them would kill them.
 func (d *Daemon) stopSwaps() bool {
-	if d.cfg.Persist && d.cfg.SwapTakeover && !nativeSwap {
+	if d.cfg.Persist && d.cfg.SwapTakeover {
 		return d.keepSwaps()
 	}
 	s := &d.swaps
@@ -449,7 +476,7 @@ func (d *Daemon) stopSwaps() bool {
 // of the configuration not among them.
 func (d *Daemon) startSwaps() {
 	var taken []int
-	if d.cfg.SwapTakeover && !nativeSwap {
+	if d.cfg.SwapTakeover {
 		taken = d.recoverSwaps(d.cold.Seq())
 	}
 	for i, spec := range d.cfg.Swap {
@@ -480,7 +507,7 @@ func (d *Daemon) listSwaps() []ipc.SwapDevice {
 func (d *Daemon) describeSwap(sd *swapDev) ipc.SwapDevice {
 	if sd.nat != nil {
 		out := ipc.SwapDevice{Name: sd.dev.BlockPath(), DiskSize: sd.dev.Size(), Streams: sd.dev.Queues(), Depth: sd.dev.Depth(),
-			Fresh: sd.fresh, Priority: sd.prio}
+			Fresh: sd.fresh, Priority: sd.prio, Kept: d.cfg.Persist && d.cfg.SwapTakeover}
 		describeNative(sd, &out)
 		if err := sd.dev.Err(); err != nil {
 			out.Error = err.Error()

@@ -45,6 +45,10 @@ type swapRecord struct {
 	Codec   string `json:"codec,omitempty"`
 	Prio    int    `json:"prio"`
 	Spec    int    `json:"spec"` // the [[swap]] table it came from, -1 for `swap add`
+	// IO: the path that served it, "native" or "go" ("" in records of
+	// daemons before the native path: go). A device is taken over by
+	// its own path, whatever the setting now.
+	IO string `json:"io,omitempty"`
 }
 
 type swapRecords struct {
@@ -74,9 +78,7 @@ func (d *Daemon) saveSwaps(clean bool) error {
 		recs.Seq = d.cold.Seq()
 	}
 	for _, sd := range d.swaps.devs {
-		if sd.nat == nil { // a native device dies with the daemon (swapnative.go)
-			recs.Devices = append(recs.Devices, sd.rec)
-		}
+		recs.Devices = append(recs.Devices, sd.rec)
 	}
 	recs.Devices = append(recs.Devices, d.swaps.orphans...)
 	return d.writeSwaps(recs)
@@ -137,12 +139,18 @@ func (d *Daemon) recoverSwaps(seq uint64) []int {
 	var specs []int
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.take == nil {
-		d.guardMemory()
-	}
 	for _, r := range recs.Devices {
 		s.next = max(s.next, r.N)
-		sd, err := take(r, trusted)
+		var sd *swapDev
+		var err error
+		if r.IO == "native" && s.take == nil {
+			sd, err = d.takeOverNative(r, trusted)
+		} else {
+			if s.take == nil {
+				d.guardMemory()
+			}
+			sd, err = take(r, trusted)
+		}
 		if errors.Is(err, ublk.ErrNoDevice) {
 			d.log.Warn("swap device of the last run is gone", "id", r.ID)
 			continue
@@ -231,7 +239,18 @@ func (d *Daemon) keepSwaps() bool {
 	s := &d.swaps
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	held := false
 	for _, sd := range s.devs {
+		if sd.nat != nil {
+			if !held {
+				d.holdResident()
+				held = true
+			}
+			if err := d.exportNative(sd); err != nil {
+				d.log.Error("swap pages not kept: the next start fails reads of those it cannot vouch for", "err", err)
+				s.keepErr = errors.Join(s.keepErr, err)
+			}
+		}
 		d.log.Info("swap device left for the next start", "device", sd.dev.BlockPath())
 		sd.dev.Detach()
 	}

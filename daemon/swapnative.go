@@ -10,19 +10,15 @@ import (
 )
 
 // Swap served outside the Go runtime (issue 40, package swapio): C queue
-// threads and a zram-shaped C store. Off by default until proven in the
-// guest at every size the issue names: S4D_SWAP_NATIVE=1 turns it on for
-// every device this daemon creates. Then none of guardMemory's answers
-// (mlockall of the runtime, the heap grown to its bound, a quarter of RAM
-// reserved, the relief valve) is taken: only the C path's memory is
-// locked, and `swap del` gives it all back.
+// threads and a zram-shaped C store, for every device this daemon creates
+// with --swap-io native. None of guardMemory's answers (mlockall of the
+// runtime, the heap grown to its bound, a quarter of RAM reserved, the
+// relief valve) is taken: only the C path's memory is locked, and
+// `swap del` gives it all back. Takeover and persist: swapnativekeep.go.
 //
-// Not yet with this path: takeover across restarts (a device is made
-// without user recovery, is not recorded, and a stop swaps it off and
-// removes it), persist and writeback of its pages to the backing file,
-// per-device codecs (LZ4 only), emptying after swapoff (discards free
-// what the kernel reports; `swap del` frees the rest).
-var nativeSwap = os.Getenv("S4D_SWAP_NATIVE") == "1"
+// Not with this path: writeback of its pages to the backing file while
+// it serves, per-device codecs (LZ4 only), emptying after swapoff
+// (discards free what the kernel reports; `swap del` frees the rest).
 
 // nativeMaxIO is the largest request a native queue takes: with the
 // default depth of 64, 2 MiB of I/O buffers per queue (the Go path's
@@ -44,6 +40,7 @@ func (d *Daemon) guardNative() {
 	if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0); err != nil {
 		d.log.Warn("oom_score_adj not lowered (needs CAP_SYS_RESOURCE)", "err", err)
 	}
+	d.swaps.follow.Do(func() { go d.followSwapoff() })
 }
 
 // addNativeSwap is addSwap for the native path; s.mu is held.
@@ -64,7 +61,7 @@ func (d *Daemon) addNativeSwap(req ipc.SwapRequest, codec string, prio, spec int
 	if err != nil {
 		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "native swap store: %v", err)
 	}
-	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, MaxIO: nativeMaxIO, Log: d.log, Native: st}
+	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, MaxIO: nativeMaxIO, Recovery: d.cfg.SwapTakeover, Log: d.log, Native: st}
 	dev, err := ublk.Create(opts, nil)
 	if err != nil {
 		st.Close()
@@ -72,9 +69,12 @@ func (d *Daemon) addNativeSwap(req ipc.SwapRequest, codec string, prio, spec int
 	}
 	s.next++
 	sd := &swapDev{n: s.next, dev: dev, nat: st, fresh: true, prio: prio, rec: swapRecord{ID: dev.ID, N: s.next,
-		Size: dev.Size(), Queues: dev.Queues(), Depth: dev.Depth(), Reserve: req.Reserve, Codec: codec, Prio: prio, Spec: spec}}
+		Size: dev.Size(), Queues: dev.Queues(), Depth: dev.Depth(), Reserve: req.Reserve, Codec: codec, Prio: prio, Spec: spec, IO: "native"}}
 	s.devs = append(s.devs, sd)
 	s.publish()
+	if err := d.saveSwaps(false); err != nil {
+		d.log.Error("swap records not written: after a crash the next start would not take this device over", "err", err)
+	}
 	d.log.Info("swap device added (native path)", "device", dev.BlockPath(), "size", dev.Size(), "queues", dev.Queues(),
 		"depth", dev.Depth(), "io_buffers", dev.BufferBytes(), "reserve", st.Stats().Reserve)
 	return d.describeSwap(sd), nil

@@ -128,7 +128,7 @@ func Defaults() Config {
 		BackingVerify:       true,
 		WritebackHeadroom:   10,
 		SwapTakeover:        true,
-		SwapIO:              "go", // "native" once it takes devices over (issue 40)
+		SwapIO:              "native",
 		WGSLRuntime:         "auto",
 		RemoteTimeout:       5 * time.Second, // remote.DefaultTimeout
 	}

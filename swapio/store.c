@@ -226,9 +226,7 @@ static uint64_t drop(struct s4d_store *s, struct s4d_slot *sl, uint64_t m) {
 	return S4D_EMPTY;
 }
 
-int s4d_store_write(struct s4d_store *s, uint64_t block, const void *page, void *scratch) {
-	if (block >= s->blocks) return -EINVAL;
-	atomic_fetch_add_explicit(&s->st.writes, 1, memory_order_relaxed);
+static int store_write(struct s4d_store *s, uint64_t block, const void *page, void *scratch) {
 	const uint64_t *w = page;
 	uint64_t v = w[0];
 	int same = 1;
@@ -270,6 +268,17 @@ int s4d_store_write(struct s4d_store *s, uint64_t block, const void *page, void 
 	atomic_fetch_add(kind == S4D_ZERO ? &s->st.zero : kind == S4D_SAME ? &s->st.same : kind == S4D_LZ4 ? &s->st.lz4 : &s->st.raw, 1);
 	if (size) atomic_fetch_add(&s->st.compr_bytes, size);
 	return 0;
+}
+
+int s4d_store_write(struct s4d_store *s, uint64_t block, const void *page, void *scratch) {
+	if (block >= s->blocks) return -EINVAL;
+	// Sequentially consistent, with the emptier's fence: either it sees
+	// this write (counted, or inside) or this write sees the fence.
+	atomic_fetch_add(&s->writers, 1);
+	atomic_fetch_add(&s->st.writes, 1);
+	int r = atomic_load(&s->fence) ? -EAGAIN : store_write(s, block, page, scratch);
+	atomic_fetch_sub(&s->writers, 1);
+	return r;
 }
 
 int s4d_store_read(struct s4d_store *s, uint64_t block, void *page) {
@@ -321,6 +330,42 @@ void s4d_store_mark_lost(struct s4d_store *s) {
 	}
 }
 
+int s4d_store_kind(struct s4d_store *s, uint64_t block) {
+	if (block >= s->blocks) return -EINVAL;
+	return (int)(atomic_load(&s->slots[block].meta) & KIND_MASK);
+}
+
+void s4d_store_lose(struct s4d_store *s, uint64_t block) {
+	if (block >= s->blocks) return;
+	struct s4d_slot *sl = &s->slots[block];
+	uint64_t m = slot_lock(sl);
+	drop(s, sl, m);
+	slot_unlock(sl, S4D_LOST);
+}
+
+void s4d_store_fence(struct s4d_store *s) {
+	atomic_store(&s->fence, 1);
+	while (atomic_load(&s->writers)) __builtin_ia32_pause();
+}
+
+int s4d_store_empty(struct s4d_store *s, uint64_t writes_seen, int keep0) {
+	atomic_store(&s->fence, 1);
+	while (atomic_load(&s->writers)) __builtin_ia32_pause();
+	int r = -EBUSY;
+	if (atomic_load(&s->st.writes) == writes_seen) {
+		uint64_t first = keep0 && (atomic_load(&s->slots[0].meta) & KIND_MASK) != S4D_LOST ? 1 : 0;
+		for (uint64_t b = first; b < s->blocks; b++) {
+			struct s4d_slot *sl = &s->slots[b];
+			if ((atomic_load_explicit(&sl->meta, memory_order_relaxed) & KIND_MASK) == S4D_EMPTY) continue;
+			uint64_t m = slot_lock(sl);
+			slot_unlock(sl, drop(s, sl, m));
+		}
+		r = 0;
+	}
+	atomic_store(&s->fence, 0);
+	return r;
+}
+
 void *s4d_store_object(struct s4d_store *s, uint64_t block) {
 	if (block >= s->blocks) return NULL;
 	uint64_t k = atomic_load(&s->slots[block].meta) & KIND_MASK;
@@ -330,7 +375,7 @@ void *s4d_store_object(struct s4d_store *s, uint64_t block) {
 void s4d_store_code(uintptr_t *lo, uintptr_t *hi) {
 	uintptr_t fs[] = {(uintptr_t)s4d_hash, (uintptr_t)slot_lock, (uintptr_t)slot_unlock, (uintptr_t)wake_refill,
 	                  (uintptr_t)ring_pop, (uintptr_t)new_slab, (uintptr_t)obj_alloc, (uintptr_t)obj_free, (uintptr_t)drop,
-	                  (uintptr_t)s4d_store_write, (uintptr_t)s4d_store_read, (uintptr_t)s4d_store_discard,
+	                  (uintptr_t)s4d_store_write, (uintptr_t)store_write, (uintptr_t)s4d_store_fence, (uintptr_t)s4d_store_read, (uintptr_t)s4d_store_discard,
 	                  (uintptr_t)s4d_store_init, (uintptr_t)s4d_store_push, (uintptr_t)s4d_store_take_empty};
 	*lo = *hi = fs[0];
 	for (unsigned i = 1; i < sizeof fs / sizeof fs[0]; i++) {

@@ -60,6 +60,10 @@ struct s4d_store {
 	uint64_t nempty;
 	int efd;                     // eventfd that wakes Go's refill; -1: none
 	_Atomic int wake_pending;    // a wake written and not yet read
+	// Emptying after swapoff (s4d_store_empty) fences writes off: one
+	// that finds the fence up fails (-EAGAIN: the kernel keeps the page);
+	// writers counts those inside, for the emptier to wait out.
+	_Atomic int fence, writers;
 	struct s4d_stats st;
 };
 
@@ -80,6 +84,18 @@ uint64_t s4d_store_ring_free(struct s4d_store *s);  // slabs waiting in the ring
 int s4d_store_push(struct s4d_store *s, void *slab);  // 0, or -1 when the ring is full
 void *s4d_store_take_empty(struct s4d_store *s);       // an emptied slab, or NULL
 void s4d_store_mark_lost(struct s4d_store *s);
+// For persist and takeover (Go, with the queues stopped or not yet
+// started): a block's kind (or -EINVAL), one block made lost.
+int s4d_store_kind(struct s4d_store *s, uint64_t block);
+void s4d_store_lose(struct s4d_store *s, uint64_t block);
+// Empties the store, block 0 kept unless keep0 is 0 or it is lost, if no
+// write began since the store's write count was writes_seen (0), else
+// leaves it as it is (-EBUSY): a swapon right after the swapoff that the
+// caller saw may have written pages in use.
+int s4d_store_empty(struct s4d_store *s, uint64_t writes_seen, int keep0);
+// Fails every write from now on (-EAGAIN), once those inside are done:
+// reads go on being served while the pages are copied for a persist.
+void s4d_store_fence(struct s4d_store *s);
 void *s4d_store_object(struct s4d_store *s, uint64_t block);  // LZ4 or raw object, else NULL (tests)          // every empty block reads as EIO (after a crash)
 
 // LZ4 from the system's liblz4.so.1, loaded at run time (dlopen):

@@ -60,7 +60,7 @@ takeover() {
 	echo "no takeover"; tail -30 /keep/rec.log; return 1
 }
 uptime_since() { awk -v a=$1 -v b=$(guest_uptime) 'BEGIN { printf "%.2f", b - a }'; }
-dev=$($S swap add --size 1G --depth 32 --reserve 16M)
+dev=$($S swap add --size 1G)
 mkswap $dev >/dev/null
 swapon $dev
 
@@ -72,7 +72,8 @@ $W -m 300 -t rec-hog >/dev/null
 echo "recovery: pages out, restarting ($(guest_vmstat pswpout) pages swapped out)"
 t0=$(guest_uptime)
 daemon=$(/keep/restart 15 $daemon $S4D_SOCKET /keep/rec.log -- $S $args)
-takeover 1 | grep -q "every_page_served=true"
+takeover 1 | grep "every_page_served=true"
+grep -E "kept for the next start|left for the next start|stopped" /keep/rec.log | tail -3
 echo "S4D-RESULT tag=s4d-recovery kind=takeover how=restart up_s=$(uptime_since $t0)"
 grep -q "left for the next start" /keep/rec.log
 $S ctl swap | grep -q "$dev"
@@ -154,9 +155,10 @@ func TestGuestRecovery(t *testing.T) {
 	if err := os.Truncate(disk, 256<<20); err != nil { // sparse: the backing file
 		t.Fatal(err)
 	}
-	args := []string{"--mem", guestMem, "--disk", disk, "--bin", guestWorkload(t), "--bin", s4d, "--bin", guestRestart(t)}
-	script := "S4D_LIBS='" + strings.Join(sharedLibs(t, s4d), " ") + "'\n" + swapRecoveryScript
-	run := runGuest(t, 300*time.Second, args, script)
+	args := append([]string{"--mem", guestMem, "--disk", disk, "--bin", guestWorkload(t), "--bin", s4d, "--bin", guestRestart(t)}, guestLZ4(t)...)
+	libs := append(sharedLibs(t, s4d), guestLZ4Path)
+	script := "S4D_LIBS='" + strings.Join(libs, " ") + "'\n" + swapRecoveryScript
+	run := runGuest(t, 420*time.Second, args, script)
 	if run.rc != 0 {
 		t.Errorf("guest exit %d; console tail:\n%s", run.rc, run.tail(80))
 	}

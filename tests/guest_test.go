@@ -116,6 +116,20 @@ func guestS4D(t *testing.T) string {
 	return path
 }
 
+// guestLZ4 is run.sh's arguments that put the host's liblz4.so.1 in the
+// guest: the native swap path loads it at run time (dlopen), so ldd does
+// not list it with s4d's libraries.
+func guestLZ4(t *testing.T) []string {
+	t.Helper()
+	path, err := filepath.EvalSymlinks(guestLZ4Path)
+	if err != nil {
+		t.Fatalf("liblz4.so.1 (the native swap path's LZ4; apt install liblz4-1): %v", err)
+	}
+	return []string{"--file", path + ":" + guestLZ4Path}
+}
+
+const guestLZ4Path = "/lib/x86_64-linux-gnu/liblz4.so.1"
+
 // guestRun is one finished boot: run.sh's exit status, the console, the
 // result lines and when (since run.sh started) the marker lines came.
 type guestRun struct {
@@ -262,7 +276,7 @@ func TestGuest(t *testing.T) {
 		}
 		cpus = v
 	}
-	args := []string{"--mem", guestMem, "--smp", cpus, "--bin", guestWorkload(t)}
+	args := append([]string{"--mem", guestMem, "--smp", cpus, "--bin", guestWorkload(t)}, guestLZ4(t)...)
 	var script strings.Builder
 	// The standard workload's shape for every scenario alike, so ratios
 	// hold: S4D_GUEST_JOBS=3 runs three processes at once (same total).

@@ -1,25 +1,28 @@
 #!/bin/bash
-# swapmem.sh [--mem 2G] [--smp 2] [--size 1G] [--x 1.3] [--go] [--log FILE]
+# swapmem.sh [--mem 2G] [--smp 2] [--size 1G] [--x 1.3] [--jobs 1] [--fork] [--go] [--log FILE]
 # What a swap device costs in memory (issue 40), in one guest boot
 # (QEMU/TCG, by hand: a boot takes minutes): MemAvailable and Mlocked
 # around a zram device of --size (nothing written), then around
-# `s4d swap add --size SIZE` with the defaults (the native path,
-# S4D_SWAP_NATIVE=1; --go: the Go path), then the checksummed workload
-# of --x times the guest's RAM on that swap (every page checked; lockwatch
-# beside it prints every daemon thread's stack at 200 s), then after
+# `s4d swap add --size SIZE` with the defaults (the native path; --go:
+# a daemon started with --swap-io go), then the checksummed workload
+# of --x times the guest's RAM on that swap, in --jobs processes at once
+# (every page checked; lockwatch beside it prints every daemon thread's
+# stack at 400 s; --fork: a loop forking every 0.2 s beside), then after
 # swapoff and after `s4d swap del` with the daemon still up. Prints the
 # S4D-RESULT and MEM lines; the whole console goes to --log FILE (default
 # /tmp/s4d-swapmem.log). The workload must fit in RAM plus the device's
 # size: at --mem 2G --size 1G, --x 1.3 does; 1.75 does not (mmap fails).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mem=2G smp=2 size=1G x=1.3 native=1 log=/tmp/s4d-swapmem.log
+mem=2G smp=2 size=1G x=1.3 jobs=1 fork=0 native=1 log=/tmp/s4d-swapmem.log
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mem) mem=${2:?}; shift 2;;
 	--smp) smp=${2:?}; shift 2;;
 	--size) size=${2:?}; shift 2;;
 	--x) x=${2:?}; shift 2;;
+	--jobs) jobs=${2:?}; shift 2;;
+	--fork) fork=1; shift;;
 	--go) native=0; shift;;
 	--log) log=${2:?}; shift 2;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
@@ -33,8 +36,8 @@ cc -static -O2 -o "$tmp/workload" "$here/workload.c"
 cc -static -O2 -o "$tmp/lockwatch" "$here/lockwatch.c"
 lz4=$(readlink -f "$(ldconfig -p | awk '/liblz4.so.1 .*x86-64/ { print $NF; exit }')")
 "$here/run.sh" --bin "$tmp/s4d" --bin "$tmp/workload" --bin "$tmp/lockwatch" \
-	--file "$lz4:/lib/x86_64-linux-gnu/liblz4.so.1" --mem "$mem" --smp "$smp" --timeout 580 -- "
-SIZE=$size WLX=$x NATIVE=$native
+	--file "$lz4:/lib/x86_64-linux-gnu/liblz4.so.1" --mem "$mem" --smp "$smp" --timeout 900 -- "
+SIZE=$size WLX=$x JOBS=$jobs FORK=$fork NATIVE=$native
 $(cat <<'SCRIPT'
 guest_load ublk_drv
 guest_load zram
@@ -48,9 +51,9 @@ echo $SIZE > /sys/block/zram$n/disksize
 sleep 1; a1=$(ma)
 echo "S4D-RESULT tag=zram-add size=$SIZE delta_mib=$((a1-a0))"
 echo 1 > /sys/block/zram$n/reset; echo $n > /sys/class/zram-control/hot_remove
-[ "$NATIVE" = 1 ] && export S4D_SWAP_NATIVE=1
-[ "$NATIVE" = 1 ] || ulimit -s 256
-s4d daemon --socket /run/s4d.sock >/tmp/s4d.log 2>&1 &
+io=native
+[ "$NATIVE" = 1 ] || { io=go; ulimit -s 256; }
+s4d daemon --socket /run/s4d.sock --swap-io $io >/tmp/s4d.log 2>&1 &
 daemon=$!
 for i in $(seq 100); do [ -S /run/s4d.sock ] && break; sleep 0.1; done
 export S4D_SOCKET=/run/s4d.sock
@@ -63,13 +66,17 @@ echo "S4D-RESULT tag=s4d-add native=$NATIVE size=$SIZE delta_mib=$((b1-b0)) mloc
 grep -E "VmLck|VmRSS" /proc/$daemon/status
 mkswap $dev >/dev/null
 swapon -d $dev  # discards: a slot freed by an exiting process frees its slab
-lockwatch 15 200 $daemon &
+lockwatch 15 400 $daemon &
 watch=$!
+forks=
+if [ "$FORK" = 1 ]; then ( while :; do cat /proc/meminfo >/dev/null; sleep 0.2; done ) & forks=$!; fi
 rc=0
-S4D_WL_MIB=$(awk -v x="$WLX" '/^MemTotal/ { printf "%d", $2 * x / 1024 }' /proc/meminfo) guest_workload s4d-swapmem || rc=$?
-kill $watch || true
+S4D_WL_JOBS=$JOBS S4D_WL_MIB=$(awk -v x="$WLX" -v j="$JOBS" '/^MemTotal/ { printf "%d", $2 * x / 1024 / j }' /proc/meminfo) guest_workload s4d-swapmem || rc=$?
+kill $watch $forks || true
 s4d ctl swap || true
-echo "MEM after-workload avail=$(ma) mlocked=$(ml)"
+b2=$(ma); l2=$(ml)
+echo "MEM after-workload avail=$b2 mlocked=$l2"
+echo "S4D-RESULT tag=s4d-after-workload delta_vs_before_add_mib=$((b2-b0)) mlocked=$l2"
 swapoff $dev
 echo "MEM after-swapoff avail=$(ma) mlocked=$(ml)"
 s4d swap del $dev

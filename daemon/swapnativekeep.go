@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/swapio"
+	"github.com/s4d-project/s4d/ublk"
+)
+
+// Native devices across restarts (swapkeep.go says what each kind of
+// stop leaves). Their store lives in the daemon's process and dies with
+// it, so:
+//   - a stop with persist hands its pages to the daemon's own store, in
+//     the device's pool, before the queues stop (exportNative);
+//     they reach the backing file with the rest, and the next start puts
+//     them back into a new native store before its queues serve
+//     (takeOverNative, trusted);
+//   - after a crash every block the next start has not seen written reads
+//     as an I/O error (MarkLost), as on the Go path, unless the device is
+//     no longer swap: then nothing on it is in use and it is fresh.
+//
+// Blocks lost with an earlier crash and never written since stay lost
+// across a persisted stop: they are kept in the pool as zero pages at
+// block+blocks (lostKey), which no write of the device can reach.
+
+// holdResident, at a stop that leaves native devices, before their
+// queues stop: the daemon's memory is brought back from swap and kept
+// (the Go runtime's is not locked on this path, so some of it may be out
+// on the very devices; a fault on it once the queues have stopped would
+// wait for the next daemon, which waits for this one to exit). Untouched
+// anonymous memory maps the shared zero page: nothing is allocated for it.
+func (d *Daemon) holdResident() {
+	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
+		d.log.Warn("memory not locked for the stop: a page of the daemon out on a device left may hold it", "err", err)
+	}
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		d.log.Warn("memory not brought back for the stop", "err", err)
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		var lo, hi uintptr
+		if len(fs) < 2 || fs[1][0] != 'r' {
+			continue
+		}
+		if _, err := fmt.Sscanf(fs[0], "%x-%x", &lo, &hi); err != nil || hi <= lo {
+			continue
+		}
+		unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_POPULATE_READ) // [vvar] and the like fail: nothing to do
+	}
+}
+
+// lostKey is the pool key that records block b of a device of n blocks
+// as lost.
+func lostKey(b, n uint64) uint64 { return n + b }
+
+// exportNative, at a stop with persist, before the device's queues stop:
+// writes are fenced off and its pages go into the pool swapPool(sd.n),
+// from which the persist writes them to the backing file. Reads are
+// served meanwhile: a process faulting a page in does not wait.
+func (d *Daemon) exportNative(sd *swapDev) error {
+	name := fmt.Sprintf("/dev/ublkb%d", sd.rec.ID)
+	sd.nat.Fence()
+	st := newSwapStore(d, swapPool(sd.n), 1)
+	d.dropBlocks(st, 2*sd.rec.Size, 0) // an older run's pages, if any
+	n := sd.rec.Size / 4096
+	zeros := make([]byte, swapio.ExportBatch*4096)
+	var pages, lost uint64
+	t0 := time.Now()
+	err := sd.nat.Export(func(keys []uint64, data []byte, lostBlocks []uint64) error {
+		if len(keys) > 0 {
+			if err := st.Put(keys, data); err != nil {
+				return err
+			}
+		}
+		if len(lostBlocks) > 0 {
+			lk := make([]uint64, len(lostBlocks))
+			for i, b := range lostBlocks {
+				lk[i] = lostKey(b, n)
+			}
+			if err := st.Put(lk, zeros[:len(lk)*4096]); err != nil {
+				return err
+			}
+		}
+		pages += uint64(len(keys))
+		lost += uint64(len(lostBlocks))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: pages not handed to the store for persist: %w", name, err)
+	}
+	d.log.Info("swap device's pages kept for the next start (native path)", "device", name, "pages", pages, "lost_blocks", lost, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// takeOverNative serves native device r again, from a new store: with
+// every page the pool holds when trusted (a stop with persist left them
+// there), else with every block lost but on a device no longer swap.
+func (d *Daemon) takeOverNative(r swapRecord, trusted bool) (*swapDev, error) {
+	if err := swapio.Available(); err != nil {
+		return nil, err
+	}
+	d.guardNative()
+	nat, err := swapio.NewStore(r.Size, swapio.Options{Reserve: r.Reserve})
+	if err != nil {
+		return nil, fmt.Errorf("native swap store: %w", err)
+	}
+	pool := newSwapStore(d, swapPool(r.N), 1)
+	path := fmt.Sprintf("/dev/ublkb%d", r.ID)
+	fresh := !trusted && !ublk.ActiveSwaps()[path]
+	var held uint64
+	t0 := time.Now()
+	switch {
+	case trusted:
+		if held, err = d.importNative(nat, pool, r.Size/4096); err != nil {
+			nat.Close()
+			return nil, err
+		}
+	case !fresh:
+		nat.MarkLost()
+	}
+	t1 := time.Now()
+	opts := ublk.Options{Size: r.Size, Queues: r.Queues, Depth: r.Depth, MaxIO: nativeMaxIO, Recovery: true, Log: d.log, Native: nat}
+	dev, err := ublk.Recover(r.ID, opts, nil)
+	if err != nil {
+		nat.Close()
+		return nil, err
+	}
+	d.dropBlocks(pool, 2*r.Size, 0) // the pages now live in the native store
+	d.log.Info("swap device taken over (native path)", "device", dev.BlockPath(), "pages", held,
+		"every_page_served", trusted, "fresh", fresh, "import", t1.Sub(t0).Round(time.Millisecond), "recover", time.Since(t1).Round(time.Millisecond))
+	return &swapDev{n: r.N, dev: dev, nat: nat, prio: r.Prio, rec: r, fresh: fresh}, nil
+}
+
+// importNative puts the pool's pages of a device of n blocks into nat,
+// and the blocks recorded lost back as lost; it returns the pages put.
+func (d *Daemon) importNative(nat *swapio.Store, pool *swapStore, n uint64) (uint64, error) {
+	const batch = 1024
+	keys := make([]uint64, batch)
+	buf := make([]byte, batch*4096)
+	scratch := make([]byte, 4096)
+	missing, failed := make([]bool, batch), make([]bool, batch)
+	var held uint64
+	for k := uint64(0); k < 2*n; k += batch {
+		m := min(batch, 2*n-k)
+		for i := range m {
+			keys[i], missing[i], failed[i] = k+uint64(i), false, false
+		}
+		if err := pool.Get(keys[:m], buf[:m*4096], missing[:m], failed[:m]); err != nil {
+			return held, fmt.Errorf("reading the kept swap pages: %w", err)
+		}
+		for i := range m {
+			b := keys[i]
+			switch {
+			case missing[i]:
+			case b >= n:
+				nat.Lose(b - n)
+			case failed[i]:
+				nat.Lose(b) // a page the store could not give back: never served as zeros
+			default:
+				if err := nat.Import(b, buf[i*4096:(i+1)*4096], scratch); err != nil {
+					return held, err
+				}
+				held++
+			}
+		}
+	}
+	return held, nil
+}
