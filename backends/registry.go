@@ -41,6 +41,10 @@ type Options struct {
 	// bytes of host memory registered with the GPUs at once (client
 	// buffers, the store's slabs), across devices; 0 = a quarter of RAM
 	GPUPinLimit int64
+	// what runs the WGSL kernels of the webgpu engine: "vulkan",
+	// "webgpu" (a webgpu.h library) or "auto"/"" (vulkan where the GPU
+	// imports host memory)
+	WGSLRuntime string
 	Tuning      Tuning // knobs for comparisons (FromEnv)
 }
 
@@ -269,7 +273,13 @@ func (s *Set) Statuses() []Status {
 	defer s.mu.Unlock()
 	out := make([]Status, 0, len(s.order))
 	for _, n := range s.names() {
-		out = append(out, *s.status[n])
+		st := *s.status[n]
+		// Described afresh: an engine's description may carry counts
+		// (the Vulkan runtime's imports).
+		if b, ok := s.backends[n]; ok {
+			st.Describe = b.Describe()
+		}
+		out = append(out, st)
 	}
 	return out
 }

@@ -35,6 +35,7 @@ func FromEnv(o Options) Options {
 	}
 	str(&o.WebGPULib, "S4D_WEBGPU_LIB")
 	str(&o.NvcompLib, "S4D_NVCOMP_LIB")
+	str(&o.WGSLRuntime, "S4D_WGSL_RUNTIME")
 	t := &o.Tuning
 	num(&t.CUDASlots, "S4D_CUDA_SLOTS", 64)
 	num(&t.CUDASlotMiB, "S4D_CUDA_SLOT_MIB", 1024)
