@@ -396,16 +396,20 @@ static VkResult s4dvk_copy(s4dvk_dev *d, VkBuffer src, VkBuffer dst, const VkBuf
 	return s4dvk_submit(d, S4DVK_COPY, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, afterRing, afterValue, ticket);
 }
 
+// Descriptor sets per kernel: one per batch the engine keeps in flight
+// on it (each rebound only while no dispatch of it is in flight).
+#define S4DVK_SETS 8
+
 // A compute pipeline from a SPIR-V module whose bindings are all in set
-// 0, numbered from 0, each a storage or uniform buffer; one descriptor
-// set, rebound only while no dispatch of it is in flight.
+// 0, numbered from 0, each a storage or uniform buffer; S4DVK_SETS
+// descriptor sets of that layout.
 typedef struct s4dvk_kernel {
 	VkShaderModule sm;
 	VkDescriptorSetLayout dsl;
 	VkPipelineLayout pl;
 	VkPipeline pipe;
 	VkDescriptorPool pool;
-	VkDescriptorSet set;
+	VkDescriptorSet set[S4DVK_SETS];
 } s4dvk_kernel;
 
 static void s4dvk_kernel_free(s4dvk_dev *d, s4dvk_kernel *k)
@@ -432,7 +436,7 @@ static VkResult s4dvk_kernel_new(s4dvk_dev *d, const void *code, size_t size, co
 		return VK_ERROR_FEATURE_NOT_PRESENT;
 	for (uint32_t i = 0; i < nb; i++) {
 		b[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = types[i], .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-		ps[types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER].descriptorCount++;
+		ps[types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER].descriptorCount += S4DVK_SETS;
 	}
 	VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = size, .pCode = code};
 	VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = nb, .pBindings = b};
@@ -446,13 +450,16 @@ static VkResult s4dvk_kernel_new(s4dvk_dev *d, const void *code, size_t size, co
 					   .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = k->sm, .pName = entry}};
 	if ((e = d->vkCreateComputePipelines(d->dev, 0, 1, &cpi, NULL, &k->pipe)))
 		goto fail;
-	VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1, .poolSizeCount = 2, .pPoolSizes = ps};
+	VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = S4DVK_SETS, .poolSizeCount = 2, .pPoolSizes = ps};
 	if (!ps[0].descriptorCount || !ps[1].descriptorCount) {
 		dpi.poolSizeCount = 1;
 		dpi.pPoolSizes = ps[0].descriptorCount ? &ps[0] : &ps[1];
 	}
-	VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorSetCount = 1, .pSetLayouts = &k->dsl};
-	if ((e = d->vkCreateDescriptorPool(d->dev, &dpi, NULL, &k->pool)) || (dai.descriptorPool = k->pool, e = d->vkAllocateDescriptorSets(d->dev, &dai, &k->set)))
+	VkDescriptorSetLayout dsls[S4DVK_SETS];
+	for (int i = 0; i < S4DVK_SETS; i++)
+		dsls[i] = k->dsl;
+	VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorSetCount = S4DVK_SETS, .pSetLayouts = dsls};
+	if ((e = d->vkCreateDescriptorPool(d->dev, &dpi, NULL, &k->pool)) || (dai.descriptorPool = k->pool, e = d->vkAllocateDescriptorSets(d->dev, &dai, k->set)))
 		goto fail;
 	return VK_SUCCESS;
 fail:
@@ -460,23 +467,24 @@ fail:
 	return e;
 }
 
-static void s4dvk_kernel_bind(s4dvk_dev *d, s4dvk_kernel *k, uint32_t binding, int32_t type, VkBuffer buf, uint64_t off, uint64_t range)
+static void s4dvk_kernel_bind(s4dvk_dev *d, s4dvk_kernel *k, int set, uint32_t binding, int32_t type, VkBuffer buf, uint64_t off, uint64_t range)
 {
 	VkDescriptorBufferInfo bi = {buf, off, range};
-	VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = k->set, .dstBinding = binding, .descriptorCount = 1,
+	VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = k->set[set], .dstBinding = binding, .descriptorCount = 1,
 				  .descriptorType = type, .pBufferInfo = &bi};
 	d->vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
 }
 
-// s4dvk_dispatch submits x*y*z workgroups of k on the kernel ring.
-static VkResult s4dvk_dispatch(s4dvk_dev *d, s4dvk_kernel *k, uint32_t x, uint32_t y, uint32_t z, int afterRing, uint64_t afterValue, uint64_t *ticket)
+// s4dvk_dispatch submits x*y*z workgroups of k with descriptor set set
+// on the kernel ring.
+static VkResult s4dvk_dispatch(s4dvk_dev *d, s4dvk_kernel *k, int set, uint32_t x, uint32_t y, uint32_t z, int afterRing, uint64_t afterValue, uint64_t *ticket)
 {
 	VkCommandBuffer cb;
 	VkResult e = s4dvk_begin(d, S4DVK_KERNEL, afterValue, &cb);
 	if (e)
 		return e;
 	d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
-	d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set, 0, NULL);
+	d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set[set], 0, NULL);
 	d->vkCmdDispatch(cb, x, y, z);
 	return s4dvk_submit(d, S4DVK_KERNEL, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, afterRing, afterValue, ticket);
 }

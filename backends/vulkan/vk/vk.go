@@ -7,8 +7,10 @@
 // It is the bottom layer: buffers, copies and compute pipelines, no
 // engine yet. Its measurements are in
 // docs/benchmarks/2026-12-02-vulkan-host-import.md (backends/vulkan/vkprobe
-// made them). A Device is not safe for concurrent use: like the webgpu and
-// cuda engines, drive it from one goroutine.
+// made them). A Device may be used from several goroutines: submissions
+// (Copy, Dispatch) are serialized by a mutex, waits run unlocked; a
+// Kernel's descriptor set is rebound only by the one goroutine that owns
+// that set.
 package vk
 
 /*
@@ -20,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -97,6 +100,9 @@ type Device struct {
 	lib  *dl.Lib
 	d    *C.s4dvk_dev // C memory: the driver keeps pointers into it
 	info Info
+	// mu serializes what needs external synchronization in Vulkan: the
+	// queues, the command pools and the rings' counters.
+	mu sync.Mutex
 }
 
 // Open loads the library and opens a device.
@@ -210,6 +216,8 @@ type Ticket struct {
 // (one per 4 KiB page ran at 1.5-2.2 GB/s, 1 MiB runs at 44-47).
 func (d *Device) Copy(dst, src *Buffer, regions []Region, after Ticket) (Ticket, error) {
 	if len(regions) == 0 {
+		d.mu.Lock()
+		defer d.mu.Unlock()
 		return Ticket{C.S4DVK_COPY, uint64(d.d.ring[C.S4DVK_COPY].submitted)}, nil
 	}
 	rs := make([]C.VkBufferCopy, len(regions))
@@ -220,6 +228,8 @@ func (d *Device) Copy(dst, src *Buffer, regions []Region, after Ticket) (Ticket,
 		rs[i] = C.VkBufferCopy{srcOffset: C.VkDeviceSize(r.Src), dstOffset: C.VkDeviceSize(r.Dst), size: C.VkDeviceSize(r.Size)}
 	}
 	var t C.uint64_t
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if err := check(C.s4dvk_copy(d.d, src.buf, dst.buf, &rs[0], C.uint32_t(len(rs)), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: copy: %w", err)
 	}
@@ -282,20 +292,37 @@ func (d *Device) NewKernel(spirv []byte, entry string, kinds ...int) (*Kernel, e
 	return k, nil
 }
 
-// Bind points binding i at size bytes of b from off. Only while no
-// dispatch of k is in flight.
-func (k *Kernel) Bind(i int, b *Buffer, off, size int64) error {
-	if i < 0 || i >= len(k.kinds) || off < 0 || size <= 0 || off+size > b.Size {
-		return fmt.Errorf("vulkan: binding %d: %d bytes at %d of a %d-byte buffer", i, size, off, b.Size)
+// Sets is how many descriptor sets a kernel has: as many batches may be
+// in flight on it, each with its own buffers.
+const Sets = C.S4DVK_SETS
+
+// Bind points binding i of set 0 at size bytes of b from off.
+func (k *Kernel) Bind(i int, b *Buffer, off, size int64) error { return k.BindSet(0, i, b, off, size) }
+
+// BindSet points binding i of descriptor set set at size bytes of b from
+// off. Only while no dispatch with that set is in flight.
+func (k *Kernel) BindSet(set, i int, b *Buffer, off, size int64) error {
+	if set < 0 || set >= Sets || i < 0 || i >= len(k.kinds) || off < 0 || size <= 0 || off+size > b.Size {
+		return fmt.Errorf("vulkan: set %d binding %d: %d bytes at %d of a %d-byte buffer", set, i, size, off, b.Size)
 	}
-	C.s4dvk_kernel_bind(k.d.d, k.k, C.uint32_t(i), C.int32_t(k.kinds[i]), b.buf, C.uint64_t(off), C.uint64_t(size))
+	C.s4dvk_kernel_bind(k.d.d, k.k, C.int(set), C.uint32_t(i), C.int32_t(k.kinds[i]), b.buf, C.uint64_t(off), C.uint64_t(size))
 	return nil
 }
 
-// Dispatch submits x*y*z workgroups on the compute queue after after.
+// Dispatch submits x*y*z workgroups with set 0 on the compute queue after after.
 func (k *Kernel) Dispatch(x, y, z int, after Ticket) (Ticket, error) {
+	return k.DispatchSet(0, x, y, z, after)
+}
+
+// DispatchSet submits x*y*z workgroups with descriptor set set.
+func (k *Kernel) DispatchSet(set, x, y, z int, after Ticket) (Ticket, error) {
+	if set < 0 || set >= Sets {
+		return Ticket{}, fmt.Errorf("vulkan: dispatch with set %d", set)
+	}
 	var t C.uint64_t
-	if err := check(C.s4dvk_dispatch(k.d.d, k.k, C.uint32_t(x), C.uint32_t(y), C.uint32_t(z), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
+	k.d.mu.Lock()
+	defer k.d.mu.Unlock()
+	if err := check(C.s4dvk_dispatch(k.d.d, k.k, C.int(set), C.uint32_t(x), C.uint32_t(y), C.uint32_t(z), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
 	}
 	return Ticket{C.S4DVK_KERNEL, uint64(t)}, nil
