@@ -91,3 +91,21 @@ vulkan-carry: vkprobe-carry
 	$(GO) test -c -o $(VULKAN_CARRY)/vk.test ./backends/vulkan/vk
 	cp backends/vulkan/vk/testdata/gpu-run.sh $(VULKAN_CARRY)/
 	cp $(VKPROBE_CARRY)/debs/*.deb $(VULKAN_CARRY)/debs/
+
+# Issue 41 step 2 on the GPU machine (backends/webgpu/testdata/vulkan-runtime.sh):
+# .carry/vkrt gets the webgpu, all and vk test binaries and s4d (xz'd), the
+# Vulkan loader debs, the nvCOMP wheel (the cuda row) and the lz4 wheel.
+# There: bash .carry/vkrt/vulkan-runtime.sh
+VKRT_CARRY := .carry/vkrt
+.PHONY: vulkan-runtime-carry
+vulkan-runtime-carry: vulkan-carry
+	mkdir -p $(VKRT_CARRY)/debs $(VKRT_CARRY)/whl
+	cp $(VULKAN_CARRY)/debs/*.deb $(VKRT_CARRY)/debs/
+	cp backends/webgpu/testdata/vulkan-runtime.sh $(VKRT_CARRY)/
+	$(GO) test -c -o $(VKRT_CARRY)/webgpu.test ./backends/webgpu
+	$(GO) test -c -o $(VKRT_CARRY)/all.test ./backends/all
+	$(GO) test -c -o $(VKRT_CARRY)/vk.test ./backends/vulkan/vk
+	$(GO) build -ldflags='-s -w' -o $(VKRT_CARRY)/s4d ./cmd/s4d
+	for f in webgpu.test all.test vk.test s4d; do xz -T2 -f $(VKRT_CARRY)/$$f; done
+	ls $(VKRT_CARRY)/nvidia_libnvcomp_*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d $(VKRT_CARRY) '$(NVCOMP_WHEEL)'
+	ls $(VKRT_CARRY)/whl/lz4-*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d $(VKRT_CARRY)/whl lz4

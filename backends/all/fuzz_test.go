@@ -3,12 +3,15 @@ package all_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/s4d-project/s4d/backends"
 	_ "github.com/s4d-project/s4d/backends/all"
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/internal/refc"
+	"github.com/s4d-project/s4d/backends/vulkan/vk"
 	"github.com/s4d-project/s4d/pagefmt"
 )
 
@@ -42,7 +45,19 @@ func FuzzDifferential(f *testing.F) {
 	f.Cleanup(func() { set.Close() })
 	engines := set.Usable()
 	for _, st := range set.Statuses() {
-		f.Logf("engine %s: %s %s", st.Name, st.State, st.Reason)
+		f.Logf("engine %s: %s %s %s", st.Name, st.State, st.Reason, st.Describe)
+	}
+	// The WGSL engine's Vulkan runtime joins them where the set's webgpu
+	// engine runs another one: on a GPU, or on lavapipe with
+	// S4D_VULKAN_KERNELS=1 (it compiles the compress kernel for minutes
+	// at the first dispatch there).
+	if vulkanEngineWanted(set) {
+		vs := backends.Open(backends.FromEnv(backends.Options{PageSize: fuzzPageSize, WebGPUCPU: true, WGSLRuntime: "vulkan"}), "webgpu")
+		f.Cleanup(func() { vs.Close() })
+		for _, st := range vs.Statuses() {
+			f.Logf("engine %s on the Vulkan runtime: %s %s %s", st.Name, st.State, st.Reason, st.Describe)
+		}
+		engines = append(engines, vs.Usable()...)
 	}
 	ref := refc.Open()
 	if len(ref.Missing) > 0 {
@@ -108,4 +123,19 @@ func FuzzDifferential(f *testing.F) {
 			}
 		}
 	})
+}
+
+// vulkanEngineWanted reports whether FuzzDifferential adds the webgpu
+// engine on the Vulkan runtime: the set's own webgpu engine is on another
+// runtime, and the Vulkan device is a GPU or S4D_VULKAN_KERNELS=1.
+func vulkanEngineWanted(set *backends.Set) bool {
+	if b, ok := set.Get("webgpu"); ok && strings.Contains(b.Describe(), "runtime vulkan") {
+		return false
+	}
+	d, err := vk.Open(vk.Options{Device: -1})
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	return !d.Info().CPU || os.Getenv("S4D_VULKAN_KERNELS") == "1"
 }

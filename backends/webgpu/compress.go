@@ -41,6 +41,7 @@ type slot struct {
 	data                       []byte             // the packed bytes, mapped
 	extra                      bool               // one of the extraSlots
 	part                       pagefmt.Compressed // a round handed to CompressParts' deliver
+	vs                         *vkSlot            // the Vulkan runtime's side (nil on webgpu.h)
 }
 
 func (s *slot) free(p *C.s4d_procs) {
@@ -220,6 +221,9 @@ func lap(k int, t0 *time.Time) {
 // metadata and packed bytes (appended to out.Data under mu, or with pt
 // set handed to its deliver straight from the mapped readback).
 func (b *Backend) round(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, lo, hi int, mu *sync.Mutex, tn *turn, pt *parts, r int) error {
+	if b.vk != nil {
+		return b.vkRound(s, in, out, lo, hi, mu, tn, pt, r)
+	}
 	m := hi - lo
 	t0 := time.Now()
 	defer tn.release()

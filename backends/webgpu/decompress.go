@@ -30,7 +30,8 @@ type dslot struct {
 	upWait                             *C.s4d_wait
 	upCap                              int
 	upPending, upReady                 bool
-	lastN                              int // LZ4 pages of the last round (benchmarks)
+	lastN                              int      // LZ4 pages of the last round (benchmarks)
+	vs                                 *vkDSlot // the Vulkan runtime's side (nil on webgpu.h)
 }
 
 func (s *dslot) free(p *C.s4d_procs) {
@@ -110,9 +111,51 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 	return nil
 }
 
+// blocksBytes is the room the LZ4 blocks idx of d take packed (4-byte
+// aligned each; a block over 1 MiB is cut, and flagged by the kernel).
+func blocksBytes(d *pagefmt.Decompression, idx []int) int {
+	total := 0
+	for _, i := range idx {
+		total += (min(len(d.Src[i].Data), 1<<20) + 3) &^ 3
+	}
+	return max(total, 4)
+}
+
+// packBlocks writes the kernel's input for the blocks idx of d: desc
+// (offset and length per block) and the blocks into src, from several
+// goroutines. Both runtimes use it.
+func packBlocks(desc, src []byte, d *pagefmt.Decompression, idx []int) {
+	n := len(idx)
+	off := 0
+	for k, i := range idx {
+		l := min(len(d.Src[i].Data), 1<<20)
+		binary.LittleEndian.PutUint32(desc[8*k:], uint32(off))
+		binary.LittleEndian.PutUint32(desc[8*k+4:], uint32(l))
+		off += (l + 3) &^ 3
+	}
+	g := min(runtime.GOMAXPROCS(0), 8, max(1, n/512))
+	var wg sync.WaitGroup
+	for j := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := j * n / g; k < (j+1)*n/g; k++ {
+				o := int(binary.LittleEndian.Uint32(desc[8*k:]))
+				l := int(binary.LittleEndian.Uint32(desc[8*k+4:]))
+				copy(src[o:o+l], d.Src[idx[k]].Data)
+				clear(src[o+l : o+((l+3)&^3)])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // decompress runs the kernel over the pages idx of d; meanwhile (the GPU
 // busy) it runs meanwhile on this goroutine.
 func (b *Backend) decompress(s *dslot, d *pagefmt.Decompression, idx []int, meanwhile func()) error {
+	if b.vk != nil {
+		return b.vkDecompress(s, d, idx, meanwhile)
+	}
 	dv, p := b.d, b.d.p
 	b.dlast.Store(s)
 	n := len(idx)
@@ -120,11 +163,7 @@ func (b *Backend) decompress(s *dslot, d *pagefmt.Decompression, idx []int, mean
 	// The staging buffer holds desc (8 bytes a page, padded to 256) then
 	// the blocks, 4-byte aligned; it is filled in place, by several
 	// goroutines, and copied up by the GPU.
-	total := 0
-	for _, i := range idx {
-		total += (min(len(d.Src[i].Data), 1<<20) + 3) &^ 3
-	}
-	total = max(total, 4)
+	total := blocksBytes(d, idx)
 	descBytes := (8*n + 255) &^ 255
 	if s.upPending {
 		if err := dv.await(s.upWait, "decompress staging map"); err != nil {
@@ -154,29 +193,7 @@ func (b *Backend) decompress(s *dslot, d *pagefmt.Decompression, idx []int, mean
 		return err
 	}
 	buf := unsafe.Slice((*byte)(stage), descBytes+total)
-	desc, src := buf[:8*n], buf[descBytes:]
-	off := 0
-	for k, i := range idx {
-		l := min(len(d.Src[i].Data), 1<<20)
-		binary.LittleEndian.PutUint32(desc[8*k:], uint32(off))
-		binary.LittleEndian.PutUint32(desc[8*k+4:], uint32(l))
-		off += (l + 3) &^ 3
-	}
-	g := min(runtime.GOMAXPROCS(0), 8, max(1, n/512))
-	var wg sync.WaitGroup
-	for j := range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := j * n / g; k < (j+1)*n/g; k++ {
-				o := int(binary.LittleEndian.Uint32(desc[8*k:]))
-				l := int(binary.LittleEndian.Uint32(desc[8*k+4:]))
-				copy(src[o:o+l], d.Src[idx[k]].Data)
-				clear(src[o+l : o+((l+3)&^3)])
-			}
-		}()
-	}
-	wg.Wait()
+	packBlocks(buf[:8*n], buf[descBytes:], d, idx)
 	outBytes, statOff := n*PageSize, n*PageSize
 	s.lastN = n
 	dlap(0, &t0)
@@ -232,17 +249,26 @@ func (b *Backend) decompress(s *dslot, d *pagefmt.Decompression, idx []int, mean
 		return err
 	}
 	raw := unsafe.Slice((*byte)(m), outBytes+4*n)
-	// Runs of consecutive pages come back in one copy each; the runs are
-	// shared out to several goroutines (LZ4 pages lie between zero pages,
-	// so runs are short and one copier is bound by one core).
-	copyOut := func(k0, k1 int) {
+	copyOut(raw[:outBytes], raw[statOff:], d, idx)
+	dlap(4, &t0)
+	return dv.do(func() error { C.s4d_unmap(p, s.rd); return dv.fault() })
+}
+
+// copyOut copies the decoded pages (the kernel's output, in idx order)
+// to their places in d.Dst, flagging those whose status is not 1. Runs of
+// consecutive pages go in one copy each; the runs are shared out to
+// several goroutines (LZ4 pages lie between zero pages, so runs are short
+// and one copier is bound by one core). Both runtimes use it.
+func copyOut(pages, status []byte, d *pagefmt.Decompression, idx []int) {
+	n := len(idx)
+	part := func(k0, k1 int) {
 		for k := k0; k < k1; {
 			e := k
-			for e < k1 && idx[e] == idx[k]+(e-k) && binary.LittleEndian.Uint32(raw[statOff+4*e:]) == 1 && len(d.Src[idx[e]].Data) <= 1<<20 {
+			for e < k1 && idx[e] == idx[k]+(e-k) && binary.LittleEndian.Uint32(status[4*e:]) == 1 && len(d.Src[idx[e]].Data) <= 1<<20 {
 				e++
 			}
 			if e > k {
-				copy(d.Dst[idx[k]*PageSize:(idx[k]+e-k)*PageSize], raw[k*PageSize:e*PageSize])
+				copy(d.Dst[idx[k]*PageSize:(idx[k]+e-k)*PageSize], pages[k*PageSize:e*PageSize])
 				k = e
 				continue
 			}
@@ -256,12 +282,10 @@ func (b *Backend) decompress(s *dslot, d *pagefmt.Decompression, idx []int, mean
 		cw.Add(1)
 		go func() {
 			defer cw.Done()
-			copyOut(j*n/cg, (j+1)*n/cg)
+			part(j*n/cg, (j+1)*n/cg)
 		}()
 	}
 	cw.Wait()
-	dlap(4, &t0)
-	return dv.do(func() error { C.s4d_unmap(p, s.rd); return dv.fault() })
 }
 
 // dphaseNs sums the time of decompress's steps (pack the blocks, upload

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -31,7 +32,14 @@ import (
 
 func init() {
 	backends.Register("webgpu", 10, func(o backends.Options) (backends.Backend, error) {
-		return New(o, o.WebGPUCPU)
+		b, err := New(o, o.WebGPUCPU)
+		if err != nil {
+			return nil, err
+		}
+		if b.vk != nil {
+			return pinBackend{b}, nil
+		}
+		return b, nil
 	})
 }
 
@@ -60,8 +68,11 @@ var numSlots, extraSlots = 2, 2
 type Backend struct {
 	// active counts the Compress calls under way (see roundSplit).
 	active atomic.Int64
-	d      *device
-	kp     wgsl.Params
+	d      *device // the webgpu.h runtime; nil on the Vulkan runtime
+	// vk is the Vulkan runtime (vulkan.go), nil on the webgpu.h one.
+	vk       *vkrt
+	vkClosed atomic.Bool
+	kp       wgsl.Params
 	// features: the adapter's, probed at setup (features.go).
 	features []Feature
 
@@ -93,7 +104,37 @@ var numDSlots = 4
 // New opens the WebGPU backend. allowCPU accepts a CPU adapter (Mesa's
 // lavapipe): it is correct but slower than the cpu backend, so the
 // registry only uses one when the webgpu-cpu setting says so.
+//
+// o.WGSLRuntime picks what runs the kernels: "vulkan" (vulkan.go: client
+// memory imported, no staging copies), "webgpu" (a webgpu.h library), or
+// "auto"/"" (vulkan where the device imports host memory, webgpu.h
+// elsewhere, saying why in Describe).
 func New(o backends.Options, allowCPU bool) (*Backend, error) {
+	rt := o.WGSLRuntime
+	var why string
+	switch rt {
+	case RuntimeVulkan, RuntimeAuto, "":
+		b, err := newVulkan(o, allowCPU, rt != RuntimeVulkan)
+		if err == nil || rt == RuntimeVulkan {
+			return b, err
+		}
+		why = err.Error()
+	case RuntimeWebGPU:
+	default:
+		return nil, fmt.Errorf("wgsl runtime %q: must be auto, vulkan or webgpu", rt)
+	}
+	b, err := newWebGPU(o, allowCPU)
+	if err != nil {
+		return nil, err
+	}
+	b.d.desc += ", runtime webgpu.h (staging copies)"
+	if why != "" {
+		b.d.desc += "; vulkan runtime not taken: " + strings.TrimPrefix(why, "unavailable: ")
+	}
+	return b, nil
+}
+
+func newWebGPU(o backends.Options, allowCPU bool) (*Backend, error) {
 	d, err := openDevice(o.WebGPULib, allowCPU, o.WebGPUNoSubgroups, o.Tuning.WebGPUToggles)
 	if err != nil {
 		return nil, err
@@ -176,14 +217,26 @@ func (b *Backend) setup() error {
 	return nil
 }
 
-func (b *Backend) Name() string     { return "webgpu" }
-func (b *Backend) Describe() string { return b.d.desc }
+func (b *Backend) Name() string { return "webgpu" }
+
+// Describe says what runs the kernels: the device, the runtime and, on
+// the Vulkan runtime, the import path with its counts so far.
+func (b *Backend) Describe() string {
+	if b.vk != nil {
+		return b.vk.describe()
+	}
+	return b.d.desc
+}
 
 // Subgroups reports whether the compress kernel uses subgroup operations.
 func (b *Backend) Subgroups() bool { return b.kp.Subgroups }
 
 // Close releases the device. It waits for the batches in flight.
 func (b *Backend) Close() error {
+	if b.vk != nil {
+		b.closeVulkan()
+		return nil
+	}
 	if b.d.closed {
 		return nil
 	}
@@ -249,7 +302,7 @@ func (b *Backend) fail(err error) error {
 }
 
 func (b *Backend) usable() error {
-	if b.d.closed {
+	if (b.vk != nil && b.vkClosed.Load()) || (b.d != nil && b.d.closed) {
 		return errClosed
 	}
 	b.fmu.Lock()

@@ -1,0 +1,395 @@
+package webgpu
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/vulkan/spirv"
+	"github.com/s4d-project/s4d/backends/vulkan/spirv/wgslsrc"
+	"github.com/s4d-project/s4d/backends/vulkan/vk"
+	"github.com/s4d-project/s4d/wgsl"
+)
+
+// The engine's second runtime (issue 41): the same WGSL kernels, compiled
+// to SPIR-V by a pinned naga (package spirv), run through our own Vulkan
+// binding (package vk). Client memory is imported with
+// VK_EXT_external_memory_host once per mapping (Pin), and the compress
+// kernel reads a batch's pages straight from it and writes its results
+// into host memory the engine imported for itself: no staging copy and no
+// readback copy. A batch whose pages lie in no imported mapping is copied
+// into the slot's own imported staging first (counted). Batching, size
+// classes and the checks of the results are the webgpu runtime's
+// (compressBatch, fill, parts): only a round's device work differs.
+
+// Runtime names, as --wgsl-runtime takes them.
+const (
+	RuntimeAuto   = "auto"
+	RuntimeVulkan = "vulkan"
+	RuntimeWebGPU = "webgpu"
+)
+
+// envNoImport refuses every host-memory import when set to 1, as a
+// driver without VK_EXT_external_memory_host would: auto then takes the
+// webgpu.h runtime, vulkan stages every batch (tests force both).
+const envNoImport = "S4D_VULKAN_NO_IMPORT"
+
+// vkrt is the Vulkan runtime of one device.
+type vkrt struct {
+	d        *vk.Device
+	info     vk.Info
+	compress *vk.Kernel
+	decomp   *vk.Kernel
+	sg       bool // the compress module with subgroup scans
+	noImport bool
+
+	mu       sync.Mutex
+	imports  []*vkImport
+	pinLimit int64
+	pinned   int64 // bytes imported now
+
+	nImports, nRefused, nStaged, nDirect atomic.Int64
+	// wait bounds a dispatch's wait: waitTimeout, but minutes on a CPU
+	// device, where lavapipe compiles a kernel at its first dispatch
+	// (naga's compress module: minutes, see backends/vulkan/README.md).
+	wait time.Duration
+}
+
+// vkImport is one imported host mapping. Batches hold it while the
+// device may read it; unpin waits for them.
+type vkImport struct {
+	base, size uintptr
+	buf        *vk.Buffer
+	alias      unsafe.Pointer // a writable second mapping of the same pages, imported instead (pin)
+	users      int            // batches using it, under vkrt.mu
+	gone       bool           // unpinned: no new users
+	idle       *sync.Cond
+}
+
+// openVulkan opens the Vulkan runtime, or says why it cannot run here.
+// For auto it first checks that host import works, before building the
+// kernels (seconds on lavapipe).
+func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
+	d, err := vk.Open(vk.Options{Device: -1})
+	if err != nil {
+		return nil, backends.Unavailable("%v", err)
+	}
+	info := d.Info()
+	if info.CPU && !allowCPU {
+		d.Close()
+		return nil, backends.Unavailable("vulkan: only a CPU device (%s); set S4D_WEBGPU_ALLOW_CPU=1 to use it", info.Name)
+	}
+	if !info.HostImport {
+		// The engine's own result buffers are imported host memory too.
+		d.Close()
+		return nil, backends.Unavailable("vulkan: %s has no VK_EXT_external_memory_host", info.Name)
+	}
+	r := &vkrt{d: d, info: info, noImport: os.Getenv(envNoImport) == "1", pinLimit: o.GPUPinLimit, wait: waitTimeout}
+	if info.CPU {
+		r.wait = 30 * time.Minute
+	}
+	if auto {
+		if err := r.importWorks(); err != nil {
+			d.Close()
+			return nil, backends.Unavailable("vulkan: host import not used here: %v", err)
+		}
+	}
+	if r.pinLimit <= 0 {
+		var si unix.Sysinfo_t
+		if unix.Sysinfo(&si) == nil {
+			r.pinLimit = int64(si.Totalram) * int64(si.Unit) / 4
+		}
+	}
+	// The compress kernel with subgroup scans where the device builds it
+	// (it checks the subgroups' shape itself and falls back per workgroup).
+	for _, m := range [][]byte{spirv.CompressSubgroups, spirv.Compress} {
+		r.compress, err = d.NewKernel(m, "compress", vk.Storage, vk.Storage, vk.Storage, vk.Uniform, vk.Storage)
+		if err == nil {
+			r.sg = len(m) == len(spirv.CompressSubgroups)
+			break
+		}
+	}
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("vulkan: %w", err)
+	}
+	if r.decomp, err = d.NewKernel(spirv.Decompress, "decompress", vk.Storage, vk.Storage, vk.Storage, vk.Storage, vk.Uniform); err != nil {
+		r.compress.Release()
+		d.Close()
+		return nil, fmt.Errorf("vulkan: %w", err)
+	}
+	return r, nil
+}
+
+// importWorks tries one small import: auto takes this runtime only where
+// it does (and not on a CPU device, where imported memory saves nothing).
+func (r *vkrt) importWorks() error {
+	if r.noImport {
+		return fmt.Errorf("imports refused (%s=1)", envNoImport)
+	}
+	if r.info.CPU {
+		return errors.New("a CPU device (host memory is its memory: nothing to gain)")
+	}
+	m, err := unix.Mmap(-1, 0, 64<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(m)
+	b, err := r.d.Import(m)
+	if err != nil {
+		return err
+	}
+	b.Release()
+	return nil
+}
+
+func (r *vkrt) close() {
+	r.mu.Lock()
+	for _, im := range r.imports {
+		im.buf.Release()
+		if im.alias != nil {
+			unix.MunmapPtr(im.alias, im.size)
+		}
+	}
+	r.imports = nil
+	r.mu.Unlock()
+	r.compress.Release()
+	r.decomp.Release()
+	r.d.Close()
+}
+
+// errPinLimit refuses an import past --gpu-pin-limit.
+var errPinLimit = errors.New("vulkan: --gpu-pin-limit reached")
+
+// pin imports mem (a client's memfd mapping, or a slab) once. NVIDIA
+// refuses read-only mappings, which is how the daemon maps a PUT's memfd:
+// where the file allows writing, a second, writable mapping of the same
+// shared pages is made and imported instead (writableAlias). The daemon
+// never writes through it; the kernels bind the pages read-only.
+func (r *vkrt) pin(mem []byte) (func(), error) {
+	if len(mem) == 0 {
+		return nil, errors.New("vulkan: nothing to import")
+	}
+	fail := func(err error) (func(), error) {
+		r.nRefused.Add(1)
+		return nil, err
+	}
+	if r.noImport {
+		return fail(fmt.Errorf("%w: %s=1", vk.ErrImportRefused, envNoImport))
+	}
+	r.mu.Lock()
+	if r.pinned+int64(len(mem)) > r.pinLimit {
+		r.mu.Unlock()
+		return fail(fmt.Errorf("%w: %d bytes imported, %d more asked, limit %d", errPinLimit, r.pinned, len(mem), r.pinLimit))
+	}
+	r.pinned += int64(len(mem)) // reserved while importing
+	r.mu.Unlock()
+	// A read-only mapping is never offered to the driver: on NVIDIA one
+	// refused import made every later one of the device fail (H200,
+	// TestImportKinds), the engine's own buffers included.
+	var (
+		buf   *vk.Buffer
+		err   error
+		alias unsafe.Pointer
+	)
+	if writable(mem) {
+		buf, err = r.d.Import(mem)
+	} else if alias, err = writableAlias(mem); err == nil {
+		if buf, err = r.d.Import(unsafe.Slice((*byte)(alias), len(mem))); err != nil {
+			unix.MunmapPtr(alias, uintptr(len(mem)))
+			alias = nil
+		}
+	} else {
+		err = fmt.Errorf("%w: a read-only mapping of a file not open for writing: %w", vk.ErrImportRefused, err)
+	}
+	if err != nil {
+		r.mu.Lock()
+		r.pinned -= int64(len(mem))
+		r.mu.Unlock()
+		return fail(err)
+	}
+	r.nImports.Add(1)
+	im := &vkImport{base: uintptr(unsafe.Pointer(&mem[0])), size: uintptr(len(mem)), buf: buf, alias: alias}
+	im.idle = sync.NewCond(&r.mu)
+	r.mu.Lock()
+	r.imports = append(r.imports, im)
+	r.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { r.unpin(im) }) }, nil
+}
+
+// unpin releases an import once no batch uses it.
+func (r *vkrt) unpin(im *vkImport) {
+	r.mu.Lock()
+	im.gone = true
+	for im.users > 0 {
+		im.idle.Wait()
+	}
+	for i, x := range r.imports {
+		if x == im {
+			r.imports = append(r.imports[:i], r.imports[i+1:]...)
+			break
+		}
+	}
+	r.pinned -= int64(im.size)
+	r.mu.Unlock()
+	im.buf.Release()
+	if im.alias != nil {
+		unix.MunmapPtr(im.alias, im.size)
+	}
+}
+
+// lookup returns the import holding all of mem and mem's offset in it,
+// held for a batch (done lets it go), or nil.
+func (r *vkrt) lookup(mem []byte) (im *vkImport, off int64) {
+	if len(mem) == 0 {
+		return nil, 0
+	}
+	p := uintptr(unsafe.Pointer(&mem[0]))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.imports {
+		if !x.gone && p >= x.base && p+uintptr(len(mem)) <= x.base+x.size {
+			x.users++
+			return x, int64(p - x.base)
+		}
+	}
+	return nil, 0
+}
+
+func (r *vkrt) done(im *vkImport) {
+	if im == nil {
+		return
+	}
+	r.mu.Lock()
+	if im.users--; im.users == 0 {
+		im.idle.Broadcast()
+	}
+	r.mu.Unlock()
+}
+
+// writable reports whether the mapping holding mem allows writing, from
+// /proc/self/maps (read once per import).
+func writable(mem []byte) bool {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	p := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 2 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fs[0], "-")
+		a, e1 := strconv.ParseUint(lo, 16, 64)
+		b, e2 := strconv.ParseUint(hi, 16, 64)
+		if ok && e1 == nil && e2 == nil && p >= a && p < b {
+			return len(fs[1]) > 1 && fs[1][1] == 'w'
+		}
+	}
+	return false
+}
+
+// writableAlias maps the shared pages of mem a second time, writable
+// (mremap with an old size of 0 copies a shared mapping), populated for
+// writing as a mapping the driver accepts is. It fails where the file
+// was not opened for writing.
+func writableAlias(mem []byte) (unsafe.Pointer, error) {
+	n := uintptr(len(mem))
+	a, err := unix.MremapPtr(unsafe.Pointer(&mem[0]), 0, nil, n, unix.MREMAP_MAYMOVE)
+	if err != nil {
+		return nil, err
+	}
+	am := unsafe.Slice((*byte)(a), n)
+	if err := unix.Mprotect(am, unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		unix.MunmapPtr(a, n)
+		return nil, err
+	}
+	unix.Madvise(am, unix.MADV_POPULATE_WRITE) // before 5.14: faulted in by the import
+	return a, nil
+}
+
+// describe says which runtime and import path the device uses, with the
+// counts so far (s4d ctl stats and the log show it).
+func (r *vkrt) describe() string {
+	imp := "client memory imported (VK_EXT_external_memory_host)"
+	if r.noImport {
+		imp = "client imports refused (" + envNoImport + "=1): every batch staged"
+	}
+	scan := "workgroup-memory scans"
+	if r.sg {
+		scan = "subgroup scans"
+	}
+	r.mu.Lock()
+	pinned := r.pinned
+	r.mu.Unlock()
+	return fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: naga SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d",
+		r.info.Name, r.info.Driver, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load())
+}
+
+// hostBuf is anonymous memory the engine imported for itself: a slot's
+// results, parameters and staging. The kernels write into it and the host
+// reads it in place.
+type hostBuf struct {
+	mem []byte
+	buf *vk.Buffer
+}
+
+func (r *vkrt) newHostBuf(size int) (*hostBuf, error) {
+	size = (size + 4095) &^ 4095
+	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("vulkan: %d bytes of host memory: %w", size, err)
+	}
+	b, err := r.d.Import(m)
+	if err != nil {
+		unix.Munmap(m)
+		return nil, fmt.Errorf("vulkan: importing the engine's own %d bytes: %w", size, err)
+	}
+	return &hostBuf{mem: m, buf: b}, nil
+}
+
+func (h *hostBuf) free() {
+	if h != nil {
+		h.buf.Release()
+		unix.Munmap(h.mem)
+	}
+}
+
+// setupVulkan makes the slots of the Vulkan runtime: the compress kernel's
+// constants are the ones the SPIR-V was compiled with.
+func (b *Backend) setupVulkan() error {
+	b.kp = wgsl.Params{PageWords: PageSize / 4, Subgroups: b.vk.sg, Depth: wgslsrc.EngineDepth}
+	if numSlots+extraSlots > vk.Sets || numDSlots > vk.Sets {
+		return fmt.Errorf("vulkan: %d slots, %d descriptor sets", numSlots+extraSlots, vk.Sets)
+	}
+	for i := range numSlots + extraSlots {
+		s := &slot{extra: i >= numSlots, vs: &vkSlot{set: i}}
+		b.all = append(b.all, s)
+		if s.extra {
+			b.extra <- s
+		} else {
+			b.slots <- s
+		}
+	}
+	b.dslots = make(chan *dslot, numDSlots)
+	for i := range numDSlots {
+		ds := &dslot{vs: &vkDSlot{set: i}}
+		b.dall = append(b.dall, ds)
+		b.dslots <- ds
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+package webgpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/vulkan/vk"
+	"github.com/s4d-project/s4d/pagefmt"
+)
+
+// A Vulkan slot's results buffer (host memory the engine imported): the
+// kernel's parameters, the packed total, the per-page metadata, then the
+// packed blocks; offsets 256-aligned for any device's binding alignment.
+const (
+	vkParamsOff = 0
+	vkTotalOff  = 256
+	vkInfoOff   = 512
+)
+
+func vkPackedOff(capPages int) int { return (vkInfoOff + capPages*metaWords*4 + 4095) &^ 4095 }
+
+// vkSlot is a compress slot's Vulkan side; set is its descriptor set.
+type vkSlot struct {
+	set      int
+	capPages int
+	out      *hostBuf // parameters, total, metadata, packed blocks
+	stage    *hostBuf // the pages of a batch in no imported mapping
+}
+
+func (v *vkSlot) free() {
+	v.out.free()
+	v.stage.free()
+	v.out, v.stage, v.capPages = nil, nil, 0
+}
+
+// vkDSlot is a decompression slot's Vulkan side.
+type vkDSlot struct {
+	set         int
+	cap, srcCap int
+	in          *hostBuf // desc (8 bytes a block, room for cap), then the blocks
+	out         *hostBuf // parameters, status (4 bytes a page), then the pages
+}
+
+func (v *vkDSlot) free() {
+	v.in.free()
+	v.out.free()
+	v.in, v.out, v.cap, v.srcCap = nil, nil, 0, 0
+}
+
+// newVulkan opens the engine on the Vulkan runtime.
+func newVulkan(o backends.Options, allowCPU, auto bool) (*Backend, error) {
+	r, err := openVulkan(o, allowCPU, auto)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{vk: r, slots: make(chan *slot, numSlots), extra: make(chan *slot, extraSlots)}
+	if err := b.setupVulkan(); err != nil {
+		r.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) closeVulkan() {
+	if !b.vkClosed.CompareAndSwap(false, true) {
+		return
+	}
+	for _, s := range b.all {
+		if s.extra {
+			<-b.extra
+		} else {
+			<-b.slots
+		}
+		s.vs.free()
+	}
+	for _, ds := range b.dall {
+		<-b.dslots
+		ds.vs.free()
+	}
+	b.all, b.dall = nil, nil
+	b.vk.close()
+}
+
+// vkRound compresses pages [lo, hi) of in on slot s: the kernel reads the
+// pages where they are (an imported mapping) or from the slot's staging,
+// and writes its results into the slot's imported results buffer, which
+// the shared code then checks and hands on as the webgpu runtime's
+// mapped readback.
+func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, lo, hi int, mu *sync.Mutex, tn *turn, pt *parts, r int) error {
+	defer tn.release()
+	rt, v, m := b.vk, s.vs, hi-lo
+	t0 := time.Now()
+	if m > v.capPages {
+		v.free()
+		c := 64
+		for c < m {
+			c *= 2
+		}
+		var err error
+		if v.out, err = rt.newHostBuf(vkPackedOff(c) + c*PageSize); err != nil {
+			return err
+		}
+		v.capPages = c
+	}
+	pages := in.Pages[lo*PageSize : hi*PageSize]
+	im, off := rt.lookup(pages)
+	defer rt.done(im)
+	var src *vk.Buffer
+	if im != nil {
+		src = im.buf
+		rt.nDirect.Add(1)
+	} else {
+		if v.stage == nil {
+			var err error
+			if v.stage, err = rt.newHostBuf(v.capPages * PageSize); err != nil {
+				return err
+			}
+		}
+		tn.wait()
+		parallelCopy(v.stage.mem, pages, tn.procs())
+		tn.release()
+		src, off = v.stage.buf, 0
+		rt.nStaged.Add(1)
+	}
+	lap(1, &t0)
+	o := v.out.mem
+	binary.LittleEndian.PutUint32(o[vkParamsOff:], uint32(m))
+	binary.LittleEndian.PutUint32(o[vkParamsOff+4:], uint32(in.Threshold))
+	binary.LittleEndian.PutUint32(o[vkTotalOff:], 0)
+	pk := vkPackedOff(v.capPages)
+	k := rt.compress
+	for i, x := range []struct {
+		buf       *vk.Buffer
+		off, size int64
+	}{{src, off, int64(m * PageSize)}, {v.out.buf, int64(pk), int64(m * PageSize)},
+		{v.out.buf, vkInfoOff, int64(m * metaWords * 4)}, {v.out.buf, vkParamsOff, 16}, {v.out.buf, vkTotalOff, 16}} {
+		if err := k.BindSet(v.set, i, x.buf, x.off, x.size); err != nil {
+			return err
+		}
+	}
+	t, err := k.DispatchSet(v.set, m, 1, 1, vk.Ticket{})
+	if err != nil {
+		return err
+	}
+	lap(2, &t0)
+	if err := rt.d.Wait(t, rt.wait); err != nil {
+		return err
+	}
+	lap(3, &t0)
+	s.n = m
+	s.meta32 = pagefmt.Resize(s.meta32, m*metaWords)
+	for i := range s.meta32 {
+		s.meta32[i] = binary.LittleEndian.Uint32(o[vkInfoOff+4*i:])
+	}
+	total := int(binary.LittleEndian.Uint32(o[vkTotalOff:]))
+	if total > m*PageSize || total%4 != 0 {
+		return fmt.Errorf("vulkan: packed size %d out of range", total)
+	}
+	s.total32 = total
+	s.data = o[pk : pk+total]
+	defer func() { s.data = nil }()
+	limit := uint32(min(in.Threshold, PageSize))
+	if pt != nil {
+		return pt.deliverRound(b, s, r, lo, limit)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	base := len(out.Data)
+	out.Data = slices.Grow(out.Data, total)[:base+total]
+	parallelCopy(out.Data[base:], s.data, 8)
+	lap(6, &t0)
+	return b.fill(s, out, lo, uint32(base), total, limit)
+}
+
+// vkDecompress runs the decompress kernel over the blocks idx of d: they
+// are packed into the slot's imported input, the kernel writes the pages
+// into its imported output, and the shared copyOut puts them in place.
+func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, meanwhile func()) error {
+	rt, v, n := b.vk, s.vs, len(idx)
+	total := blocksBytes(d, idx)
+	if n > v.cap || total > v.srcCap {
+		v.free()
+		c, sc := 64, 1<<16
+		for c < n {
+			c *= 2
+		}
+		for sc < total {
+			sc *= 2
+		}
+		var err error
+		if v.in, err = rt.newHostBuf(vkDescRoom(c) + sc); err != nil {
+			return err
+		}
+		if v.out, err = rt.newHostBuf(vkPagesOff(c) + c*PageSize); err != nil {
+			v.free()
+			return err
+		}
+		v.cap, v.srcCap = c, sc
+	}
+	in, o := v.in.mem, v.out.mem
+	dr := vkDescRoom(v.cap)
+	packBlocks(in[:8*n], in[dr:], d, idx)
+	binary.LittleEndian.PutUint32(o[vkParamsOff:], uint32(n))
+	po := vkPagesOff(v.cap)
+	k := rt.decomp
+	for i, x := range []struct {
+		buf       *vk.Buffer
+		off, size int64
+	}{{v.in.buf, int64(dr), int64(total)}, {v.in.buf, 0, int64(8 * n)}, {v.out.buf, int64(po), int64(n * PageSize)},
+		{v.out.buf, vkTotalOff, int64(4 * n)}, {v.out.buf, vkParamsOff, 16}} {
+		if err := k.BindSet(v.set, i, x.buf, x.off, x.size); err != nil {
+			return err
+		}
+	}
+	t, err := k.DispatchSet(v.set, n, 1, 1, vk.Ticket{})
+	if err != nil {
+		return err
+	}
+	if meanwhile != nil {
+		meanwhile()
+	}
+	if err := rt.d.Wait(t, rt.wait); err != nil {
+		return err
+	}
+	copyOut(o[po:po+n*PageSize], o[vkTotalOff:vkTotalOff+4*n], d, idx)
+	return nil
+}
+
+// vkDescRoom is the room for cap blocks' descriptors, before the blocks.
+func vkDescRoom(capPages int) int { return (8*capPages + 255) &^ 255 }
+
+// vkPagesOff is where the decoded pages start in a decompression slot's
+// output, after the parameters and the status words.
+func vkPagesOff(capPages int) int { return (vkTotalOff + 4*capPages + 4095) &^ 4095 }
+
+// pinBackend is the engine on the Vulkan runtime: it also imports host
+// memory (backends.Pinner), which the daemon offers it for every client
+// mapping and the store's slabs.
+type pinBackend struct{ *Backend }
+
+// Pin imports mem with the device (counted against --gpu-pin-limit);
+// batches whose pages lie inside it are read by the kernel in place.
+func (p pinBackend) Pin(mem []byte) (func(), error) { return p.vk.pin(mem) }

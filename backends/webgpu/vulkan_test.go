@@ -1,0 +1,302 @@
+package webgpu
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/backends"
+	"github.com/s4d-project/s4d/backends/backendtest"
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/vulkan/vk"
+	"github.com/s4d-project/s4d/pagefmt"
+)
+
+// openVK opens the engine on the Vulkan runtime, or skips saying why
+// (S4D_REQUIRE_VULKAN=1 makes that a failure).
+func openVK(t testing.TB) *Backend {
+	t.Helper()
+	b, err := New(backends.Options{WGSLRuntime: RuntimeVulkan}, true)
+	if err != nil {
+		if backends.IsUnavailable(err) && os.Getenv("S4D_REQUIRE_VULKAN") != "1" {
+			t.Skipf("no Vulkan runtime here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	t.Logf("%s", b.Describe())
+	return b
+}
+
+// kernelsHere skips tests that dispatch the kernels on a CPU device
+// unless S4D_VULKAN_KERNELS=1: lavapipe (Mesa 25, LLVM 15) compiles naga's
+// compress module at its first dispatch for minutes with ~7 GB (LLVM's
+// coroutine split; backends/vulkan/README.md), cached on disk after.
+// It looks before the kernels are built (seconds on lavapipe).
+func kernelsHere(t testing.TB) {
+	t.Helper()
+	if os.Getenv("S4D_VULKAN_KERNELS") == "1" {
+		return
+	}
+	if d, err := vk.Open(vk.Options{Device: -1}); err == nil {
+		cpu := d.Info().CPU
+		d.Close()
+		if cpu {
+			t.Skip("lavapipe compiles the compress kernel for minutes at its first dispatch: S4D_VULKAN_KERNELS=1 runs it")
+		}
+	}
+}
+
+// memfdPages returns n bytes of a sealed memfd mapped shared, as the
+// daemon maps a client's buffer (read-only for a PUT unless write).
+func memfdPages(t testing.TB, src []byte, write bool) []byte {
+	t.Helper()
+	fd, err := unix.MemfdCreate("s4d-vk-test", unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Pwrite(fd, src, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		t.Fatal(err)
+	}
+	prot := unix.PROT_READ
+	if write {
+		prot |= unix.PROT_WRITE
+	}
+	m, err := unix.Mmap(fd, 0, len(src), prot, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(m) })
+	return m
+}
+
+// Imports are counted against the pin limit, found by address for a
+// batch, refused past the limit, and released only once no batch holds
+// them. A read-only mapping (how the daemon maps a PUT) is imported too:
+// NVIDIA refuses it as it is, so it is made writable first.
+func TestVulkanPin(t *testing.T) {
+	// The runtime without its kernels (building them takes lavapipe
+	// seconds; importing needs none).
+	d, err := vk.Open(vk.Options{Device: -1})
+	if err != nil {
+		if os.Getenv("S4D_REQUIRE_VULKAN") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("no Vulkan here: %v", err)
+	}
+	defer d.Close()
+	if !d.Info().HostImport {
+		t.Skipf("%s has no VK_EXT_external_memory_host", d.Info().Name)
+	}
+	rt := &vkrt{d: d, info: d.Info(), pinLimit: 1 << 30}
+	src := corpus.Pages(corpus.Text, 64, PageSize, 3)
+	ro := memfdPages(t, src, false)
+	unpin, err := rt.pin(ro)
+	if err != nil {
+		t.Fatalf("read-only memfd mapping: %v", err)
+	}
+	im, off := rt.lookup(ro[5*PageSize : 9*PageSize])
+	if im == nil || off != 5*PageSize {
+		t.Fatalf("lookup inside the import: %v at %d", im, off)
+	}
+	t.Logf("read-only mapping imported through a writable alias: %v", im.alias != nil)
+	if x, _ := rt.lookup(src[:PageSize]); x != nil {
+		t.Fatal("Go memory found in an import")
+	}
+	// Unpinning waits for the batch holding it.
+	released := make(chan struct{})
+	go func() { unpin(); close(released) }()
+	select {
+	case <-released:
+		t.Fatal("unpin did not wait for the batch using the import")
+	case <-time.After(100 * time.Millisecond):
+	}
+	rt.done(im)
+	<-released
+	if rt.pinned != 0 || len(rt.imports) != 0 {
+		t.Fatalf("after unpin: %d bytes pinned, %d imports", rt.pinned, len(rt.imports))
+	}
+	rt.pinLimit = int64(len(ro)) - PageSize
+	refused := rt.nRefused.Load()
+	if _, err := rt.pin(ro); !errors.Is(err, errPinLimit) {
+		t.Fatalf("past the pin limit: %v", err)
+	}
+	if rt.nRefused.Load() != refused+1 || rt.pinned != 0 {
+		t.Fatalf("refusal not counted (%d) or bytes left pinned (%d)", rt.nRefused.Load()-refused, rt.pinned)
+	}
+	if d := rt.describe(); !strings.Contains(d, "runtime vulkan") || !strings.Contains(d, "refused 1") || !strings.Contains(d, "imports 1 ") {
+		t.Fatalf("describe: %s", d)
+	}
+}
+
+// With host import refused (forced by S4D_VULKAN_NO_IMPORT=1, as on a
+// driver without it), auto runs the kernels through webgpu.h and says why.
+func TestAutoFallsBackWithoutImport(t *testing.T) {
+	open(t) // skips without the webgpu.h library
+	t.Setenv(envNoImport, "1")
+	b, err := New(backends.FromEnv(backends.Options{WGSLRuntime: RuntimeAuto}), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	d := b.Describe()
+	t.Log(d)
+	if b.vk != nil || !strings.Contains(d, "runtime webgpu.h") {
+		t.Fatalf("auto with imports refused: %s", d)
+	}
+	if _, err := vk.Open(vk.Options{Device: -1}); err == nil && !strings.Contains(d, envNoImport) {
+		t.Fatalf("Describe does not say why Vulkan was not taken: %s", d)
+	}
+}
+
+// On a GPU that imports host memory, auto takes the Vulkan runtime.
+func TestAutoTakesVulkan(t *testing.T) {
+	d, err := vk.Open(vk.Options{Device: -1})
+	if err != nil {
+		t.Skipf("no Vulkan here: %v", err)
+	}
+	info := d.Info()
+	d.Close()
+	if info.CPU || !info.HostImport {
+		t.Skipf("%s: auto keeps webgpu.h (a CPU device, or no host import)", info.Name)
+	}
+	b, err := New(backends.Options{WGSLRuntime: RuntimeAuto}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.vk == nil {
+		t.Fatalf("auto on a GPU with host import: %s", b.Describe())
+	}
+}
+
+// The shared suite on the Vulkan runtime: batches from Go memory go
+// through the slots' staging.
+func TestVulkanConformance(t *testing.T) {
+	kernelsHere(t)
+	b := openVK(t)
+	backendtest.Run(t, pinBackend{b}, backendtest.Config{PageSizes: []int{4096, 8192}, PartPages: 2*minRound + 300})
+	if b.vk.nStaged.Load() == 0 {
+		t.Fatal("no batch was staged")
+	}
+}
+
+// Pages in an imported mapping are read in place (counted), pages
+// elsewhere staged, and both come back from the CPU decoder and from the
+// engine's own decompress kernel, several callers at once.
+func TestVulkanImportedRoundTrip(t *testing.T) {
+	kernelsHere(t)
+	b := openVK(t)
+	var src []byte
+	for _, k := range corpus.Kinds {
+		src = append(src, corpus.Pages(k, 300, PageSize, 7)...)
+	}
+	mem := memfdPages(t, src, false)
+	unpin, err := pinBackend{b}.Pin(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unpin()
+	direct, staged := b.vk.nDirect.Load(), b.vk.nStaged.Load()
+	var wg sync.WaitGroup
+	for g, pages := range [][]byte{mem, mem[PageSize*100:], src, mem[:PageSize*(minRound+7)]} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := checkRoundTrip(t, b, pages, PageSize*3/4)
+			in := &pagefmt.Batch{PageSize: PageSize, Pages: pages}
+			n := in.Len()
+			d := &pagefmt.Decompression{PageSize: PageSize, Dst: make([]byte, len(pages)), Src: make([]pagefmt.Stored, n)}
+			for i := range n {
+				d.Src[i] = pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Data: out.Bytes(i, in)}
+			}
+			if err := b.Decompress(context.Background(), d); err != nil {
+				t.Errorf("caller %d: decompress: %v", g, err)
+				return
+			}
+			for i := range n {
+				if d.Failed[i] || string(d.Dst[i*PageSize:(i+1)*PageSize]) != string(in.Page(i)) {
+					t.Errorf("caller %d: page %d differs after the engine's decompress (failed %v)", g, i, d.Failed[i])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if b.vk.nDirect.Load() == direct || b.vk.nStaged.Load() == staged {
+		t.Fatalf("batches from imported memory %d, staged %d: both paths should have run", b.vk.nDirect.Load()-direct, b.vk.nStaged.Load()-staged)
+	}
+}
+
+// A refused import (forced) leaves the engine working: that mapping's
+// batches are staged, and the refusal is counted.
+func TestVulkanImportRefusedStages(t *testing.T) {
+	t.Setenv(envNoImport, "1")
+	kernelsHere(t)
+	b := openVK(t)
+	src := corpus.Pages(corpus.Mixed, 256, PageSize, 5)
+	mem := memfdPages(t, src, true)
+	if _, err := (pinBackend{b}).Pin(mem); !errors.Is(err, vk.ErrImportRefused) {
+		t.Fatalf("pin with imports refused: %v", err)
+	}
+	checkRoundTrip(t, b, mem, PageSize*3/4)
+	if b.vk.nRefused.Load() != 1 || b.vk.nStaged.Load() == 0 || b.vk.nDirect.Load() != 0 {
+		t.Fatalf("refused %d, staged %d, direct %d", b.vk.nRefused.Load(), b.vk.nStaged.Load(), b.vk.nDirect.Load())
+	}
+}
+
+// The writable alias NVIDIA's import needs for a PUT's read-only mapping
+// shows the same pages (a client's later writes too), and is refused
+// where the descriptor does not allow writing.
+func TestWritableAlias(t *testing.T) {
+	src := corpus.Pages(corpus.Text, 4, PageSize, 8)
+	ro := memfdPages(t, src, false)
+	if writable(ro) {
+		t.Fatal("a read-only mapping reported writable")
+	}
+	a, err := writableAlias(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	am := unsafe.Slice((*byte)(a), len(ro))
+	defer unix.MunmapPtr(a, uintptr(len(ro)))
+	if !writable(am) || string(am) != string(src) {
+		t.Fatal("the alias is not a writable view of the same pages")
+	}
+	am[5] ^= 0xff // as the file's owner would write
+	if ro[5] != src[5]^0xff {
+		t.Fatal("the alias is a copy, not the same pages")
+	}
+	fd, err := unix.MemfdCreate("s4d-vk-ro", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.Ftruncate(fd, PageSize)
+	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rfd)
+	m, err := unix.Mmap(rfd, 0, PageSize, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if a, err := writableAlias(m); err == nil {
+		unix.MunmapPtr(a, PageSize)
+		t.Fatal("a writable alias of a file opened read-only")
+	}
+}
