@@ -53,7 +53,11 @@ type vkrt struct {
 	sg       bool // the compress module with subgroup scans
 	noImport bool
 
+	// life: pins hold it shared while they import; close holds it
+	// alone, so no import runs into a closing device.
+	life     sync.RWMutex
 	mu       sync.Mutex
+	closed   bool // the device is closed: imports are gone with it
 	imports  []*vkImport
 	pinLimit int64
 	pinned   int64 // bytes imported now
@@ -153,8 +157,13 @@ func (r *vkrt) importWorks() error {
 	return nil
 }
 
+// close releases every import (the mappings' unpins, which may come
+// later, then only forget them) and the device.
 func (r *vkrt) close() {
+	r.life.Lock()
+	defer r.life.Unlock()
 	r.mu.Lock()
+	r.closed = true
 	for _, im := range r.imports {
 		im.buf.Release()
 		if im.alias != nil {
@@ -163,8 +172,12 @@ func (r *vkrt) close() {
 	}
 	r.imports = nil
 	r.mu.Unlock()
-	r.compress.Release()
-	r.decomp.Release()
+	if r.compress != nil {
+		r.compress.Release()
+	}
+	if r.decomp != nil {
+		r.decomp.Release()
+	}
 	r.d.Close()
 }
 
@@ -187,7 +200,13 @@ func (r *vkrt) pin(mem []byte) (func(), error) {
 	if r.noImport {
 		return fail(fmt.Errorf("%w: %s=1", vk.ErrImportRefused, envNoImport))
 	}
+	r.life.RLock()
+	defer r.life.RUnlock()
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return fail(errClosed)
+	}
 	if r.pinned+int64(len(mem)) > r.pinLimit {
 		r.mu.Unlock()
 		return fail(fmt.Errorf("%w: %d bytes imported, %d more asked, limit %d", errPinLimit, r.pinned, len(mem), r.pinLimit))
@@ -242,7 +261,11 @@ func (r *vkrt) unpin(im *vkImport) {
 		}
 	}
 	r.pinned -= int64(im.size)
+	closed := r.closed
 	r.mu.Unlock()
+	if closed {
+		return // released with the device
+	}
 	im.buf.Release()
 	if im.alias != nil {
 		unix.MunmapPtr(im.alias, im.size)

@@ -139,6 +139,19 @@ func TestVulkanPin(t *testing.T) {
 	if d := rt.describe(); !strings.Contains(d, "runtime vulkan") || !strings.Contains(d, "refused 1") || !strings.Contains(d, "imports 1 ") {
 		t.Fatalf("describe: %s", d)
 	}
+	// A mapping that outlives the engine (the daemon closes its engines
+	// before the connections let go): its unpin comes after the device
+	// is gone and must only forget it.
+	rt.pinLimit = 1 << 30
+	late, err := rt.pin(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.close()
+	late()
+	if _, err := rt.pin(ro); !errors.Is(err, errClosed) || rt.pinned != 0 {
+		t.Fatalf("pin after close: %v, %d bytes pinned", err, rt.pinned)
+	}
 }
 
 // With host import refused (forced by S4D_VULKAN_NO_IMPORT=1, as on a

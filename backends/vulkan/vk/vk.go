@@ -163,8 +163,8 @@ type Buffer struct {
 // Release frees the buffer (and, for an import, lets the pages go).
 // Nothing in flight may still use it.
 func (b *Buffer) Release() {
-	if b.d == nil {
-		return
+	if b.d == nil || b.d.d == nil {
+		return // released, or its device closed (which freed nothing of it: release first)
 	}
 	C.s4dvk_free(b.d.d, b.buf, b.mem)
 	b.d = nil
