@@ -143,6 +143,13 @@ func (d *Daemon) recoverSwaps(seq uint64) []int {
 		s.next = max(s.next, r.N)
 		var sd *swapDev
 		var err error
+		if r.IO != "" && r.IO != "go" && r.IO != "native" {
+			// A newer daemon's device, in a form this one cannot serve:
+			// untouched, for that daemon to take over again.
+			d.log.Error("swap device of the last run not taken over: it was served by a newer s4d's swap path (start that version again, or swapoff it under that version first)", "id", r.ID, "io", r.IO)
+			s.orphans = append(s.orphans, r)
+			continue
+		}
 		if r.IO == "native" && s.take == nil {
 			sd, err = d.takeOverNative(r, trusted)
 		} else {

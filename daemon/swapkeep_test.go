@@ -252,3 +252,26 @@ func TestSwapTakeoverCrashWindow(t *testing.T) {
 		t.Fatalf("next start: specs %v, trusted %v; want [0], none trusted", specs, trusted)
 	}
 }
+
+// A device a newer daemon served in a form this one does not know is not
+// taken over: it stays in the records, untouched, for that daemon.
+func TestSwapTakeoverRefusesUnknownIO(t *testing.T) {
+	d := &Daemon{log: slog.New(slog.DiscardHandler)}
+	d.cfg.Socket = filepath.Join(t.TempDir(), "s4d.sock")
+	devs := []swapRecord{{ID: 1, N: 1, Size: 1 << 20, Spec: -1, IO: "io-from-the-future"}, {ID: 2, N: 2, Size: 1 << 20, Spec: 0}}
+	if err := d.writeSwaps(swapRecords{Devices: devs}); err != nil {
+		t.Fatal(err)
+	}
+	var took []uint32
+	d.swaps.take = func(r swapRecord, tr bool) (*swapDev, error) {
+		took = append(took, r.ID)
+		return &swapDev{n: r.N, rec: r}, nil
+	}
+	if specs := d.recoverSwaps(0); !slices.Equal(specs, []int{0}) || !slices.Equal(took, []uint32{2}) {
+		t.Fatalf("specs %v, taken %v: want [0] and device 2 alone", specs, took)
+	}
+	recs, err := d.loadSwaps()
+	if err != nil || len(recs.Devices) != 2 || recs.Devices[1] != devs[0] {
+		t.Fatalf("records after: %+v, %v: want both, the unknown one kept as it was", recs, err)
+	}
+}

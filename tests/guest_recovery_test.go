@@ -72,9 +72,9 @@ $W -m 300 -t rec-hog >/dev/null
 echo "recovery: pages out, restarting ($(guest_vmstat pswpout) pages swapped out)"
 t0=$(guest_uptime)
 daemon=$(/keep/restart 15 $daemon $S4D_SOCKET /keep/rec.log -- $S $args)
-takeover 1 | grep "every_page_served=true"
-grep -E "kept for the next start|left for the next start|stopped" /keep/rec.log | tail -3
-echo "S4D-RESULT tag=s4d-recovery kind=takeover how=restart up_s=$(uptime_since $t0)"
+takeover 1 | grep -q "every_page_served=true"
+kv() { grep "$1" /keep/rec.log | tail -1 | grep -oE "($2)=[^ ]*" | tr '\n' ' '; }
+echo "S4D-RESULT tag=s4d-recovery kind=takeover how=restart up_s=$(uptime_since $t0) $(kv 'taken over' 'import|recover') $(kv 'kept for the next' 'pages|took')"
 grep -q "left for the next start" /keep/rec.log
 $S ctl swap | grep -q "$dev"
 touch /tmp/goA
@@ -170,7 +170,8 @@ func TestGuestRecovery(t *testing.T) {
 	if how["restart"] == nil || how["kill9"] == nil || how["kill9-nopersist"] == nil {
 		t.Fatalf("takeovers seen: %v", how)
 	}
-	t.Logf("planned restart: device served again after %ss", how["restart"]["up_s"])
+	t.Logf("planned restart: device served again after %ss (%s pages kept in %s at the stop; at the start, %s to put them back, %s to take the device over)",
+		how["restart"]["up_s"], how["restart"]["pages"], how["restart"]["took"], how["restart"]["import"], how["restart"]["recover"])
 	for _, h := range []string{"kill9", "kill9-nopersist"} {
 		t.Logf("%s: device served again after %ss, workload exit %s, SIGBUS %s, lost reads %s",
 			h, how[h]["up_s"], how[h]["workload_rc"], how[h]["sigbus"], how[h]["lost_reads"])
