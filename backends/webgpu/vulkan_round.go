@@ -201,6 +201,8 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 		}
 		v.cap, v.srcCap = c, sc
 	}
+	b.dlast.Store(s)
+	s.lastN = n
 	in, o := v.in.mem, v.out.mem
 	dr := vkDescRoom(v.cap)
 	packBlocks(in[:8*n], in[dr:], d, idx)
@@ -228,6 +230,17 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	}
 	copyOut(o[po:po+n*PageSize], o[vkTotalOff:vkTotalOff+4*n], d, idx)
 	return nil
+}
+
+// vkDKernelPass reruns the decompress kernel over the blocks of slot s's
+// last batch, without host work, and waits: what the device sustains.
+// For benchmarks.
+func (b *Backend) vkDKernelPass(s *dslot) error {
+	t, err := b.vk.decomp.DispatchSet(s.vs.set, s.lastN, 1, 1, vk.Ticket{})
+	if err != nil {
+		return err
+	}
+	return b.vk.d.Wait(t, b.vk.wait)
 }
 
 // vkDescRoom is the room for cap blocks' descriptors, before the blocks.
