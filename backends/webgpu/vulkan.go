@@ -116,7 +116,11 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 	}
 	// The compress kernel with subgroup scans where the device builds it
 	// (it checks the subgroups' shape itself and falls back per workgroup).
-	for _, m := range [][]byte{spirv.CompressSubgroups, spirv.Compress} {
+	mods := [][]byte{spirv.CompressSubgroups, spirv.Compress}
+	if o.WebGPUNoSubgroups { // --webgpu-no-subgroups holds for both runtimes
+		mods = mods[1:]
+	}
+	for _, m := range mods {
 		r.compress, err = d.NewKernel(m, "compress", vk.Storage, vk.Storage, vk.Storage, vk.Uniform, vk.Storage)
 		if err == nil {
 			r.sg = len(m) == len(spirv.CompressSubgroups)
