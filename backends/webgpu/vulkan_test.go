@@ -313,3 +313,24 @@ func TestWritableAlias(t *testing.T) {
 		t.Fatal("a writable alias of a file opened read-only")
 	}
 }
+
+// The engine opens on the Vulkan runtime wherever Vulkan is (lavapipe
+// too: building the pipelines needs no dispatch), says so, builds the
+// module the subgroups setting asks for, and closes.
+func TestVulkanOpen(t *testing.T) {
+	noSG := os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"
+	b, err := New(backends.Options{WGSLRuntime: RuntimeVulkan, WebGPUNoSubgroups: noSG}, true)
+	if err != nil {
+		if backends.IsUnavailable(err) && os.Getenv("S4D_REQUIRE_VULKAN") != "1" {
+			t.Skipf("no Vulkan runtime here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	d := b.Describe()
+	if b.vk == nil || !strings.Contains(d, "runtime vulkan") || (noSG && b.Subgroups()) {
+		t.Fatalf("%s (subgroups %v)", d, b.Subgroups())
+	}
+	if err := b.Close(); err != nil || b.usable() == nil {
+		t.Fatalf("close: %v, usable after: %v", err, b.usable())
+	}
+}
