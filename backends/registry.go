@@ -42,8 +42,8 @@ type Options struct {
 	// buffers, the store's slabs), across devices; 0 = a quarter of RAM
 	GPUPinLimit int64
 	// what runs the WGSL kernels of the webgpu engine: "vulkan",
-	// "webgpu" (a webgpu.h library) or "auto"/"" (vulkan where the GPU
-	// imports host memory)
+	// "webgpu" (a webgpu.h library) or "auto"/"" (webgpu.h where one is
+	// installed, else vulkan where the GPU imports host memory)
 	WGSLRuntime string
 	Tuning      Tuning // knobs for comparisons (FromEnv)
 }

@@ -62,7 +62,7 @@ var Table = []Setting{
 	text("webgpu-lib", "S4D_WEBGPU_LIB", "path of a webgpu.h library (Dawn); default: search", false, func(c *Config) *string { return &c.WebGPULib }),
 	boolean("webgpu-cpu", "S4D_WEBGPU_ALLOW_CPU", "let webgpu run on a CPU adapter (lavapipe): correct, but slower than the cpu backend", false, func(c *Config) *bool { return &c.WebGPUCPU }),
 	hidden(boolean("webgpu-no-subgroups", "S4D_WEBGPU_NO_SUBGROUPS", "webgpu: use the workgroup-memory scans even where the adapter has subgroups (the same bytes; for testing)", false, func(c *Config) *bool { return &c.WebGPUNoSG })),
-	text("wgsl-runtime", "S4D_WGSL_RUNTIME", "what runs the WGSL kernels of --backend webgpu: vulkan (client memory imported by the GPU, no staging copies), webgpu (a webgpu.h library: Dawn or wgpu-native), or auto (vulkan where the GPU imports host memory, webgpu elsewhere)", false, func(c *Config) *string { return &c.WGSLRuntime }),
+	text("wgsl-runtime", "S4D_WGSL_RUNTIME", "what runs the WGSL kernels of --backend webgpu: vulkan (client memory imported by the GPU, no staging copies), webgpu (a webgpu.h library: Dawn or wgpu-native), or auto (webgpu.h where a library is installed: its kernels measured faster; else vulkan where the GPU imports host memory)", false, func(c *Config) *string { return &c.WGSLRuntime }),
 	text("nvcomp-lib", "S4D_NVCOMP_LIB", "path of libnvcomp.so; default: search", false, func(c *Config) *string { return &c.NvcompLib }),
 	size64("gpu-mem-limit", "", "device memory a GPU backend may use; 0 = its default", false, func(c *Config) *int64 { return &c.GPUMemLimit }),
 	ordinals("gpus", "", "the GPUs to use, by ordinal after CUDA_VISIBLE_DEVICES (0,2); empty = every visible one", false, func(c *Config) *[]int { return &c.GPUs }),

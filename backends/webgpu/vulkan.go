@@ -52,6 +52,7 @@ type vkrt struct {
 	decomp   *vk.Kernel
 	sg       bool // the compress module with subgroup scans
 	noImport bool
+	note     string // why auto took this runtime, for Describe
 
 	// life: pins hold it shared while they import; close holds it
 	// alone, so no import runs into a closing device.
@@ -363,8 +364,12 @@ func (r *vkrt) describe() string {
 	r.mu.Lock()
 	pinned := r.pinned
 	r.mu.Unlock()
-	return fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: naga SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d",
+	d := fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: naga SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d",
 		r.info.Name, r.info.Driver, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load())
+	if r.note != "" {
+		d += "; " + r.note
+	}
+	return d
 }
 
 // hostBuf is anonymous memory the engine imported for itself: a slot's

@@ -107,31 +107,38 @@ var numDSlots = 4
 //
 // o.WGSLRuntime picks what runs the kernels: "vulkan" (vulkan.go: client
 // memory imported, no staging copies), "webgpu" (a webgpu.h library), or
-// "auto"/"" (vulkan where the device imports host memory, webgpu.h
-// elsewhere, saying why in Describe).
+// "auto"/"" (webgpu.h where a library is installed, else vulkan where the
+// device imports host memory, saying why in Describe). Auto prefers
+// webgpu.h: on an H200 the Vulkan runtime's naga-compiled kernels were
+// slower than the cpu engine both ways (PUT 0.51-0.65x, GET 0.69-0.80x,
+// docs/benchmarks/2026-12-02-vulkan-runtime.md), the compress kernel
+// alone at 10 GB/s, where Tint's ran at 21.7-24.4 GB/s on an H100.
 func New(o backends.Options, allowCPU bool) (*Backend, error) {
 	rt := o.WGSLRuntime
-	var why string
 	switch rt {
-	case RuntimeVulkan, RuntimeAuto, "":
-		b, err := newVulkan(o, allowCPU, rt != RuntimeVulkan)
-		if err == nil || rt == RuntimeVulkan {
-			return b, err
-		}
-		why = err.Error()
+	case RuntimeVulkan:
+		return newVulkan(o, allowCPU, false)
 	case RuntimeWebGPU:
+		b, err := newWebGPU(o, allowCPU)
+		if err == nil {
+			b.d.desc += ", runtime webgpu.h (staging copies)"
+		}
+		return b, err
+	case RuntimeAuto, "":
 	default:
 		return nil, fmt.Errorf("wgsl runtime %q: must be auto, vulkan or webgpu", rt)
 	}
 	b, err := newWebGPU(o, allowCPU)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		b.d.desc += ", runtime webgpu.h (staging copies; auto prefers it to the vulkan runtime, whose kernels measured slower)"
+		return b, nil
 	}
-	b.d.desc += ", runtime webgpu.h (staging copies)"
-	if why != "" {
-		b.d.desc += "; vulkan runtime not taken: " + strings.TrimPrefix(why, "unavailable: ")
+	vb, verr := newVulkan(o, allowCPU, true)
+	if verr == nil {
+		vb.vk.note = "webgpu.h not taken: " + strings.TrimPrefix(err.Error(), "unavailable: ")
+		return vb, nil
 	}
-	return b, nil
+	return nil, fmt.Errorf("%w; vulkan runtime not taken either: %s", err, strings.TrimPrefix(verr.Error(), "unavailable: "))
 }
 
 func newWebGPU(o backends.Options, allowCPU bool) (*Backend, error) {
