@@ -2,9 +2,13 @@ package daemon
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -70,36 +74,62 @@ func lostKey(b, n uint64) uint64 { return n + b }
 func (d *Daemon) exportNative(sd *swapDev) error {
 	name := fmt.Sprintf("/dev/ublkb%d", sd.rec.ID)
 	sd.nat.Fence()
-	st := newSwapStore(d, swapPool(sd.n), 1)
-	d.dropBlocks(st, 2*sd.rec.Size, 0) // an older run's pages, if any
+	pool := swapPool(sd.n)
+	d.dropBlocks(newSwapStore(d, pool, 1), 2*sd.rec.Size, 0) // an older run's pages, if any
 	n := sd.rec.Size / 4096
-	zeros := make([]byte, swapio.ExportBatch*4096)
-	var pages, lost uint64
+	var pages, lost atomic.Uint64
 	t0 := time.Now()
-	err := sd.nat.Export(func(keys []uint64, data []byte, lostBlocks []uint64) error {
-		if len(keys) > 0 {
-			if err := st.Put(keys, data); err != nil {
-				return err
+	err := inRanges(n, func(lo, hi uint64) error {
+		st := newSwapStore(d, pool, 1)
+		zeros := make([]byte, swapio.ExportBatch*4096)
+		return sd.nat.Export(lo, hi, func(keys []uint64, data []byte, lostBlocks []uint64) error {
+			if len(keys) > 0 {
+				if err := st.Put(keys, data); err != nil {
+					return err
+				}
 			}
-		}
-		if len(lostBlocks) > 0 {
-			lk := make([]uint64, len(lostBlocks))
-			for i, b := range lostBlocks {
-				lk[i] = lostKey(b, n)
+			if len(lostBlocks) > 0 {
+				lk := make([]uint64, len(lostBlocks))
+				for i, b := range lostBlocks {
+					lk[i] = lostKey(b, n)
+				}
+				if err := st.Put(lk, zeros[:len(lk)*4096]); err != nil {
+					return err
+				}
 			}
-			if err := st.Put(lk, zeros[:len(lk)*4096]); err != nil {
-				return err
-			}
-		}
-		pages += uint64(len(keys))
-		lost += uint64(len(lostBlocks))
-		return nil
+			pages.Add(uint64(len(keys)))
+			lost.Add(uint64(len(lostBlocks)))
+			return nil
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("%s: pages not handed to the store for persist: %w", name, err)
 	}
-	d.log.Info("swap device's pages kept for the next start (native path)", "device", name, "pages", pages, "lost_blocks", lost, "took", time.Since(t0).Round(time.Millisecond))
+	d.log.Info("swap device's pages kept for the next start (native path)", "device", name, "pages", pages.Load(),
+		"lost_blocks", lost.Load(), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
+}
+
+// inRanges splits blocks 0..n into a range per CPU and runs fn on each at
+// once: the native store takes writes and reads from several threads, as
+// its queues do, and a restart waits for these copies.
+func inRanges(n uint64, fn func(lo, hi uint64) error) error {
+	parts := uint64(max(1, runtime.NumCPU()))
+	step := (n + parts - 1) / parts
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for lo := uint64(0); lo < n; lo += step {
+		wg.Go(func() {
+			if err := fn(lo, min(lo+step, n)); err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // takeOverNative serves native device r again, from a new store: with
@@ -144,35 +174,38 @@ func (d *Daemon) takeOverNative(r swapRecord, trusted bool) (*swapDev, error) {
 // importNative puts the pool's pages of a device of n blocks into nat,
 // and the blocks recorded lost back as lost; it returns the pages put.
 func (d *Daemon) importNative(nat *swapio.Store, pool *swapStore, n uint64) (uint64, error) {
-	const batch = 1024
-	keys := make([]uint64, batch)
-	buf := make([]byte, batch*4096)
-	scratch := make([]byte, 4096)
-	missing, failed := make([]bool, batch), make([]bool, batch)
-	var held uint64
-	for k := uint64(0); k < 2*n; k += batch {
-		m := min(batch, 2*n-k)
-		for i := range m {
-			keys[i], missing[i], failed[i] = k+uint64(i), false, false
-		}
-		if err := pool.Get(keys[:m], buf[:m*4096], missing[:m], failed[:m]); err != nil {
-			return held, fmt.Errorf("reading the kept swap pages: %w", err)
-		}
-		for i := range m {
-			b := keys[i]
-			switch {
-			case missing[i]:
-			case b >= n:
-				nat.Lose(b - n)
-			case failed[i]:
-				nat.Lose(b) // a page the store could not give back: never served as zeros
-			default:
-				if err := nat.Import(b, buf[i*4096:(i+1)*4096], scratch); err != nil {
-					return held, err
+	var held atomic.Uint64
+	err := inRanges(2*n, func(lo, hi uint64) error {
+		const batch = 1024
+		keys := make([]uint64, batch)
+		buf := make([]byte, batch*4096)
+		scratch := make([]byte, 4096)
+		missing, failed := make([]bool, batch), make([]bool, batch)
+		for k := lo; k < hi; k += batch {
+			m := min(batch, hi-k)
+			for i := range m {
+				keys[i], missing[i], failed[i] = k+i, false, false
+			}
+			if err := pool.Get(keys[:m], buf[:m*4096], missing[:m], failed[:m]); err != nil {
+				return fmt.Errorf("reading the kept swap pages: %w", err)
+			}
+			for i := range m {
+				b := keys[i]
+				switch {
+				case missing[i]:
+				case b >= n:
+					nat.Lose(b - n)
+				case failed[i]:
+					nat.Lose(b) // a page the store could not give back: never served as zeros
+				default:
+					if err := nat.Import(b, buf[i*4096:(i+1)*4096], scratch); err != nil {
+						return err
+					}
+					held.Add(1)
 				}
-				held++
 			}
 		}
-	}
-	return held, nil
+		return nil
+	})
+	return held.Load(), err
 }

@@ -23,12 +23,13 @@ import (
 // ExportBatch is how many blocks Export hands over at once.
 const ExportBatch = 1024
 
-// Export calls fn with the blocks holding data, in order, a batch at a
-// time: keys, their pages (PageSize bytes each) and the blocks lost with
+// Export calls fn with the blocks from lo to hi (exclusive, clamped to
+// the store) holding data, in order, a batch at a time: keys, their pages (PageSize bytes each) and the blocks lost with
 // a crash that were never written since (they must stay lost). Zero and
 // empty blocks are left out: a block missing after Import reads as zeros.
-// Writes must be fenced off (Fence) or the queues stopped.
-func (st *Store) Export(fn func(keys []uint64, pages []byte, lost []uint64) error) error {
+// Writes must be fenced off (Fence) or the queues stopped. Exports of
+// ranges that do not overlap may run at once.
+func (st *Store) Export(lo, hi uint64, fn func(keys []uint64, pages []byte, lost []uint64) error) error {
 	keys := make([]uint64, 0, ExportBatch)
 	lost := make([]uint64, 0, ExportBatch)
 	pages := make([]byte, ExportBatch*PageSize)
@@ -42,7 +43,7 @@ func (st *Store) Export(fn func(keys []uint64, pages []byte, lost []uint64) erro
 		keys, lost = keys[:0], lost[:0]
 		return nil
 	}
-	for b := uint64(0); b < st.blocks; b++ {
+	for b := lo; b < min(hi, st.blocks); b++ {
 		switch C.s4d_store_kind(st.s, C.uint64_t(b)) {
 		case C.S4D_SAME, C.S4D_LZ4, C.S4D_RAW:
 			if err := st.read(b, pages[len(keys)*PageSize:(len(keys)+1)*PageSize]); err != nil {

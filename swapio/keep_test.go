@@ -39,7 +39,7 @@ func TestExportImport(t *testing.T) {
 	}
 	dst := newTestStore(t, size, Options{})
 	var got, lost int
-	err := src.Export(func(keys []uint64, pages []byte, lostKeys []uint64) error {
+	err := src.Export(0, size/PageSize, func(keys []uint64, pages []byte, lostKeys []uint64) error {
 		for i, k := range keys {
 			if err := dst.Import(k, pages[i*PageSize:(i+1)*PageSize], scratch); err != nil {
 				return err
@@ -85,7 +85,7 @@ func TestExportImport(t *testing.T) {
 	}
 	// A failing consumer stops the export with its error.
 	boom := errors.New("boom")
-	if err := dst.Export(func([]uint64, []byte, []uint64) error { return boom }); !errors.Is(err, boom) {
+	if err := dst.Export(0, 1<<62, func([]uint64, []byte, []uint64) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("export error %v, want boom", err)
 	}
 }
