@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A store's pages go through Export into a new store with Import, lost
@@ -124,4 +127,32 @@ func TestEmpty(t *testing.T) {
 	if err := st.write(5, textPage(5), scratch); err != nil {
 		t.Fatal("write after Empty:", err)
 	}
+}
+
+// A reserve a burst of writes made grow goes back to the one asked for
+// once writes stop finding the ring empty, and the ring's surplus slabs
+// with it.
+func TestReserveShrinks(t *testing.T) {
+	old := shrinkAfter.Load()
+	shrinkAfter.Store(int64(time.Hour))
+	t.Cleanup(func() { shrinkAfter.Store(old) })
+	st := newTestStore(t, 64<<20, Options{Reserve: SlabSize, MaxReserve: 8 * SlabSize})
+	scratch := make([]byte, PageSize)
+	for b := uint64(0); st.Stats().NoMem == 0; b++ {
+		if err := st.write(b, randomPage(b), scratch); err != nil && !errors.Is(err, unix.ENOMEM) {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(what string, ok func(Stats) bool) {
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok(st.Stats()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", what, st.Stats())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the reserve did not grow", func(s Stats) bool { return s.Reserve > SlabSize && s.Ready > SlabSize })
+	shrinkAfter.Store(int64(20 * time.Millisecond))
+	waitFor("the reserve did not shrink back to one slab", func(s Stats) bool { return s.Reserve == SlabSize && s.Ready <= SlabSize })
 }

@@ -109,6 +109,11 @@ static struct s4d_slab *ring_pop(struct s4d_store *s) {
 	}
 }
 
+void *s4d_store_ring_take(struct s4d_store *s) {
+	struct s4d_slab *sb = ring_pop(s);
+	return sb;
+}
+
 void *s4d_store_take_empty(struct s4d_store *s) {
 	spin_lock(&s->empty_lock);
 	struct s4d_slab *sb = s->empty;

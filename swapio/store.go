@@ -35,6 +35,12 @@ type Options struct {
 	Reserve, MaxReserve uint64
 }
 
+// shrinkAfter: a reserve grown by a burst of writes halves after this long
+// without a write finding the ring empty, down to the one asked for.
+var shrinkAfter atomic.Int64 // ns
+
+func init() { shrinkAfter.Store(int64(30 * time.Second)) }
+
 // Defaults: a small reserve, as zram's (it has none: zsmalloc allocates
 // in the write, with GFP flags that may not wait); ours grows when writes
 // find it empty (Stats.NoMem).
@@ -58,6 +64,8 @@ type Store struct {
 	reserve   atomic.Uint64
 	max       uint64
 	lastNoMem uint64
+	base      uint64    // the reserve asked for: it shrinks back to it
+	lastGrow  time.Time // when writes last found the ring empty, or it last shrank
 	quit      chan struct{}
 	done      chan struct{}
 	closed    bool
@@ -99,6 +107,7 @@ func NewStore(size uint64, o Options) (*Store, error) {
 	blocks := size / PageSize
 	st := &Store{blocks: blocks, max: min(o.MaxReserve, ringCap*SlabSize), quit: make(chan struct{}), done: make(chan struct{})}
 	st.reserve.Store(min(o.Reserve, st.max))
+	st.base, st.lastGrow = st.reserve.Load(), time.Now()
 	for _, n := range []int{int(unsafe.Sizeof(C.struct_s4d_store{})), int(blocks) * int(unsafe.Sizeof(C.struct_s4d_slot{})), ringCap * 8} {
 		b, err := lockedMap(n)
 		if err != nil {
@@ -166,6 +175,14 @@ func (st *Store) fill() error {
 		}
 		st.idle = st.idle[:len(st.idle)-1]
 	}
+	// A reserve that shrank: the ring's surplus goes back.
+	for uint64(C.s4d_store_ring_free(st.s)) > want {
+		p := C.s4d_store_ring_take(st.s)
+		if p == nil {
+			break
+		}
+		st.release(p)
+	}
 	// Slabs emptied by discards and overwrites (the C side reuses them
 	// first): kept while the ring and they hold at most twice the
 	// reserve, else given back to the system (still mapped, reused first).
@@ -232,10 +249,15 @@ func (st *Store) refill() {
 		unix.Read(st.efd, buf[:])
 		atomic.StoreInt32((*int32)(unsafe.Pointer(&st.s.wake_pending)), 0)
 		if n := uint64(st.s.st.nomem); n != st.lastNoMem {
-			st.lastNoMem = n
+			st.lastNoMem, st.lastGrow = n, time.Now()
 			if r := st.reserve.Load(); r < st.max {
 				st.reserve.Store(min(2*r, st.max))
 			}
+		} else if r := st.reserve.Load(); r > st.base && time.Since(st.lastGrow) > time.Duration(shrinkAfter.Load()) {
+			// Swapping has calmed down: the memory a burst made the
+			// reserve grow to goes back, half at a time (fill).
+			st.reserve.Store(max(st.base, r/2))
+			st.lastGrow = time.Now()
 		}
 		if err := st.fill(); err != nil {
 			time.Sleep(10 * time.Millisecond) // memory is short: the next try

@@ -83,6 +83,7 @@ void s4d_store_discard(struct s4d_store *s, uint64_t block, uint64_t n);
 uint64_t s4d_store_ring_free(struct s4d_store *s);  // slabs waiting in the ring
 int s4d_store_push(struct s4d_store *s, void *slab);  // 0, or -1 when the ring is full
 void *s4d_store_take_empty(struct s4d_store *s);       // an emptied slab, or NULL
+void *s4d_store_ring_take(struct s4d_store *s);        // a slab back from the ring (a reserve that shrank), or NULL
 void s4d_store_mark_lost(struct s4d_store *s);
 // For persist and takeover (Go, with the queues stopped or not yet
 // started): a block's kind (or -EINVAL), one block made lost.
