@@ -39,7 +39,7 @@ type Options struct {
 // without a write finding the ring empty, down to the one asked for.
 var shrinkAfter atomic.Int64 // ns
 
-func init() { shrinkAfter.Store(int64(30 * time.Second)) }
+func init() { shrinkAfter.Store(int64(10 * time.Second)) }
 
 // Defaults: a small reserve, as zram's (it has none: zsmalloc allocates
 // in the write, with GFP flags that may not wait); ours grows when writes
