@@ -19,6 +19,6 @@
 // locks (held for a few instructions, never across a wait), and never
 // calls into Go. Go keeps the control plane: it maps and locks the
 // store's memory (only that: no mlockall of the runtime), refills and
-// trims the slabs from a thread that is no I/O flusher, reads the
+// trims the slabs from a thread of its own (an I/O flusher: its reclaim does no swap I/O), reads the
 // counters, and gives everything back at Close.
 package swapio
