@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/s4d-project/s4d/internal/par"
 	"github.com/s4d-project/s4d/swapio"
 	"github.com/s4d-project/s4d/ublk"
 )
@@ -110,25 +111,21 @@ func (d *Daemon) exportNative(sd *swapDev) error {
 	return nil
 }
 
-// inRanges splits blocks 0..n into a range per CPU and runs fn on each at
-// once: the native store takes writes and reads from several threads, as
-// its queues do, and a restart waits for these copies.
+// inRanges runs fn on a range of blocks 0..n per CPU, at once (par.For),
+// and returns the first error: the native store takes writes and reads
+// from several threads, as its queues do, and a restart waits for these
+// copies.
 func inRanges(n uint64, fn func(lo, hi uint64) error) error {
-	parts := uint64(max(1, runtime.NumCPU()))
-	step := (n + parts - 1) / parts
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
-	for lo := uint64(0); lo < n; lo += step {
-		wg.Go(func() {
-			if err := fn(lo, min(lo+step, n)); err != nil {
-				mu.Lock()
-				first = cmp.Or(first, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	step := (n + uint64(runtime.GOMAXPROCS(0)) - 1) / uint64(runtime.GOMAXPROCS(0))
+	par.For(int(n), int(max(step, 1)), 0, func(lo, hi int) {
+		if err := fn(uint64(lo), uint64(hi)); err != nil {
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
+		}
+	})
 	return first
 }
 
