@@ -29,9 +29,26 @@ type QueueSpec struct {
 	CDev, ID, Depth, MaxIO int
 	Descs                  []byte // the kernel's descriptors for the queue (mmap of CDev)
 	PlainRing              bool   // no COOP/DEFER_TASKRUN ring flags
+	CPUs                   []int  // the CPUs whose requests the queue takes: the thread runs there
 }
 
-// Queue is one ublk queue served by a C thread from a Store.
+// Server is a store in C that queue threads serve from: a Store, or a
+// measuring tool's (tests/guest/nullublk).
+type Server interface{ Ops() Ops }
+
+// Ops are a C store's functions, as struct s4d_ops has them (queue.h),
+// and the pointer they take. The functions must neither block on Go nor
+// allocate: they run on the queue threads.
+type Ops struct{ Store, Read, Write, Discard unsafe.Pointer }
+
+// Ops gives the queue threads this store.
+func (st *Store) Ops() Ops {
+	var o C.struct_s4d_ops
+	C.s4d_store_ops(&o)
+	return Ops{Store: unsafe.Pointer(st.ptr()), Read: unsafe.Pointer(o.read), Write: unsafe.Pointer(o.write), Discard: unsafe.Pointer(o.discard)}
+}
+
+// Queue is one ublk queue served by a C thread from a Server.
 type Queue struct {
 	q    *C.struct_s4d_queue
 	mem  [][]byte
@@ -41,7 +58,7 @@ type Queue struct {
 
 // StartQueue starts the thread for one queue and returns once it has
 // fetched every tag (or failed to).
-func (st *Store) StartQueue(spec QueueSpec) (*Queue, error) {
+func StartQueue(srv Server, spec QueueSpec) (*Queue, error) {
 	q := &Queue{done: make(chan struct{})}
 	for _, n := range []int{int(unsafe.Sizeof(C.struct_s4d_queue{})), spec.Depth * spec.MaxIO, PageSize, stackLen} {
 		b, err := lockedMap(n)
@@ -52,7 +69,16 @@ func (st *Store) StartQueue(spec QueueSpec) (*Queue, error) {
 		q.mem = append(q.mem, b)
 	}
 	c := (*C.struct_s4d_queue)(unsafe.Pointer(&q.mem[0][0]))
-	c.store = st.ptr()
+	o := srv.Ops()
+	c.store = o.Store
+	c.ops.read = (*[0]byte)(o.Read)
+	c.ops.write = (*[0]byte)(o.Write)
+	c.ops.discard = (*[0]byte)(o.Discard)
+	for _, cpu := range spec.CPUs {
+		if cpu >= 0 && cpu < len(c.cpus)*64 {
+			c.cpus[cpu/64] |= 1 << (cpu % 64)
+		}
+	}
 	c.cdev = C.int(spec.CDev)
 	c.qid, c.depth, c.max_io = C.uint16_t(spec.ID), C.uint16_t(spec.Depth), C.uint32_t(spec.MaxIO)
 	c.descs = unsafe.Pointer(&spec.Descs[0])
@@ -115,6 +141,16 @@ func (q *Queue) unmap() {
 		unix.Munmap(b)
 	}
 	q.mem, q.q = nil, nil
+}
+
+// Pinned says whether the thread runs on its queue's CPUs only.
+func (q *Queue) Pinned() bool {
+	for _, w := range q.q.cpus {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // BufferBytes is the I/O memory the queue holds: its tags' buffers.

@@ -12,10 +12,22 @@ struct s4d_qstats {
 	_Atomic uint64_t requests, waits, reads, read_pages, writes, write_pages, discards, errors, nomem;
 };
 
+// s4d_ops is the store a queue serves from: s4d_store_* by default;
+// tests/guest/nullublk plugs in the cheapest store that gives pages back
+// (the floor a swap-in through ublk can reach). A function is called
+// from queue threads only, several at once.
+struct s4d_ops {
+	int (*read)(void *store, uint64_t block, void *page);
+	int (*write)(void *store, uint64_t block, const void *page, void *scratch);
+	void (*discard)(void *store, uint64_t block, uint64_t n);
+};
+
 struct s4d_queue {
 	// Set by Go before s4d_queue_start; the memory is Go's, mapped and
 	// locked outside the Go heap.
-	struct s4d_store *store;
+	void *store;
+	struct s4d_ops ops;
+	uint64_t cpus[16];    // the CPUs the thread runs on (a cpu_set_t: the queue's affinity); none set: any
 	int cdev;             // /dev/ublkcN
 	uint16_t qid, depth;
 	uint32_t max_io;
@@ -37,7 +49,8 @@ struct s4d_queue {
 	struct s4d_qstats st;
 };
 
-int s4d_queue_start(struct s4d_queue *q);  // 0 or -errno; the thread reports through ready
+int s4d_queue_start(struct s4d_queue *q);
+void s4d_store_ops(struct s4d_ops *o);      // the s4d store's  // 0 or -errno; the thread reports through ready
 void s4d_queue_join(struct s4d_queue *q);
 
 #endif

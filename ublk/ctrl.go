@@ -87,7 +87,7 @@ func (c *Control) Close() error {
 	return unix.Close(c.fd)
 }
 
-var ctrlNames = map[uint32]string{cmdGetDevInfo: "GET_DEV_INFO", cmdAddDev: "ADD_DEV", cmdDelDev: "DEL_DEV",
+var ctrlNames = map[uint32]string{cmdGetQueueAffinity: "GET_QUEUE_AFFINITY", cmdGetDevInfo: "GET_DEV_INFO", cmdAddDev: "ADD_DEV", cmdDelDev: "DEL_DEV",
 	cmdStartDev: "START_DEV", cmdStopDev: "STOP_DEV", cmdSetParams: "SET_PARAMS", cmdGetParams: "GET_PARAMS",
 	cmdStartUserRecovery: "START_USER_RECOVERY", cmdEndUserRecovery: "END_USER_RECOVERY"}
 
@@ -138,6 +138,25 @@ func (c *Control) DevInfo(id uint32) (DevInfo, error) {
 	p := new(DevInfo)
 	_, err := c.run(cmdGetDevInfo, id, 0, unsafe.Pointer(p), int(unsafe.Sizeof(*p)))
 	return *p, err
+}
+
+// QueueAffinity lists the CPUs whose requests go to queue q of a device
+// (blk-mq's map, set when the device was added).
+func (c *Control) QueueAffinity(id uint32, q int) ([]int, error) {
+	// The kernel wants room for every possible CPU, in whole longs.
+	mask := make([]uint64, 512)
+	if _, err := c.run(cmdGetQueueAffinity, id, uint64(q), unsafe.Pointer(&mask[0]), len(mask)*8); err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for i, w := range mask {
+		for b := 0; b < 64; b++ {
+			if w&(1<<b) != 0 {
+				cpus = append(cpus, i*64+b)
+			}
+		}
+	}
+	return cpus, nil
 }
 
 // setParams sets the basic and discard parameters (before START_DEV).

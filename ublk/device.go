@@ -29,7 +29,7 @@ type Options struct {
 	Log      *slog.Logger
 	// Native serves the queues from C threads and this store instead of
 	// Go threads and the Store given (native.go); nil: Go.
-	Native *swapio.Store
+	Native swapio.Server
 }
 
 // Limits on what Options may ask.

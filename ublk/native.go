@@ -23,7 +23,7 @@ type nativeQueues struct {
 
 // serveNative starts a C thread per queue, each with a fetch on every tag,
 // and returns once all have fetched.
-func (d *Device) serveNative(st *swapio.Store) error {
+func (d *Device) serveNative(st swapio.Server) error {
 	o := d.opts
 	var err error
 	if d.cdev, err = openWait(d.CharPath(), 5e9); err != nil {
@@ -41,12 +41,19 @@ func (d *Device) serveNative(st *swapio.Store) error {
 			break
 		}
 		nq.descs = append(nq.descs, descs)
-		q, err := st.StartQueue(swapio.QueueSpec{CDev: d.cdev, ID: i, Depth: o.Depth, MaxIO: o.MaxIO, Descs: descs, PlainRing: plainQueueRings})
+		cpus, err := d.ctrl.QueueAffinity(d.ID, i)
+		if err != nil {
+			o.Log.Warn("ublk queue's CPUs unknown: its thread runs anywhere", "device", d.BlockPath(), "queue", i, "err", err)
+		}
+		q, err := swapio.StartQueue(st, swapio.QueueSpec{CDev: d.cdev, ID: i, Depth: o.Depth, MaxIO: o.MaxIO, Descs: descs, PlainRing: plainQueueRings, CPUs: cpus})
 		if err != nil {
 			errs = append(errs, err)
 			break
 		}
 		nq.queues = append(nq.queues, q)
+		if len(cpus) > 0 && !q.Pinned() {
+			o.Log.Warn("ublk queue's thread runs anywhere: none of its CPUs is allowed here", "device", d.BlockPath(), "queue", i, "cpus", cpus)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, q := range nq.queues {
@@ -81,6 +88,20 @@ func (nq *nativeQueues) release() {
 		unix.Munmap(b)
 	}
 	nq.queues, nq.descs = nil, nil
+}
+
+// PinnedQueues counts the native queues whose threads run on their
+// queue's CPUs only.
+func (d *Device) PinnedQueues() int {
+	n := 0
+	if d.native != nil {
+		for _, q := range d.native.queues {
+			if q.Pinned() {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // NativeStats sums the native queues' counters (zero for a Go device).

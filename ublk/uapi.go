@@ -10,13 +10,14 @@ import (
 
 // Control commands (the number; the opcode sent is its ioctl encoding).
 const (
-	cmdGetDevInfo = 0x02
-	cmdAddDev     = 0x04
-	cmdDelDev     = 0x05
-	cmdStartDev   = 0x06
-	cmdStopDev    = 0x07
-	cmdSetParams  = 0x08
-	cmdGetParams  = 0x09
+	cmdGetQueueAffinity = 0x01
+	cmdGetDevInfo       = 0x02
+	cmdAddDev           = 0x04
+	cmdDelDev           = 0x05
+	cmdStartDev         = 0x06
+	cmdStopDev          = 0x07
+	cmdSetParams        = 0x08
+	cmdGetParams        = 0x09
 	// User recovery (Linux 6.0+): a device created with flagUserRecovery
 	// outlives its server, quiesced, until a new one takes it over.
 	cmdStartUserRecovery = 0x10

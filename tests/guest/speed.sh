@@ -52,7 +52,8 @@ $s4d daemon --socket /run/s4d.sock >/tmp/s4d-$1.log 2>&1 &
 daemon=$!
 for i in $(seq 100); do [ -S /run/s4d.sock ] && break; sleep 0.1; done
 export S4D_SOCKET=/run/s4d.sock
-dev=$($s4d swap add --size 1G --depth 32 --reserve 16M)
+dev=$($s4d swap add --size 1G)
+queue_cpus $1 $daemon
 mkswap $dev >/dev/null; swapon -d $dev
 traced $1
 guest_workload $1
@@ -75,6 +76,8 @@ mkdir -p /ram; mount -t ramfs ramfs /ram
 for b in s4d s4dbase; do [ ! -e /bin/\$b ] || mv /bin/\$b /ram/; done
 export PATH=/ram:\$PATH
 echo \"S4D-SPEED smp=\$(nproc) page_cluster=\$(cat /proc/sys/vm/page-cluster)\"
+# queue_cpus TAG PID: the CPUs each swap queue thread may run on.
+queue_cpus() { for t in /proc/\$2/task/*; do grep -q swapq \$t/comm && echo \"S4D-CPUS \$1 \$(cat \$t/comm) \$(awk '/Cpus_allowed_list/ {print \$2}' \$t/status)\"; done || true; }
 traced() { tpid=; [ -z \"\$trace\" ] || { ublk_trace \$1 & tpid=\$!; }; }
 # A trace cut short must not stay on under the next run.
 untraced() { [ -z \"\$tpid\" ] || { kill \$tpid 2>/dev/null || true; wait \$tpid || true; echo 0 > /sys/kernel/tracing/tracing_on 2>/dev/null || true; }; }
@@ -88,6 +91,7 @@ npid=\$!
 for i in \$(seq 100); do [ -s /tmp/null.out ] && break; sleep 0.1; done
 dev=\$(head -n 1 /tmp/null.out)
 mkswap \$dev >/dev/null; swapon -d \$dev
+queue_cpus null \$npid
 traced null
 guest_workload null
 untraced
@@ -112,7 +116,7 @@ bash "$here/run.sh" --timeout $limit --mem 384M --smp "$smp" \
 	"${bins[@]}" \
 	--file "$here/ublktrace.sh:/lib/ublktrace.sh" --file "$here/ublktrace.awk:/lib/ublktrace.awk" \
 	--log "$log" -- "$script" >/dev/null || rc=$?
-grep -E '^S4D-(RESULT|SPEED)|ublk|per read|serve' "$log" | grep -v '^\[' || true
+grep -E '^S4D-(RESULT|SPEED|CPUS)|ublk|per read|serve' "$log" | grep -v '^\[' || true
 # Each run against zram, from the workload and swap lines (process 0).
 awk '/^S4D-RESULT/ {
 	delete f; for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }

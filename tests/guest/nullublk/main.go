@@ -1,184 +1,85 @@
 // Command nullublk is a measuring tool for tests/guest/speed.sh, not a user
-// feature: a ublk server on the same ublk package as the daemon (queue
-// threads, io_uring, the gathering), with the cheapest store that gives
-// every page back right (memStore: no index, codec or checksum). Swap on
-// it costs the kernel's side, ublk and io_uring's round trip and the queue
-// thread's wake-ups, and next to nothing else: the floor of a swap-in
-// through a ublk server in the same guest. (A store answering zeros does
-// not do: every process's swapped pages, the workload's own heap
-// included, come back through it.)
+// feature: a ublk server on the daemon's own swap I/O path (package
+// swapio's C queue threads, io_uring, pinning, depth and request size)
+// with the cheapest store that gives every page back right (store.c: no
+// codec, no checksum, no slabs to refill). Swap on it costs the kernel's
+// side, ublk and io_uring's round trip and the queue thread's wake-ups,
+// and next to nothing else: the floor of a swap-in through a ublk server
+// in the same guest. (A store answering zeros does not do: every
+// process's swapped pages, the workload's own heap included, come back
+// through it.)
 //
-//	nullublk [--size 1G] [--depth 32] [--queues 0] [--full-mib 16] [--tag null]
+// Its store holds a page whose bytes from 512 on repeat with a period of
+// 64 (the workload's pages do) as its first 576 bytes, in a slot every
+// block has; any other page (other processes', the swap header) whole, in
+// --full-mib set aside. It is no general store: it is the cheapest one
+// that is right on this workload.
+//
+//	nullublk [--size 1G] [--depth 64] [--queues 0] [--full-mib 16] [--tag null]
 //
 // It prints the block device's path, serves until SIGTERM or SIGINT, then
-// prints its own timers as an S4D-RESULT line (kind=ublk-server) and
+// prints its queues' counters as an S4D-RESULT line (kind=ublk-server) and
 // removes the device.
 package main
 
+/*
+#include "store.h"
+*/
+import "C"
+
 import (
-	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
+	"unsafe"
 
+	"github.com/s4d-project/s4d/swapio"
 	"github.com/s4d-project/s4d/ublk"
 	"golang.org/x/sys/unix"
 )
 
-// memStore holds every page in memory, at almost no cost per page: a page
-// whose bytes from head on repeat with a period of period bytes (the
-// workload's pages do: 512 random bytes, then one 64-byte block over and
-// over) is kept as its head and one period; any other (other processes'
-// pages, the swap header) whole. It is no general store: it is the
-// cheapest one that gives every page back right on this workload, so a
-// swap-in costs the round trip and next to nothing else. Its memory is
-// all taken and made present at start, a repeating page's slot for every
-// block of the device (the kernel discards freed swap slots only a
-// cluster at a time, so blocks stay held long after their pages are
-// back): growing later meant a first touch under memory pressure on the
-// I/O path, and the guest stalled (the very wait the daemon's locking
-// avoids).
-type memStore struct {
-	mu           sync.Mutex // a queue per CPU: Put and Get come from several threads
-	small, full  [][]byte   // chunks of slots: smallSize bytes, block bytes
-	freeS, freeF []uint32   // free slot numbers, used as stacks
-	where        []uint32   // per block: 0 none, 1+n small slot n, fullBit|n full slot n
-	firstErr     error
-}
+// maxIO is the daemon's request size on the native path (daemon/swapnative.go).
+const maxIO = 32 << 10
 
-const (
-	block     = 4096
-	head      = 512
-	period    = 64
-	smallSize = head + period
-	fullBit   = 1 << 31
-	chunk     = 4 << 20
-	perSmall  = chunk / smallSize // slots in a chunk
-	perFull   = chunk / block
-)
+// nullStore is store.c's, in memory outside the Go heap.
+type nullStore struct{ s *C.struct_null_store }
 
-// errFull refuses a page that repeats nothing once --full-mib is used.
-var errFull = errors.New("nullublk: no room left for pages kept whole (raise --full-mib)")
-
-// newMemStore sets aside a repeating page's slot for each of blocks and
-// fullMiB for pages kept whole.
-func newMemStore(blocks uint64, fullMiB int) *memStore {
-	s := &memStore{where: make([]uint32, blocks)}
-	for len(s.small)*perSmall < int(blocks) {
-		s.grow(&s.small, &s.freeS, perSmall)
+func newNullStore(blocks uint64, fullMiB int) (*nullStore, error) {
+	mem, err := unix.Mmap(-1, 0, int(unsafe.Sizeof(C.struct_null_store{})), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, err
 	}
-	for len(s.full)*chunk < fullMiB<<20 {
-		s.grow(&s.full, &s.freeF, perFull)
+	s := (*C.struct_null_store)(unsafe.Pointer(&mem[0]))
+	if e := C.null_init(s, C.uint64_t(blocks), C.uint32_t(fullMiB<<20/4096)); e != 0 {
+		return nil, fmt.Errorf("store of %d blocks: %w", blocks, unix.Errno(-e))
 	}
-	return s
+	return &nullStore{s}, nil
 }
 
-// grow adds a chunk of slots to *chunks and their numbers to *free.
-func (s *memStore) grow(chunks *[][]byte, free *[]uint32, per int) {
-	c := make([]byte, chunk)
-	ublk.Touch(c)
-	base := len(*chunks) * per
-	*chunks = append(*chunks, c)
-	for i := per - 1; i >= 0; i-- {
-		*free = append(*free, uint32(base+i))
-	}
-}
-
-func (s *memStore) slotS(n uint32) []byte {
-	c, i := int(n)/perSmall, int(n)%perSmall
-	return s.small[c][i*smallSize : (i+1)*smallSize]
-}
-
-func (s *memStore) slotF(n uint32) []byte {
-	c, i := int(n)/perFull, int(n)%perFull
-	return s.full[c][i*block : (i+1)*block]
-}
-
-func (s *memStore) drop(k uint64) {
-	switch w := s.where[k]; {
-	case w == 0:
-	case w&fullBit != 0:
-		s.freeF = append(s.freeF, w&^fullBit)
-	default:
-		s.freeS = append(s.freeS, w-1)
-	}
-	s.where[k] = 0
-}
-
-func (s *memStore) Put(keys []uint64, pages []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.put(keys, pages)
-	if err != nil && s.firstErr == nil {
-		// Said once, where it happened (speed.sh shows nullublk's output).
-		s.firstErr = err
-		fmt.Fprintf(os.Stderr, "nullublk: write of %d blocks from %d: %v (free: %d repeating, %d whole)\n",
-			len(keys), keys[0], err, len(s.freeS), len(s.freeF))
-	}
-	return err
-}
-
-func (s *memStore) put(keys []uint64, pages []byte) error {
-	for i, k := range keys {
-		if k >= uint64(len(s.where)) {
-			return fmt.Errorf("nullublk: block %d beyond the device", k)
-		}
-		p := pages[i*block : (i+1)*block]
-		s.drop(k)
-		if bytes.Equal(p[head+period:], p[head:block-period]) {
-			// Never empty: a slot for every block, and each block holds one.
-			n := s.freeS[len(s.freeS)-1]
-			s.freeS = s.freeS[:len(s.freeS)-1]
-			copy(s.slotS(n), p[:smallSize])
-			s.where[k] = n + 1
-			continue
-		}
-		if len(s.freeF) == 0 {
-			return errFull
-		}
-		n := s.freeF[len(s.freeF)-1]
-		s.freeF = s.freeF[:len(s.freeF)-1]
-		copy(s.slotF(n), p)
-		s.where[k] = n | fullBit
+// put, get and discard call the store as a queue thread does (tests).
+func (n *nullStore) put(block uint64, page []byte) error {
+	if e := C.null_write(unsafe.Pointer(n.s), C.uint64_t(block), unsafe.Pointer(&page[0]), nil); e != 0 {
+		return unix.Errno(-e)
 	}
 	return nil
 }
 
-func (s *memStore) Get(keys []uint64, dst []byte, missing, failed []bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, k := range keys {
-		d := dst[i*block : (i+1)*block]
-		switch w := s.where[min(k, uint64(len(s.where)-1))]; {
-		case k >= uint64(len(s.where)) || w == 0:
-			missing[i] = true // never written: the gatherer zeroes it
-		case w&fullBit != 0:
-			copy(d, s.slotF(w&^fullBit))
-		default:
-			copy(d, s.slotS(w-1))
-			for off := smallSize; off < block; off += copy(d[off:], d[head:smallSize]) {
-			}
-		}
-	}
-	return nil
+func (n *nullStore) get(block uint64, page []byte) {
+	C.null_read(unsafe.Pointer(n.s), C.uint64_t(block), unsafe.Pointer(&page[0]))
 }
 
-func (s *memStore) Delete(keys []uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, k := range keys {
-		if k < uint64(len(s.where)) {
-			s.drop(k)
-		}
-	}
-	return nil
+func (n *nullStore) discard(block, count uint64) {
+	C.null_discard(unsafe.Pointer(n.s), C.uint64_t(block), C.uint64_t(count))
+}
+
+func (n *nullStore) free() int { return int(n.s.nfree) }
+
+func (n *nullStore) Ops() swapio.Ops {
+	return swapio.Ops{Store: unsafe.Pointer(n.s), Read: unsafe.Pointer(C.null_read), Write: unsafe.Pointer(C.null_write), Discard: unsafe.Pointer(C.null_discard)}
 }
 
 // parseSize reads 1G, 512M, 4096 (bytes).
@@ -223,7 +124,7 @@ func lockCode() error {
 
 func main() {
 	sizeFlag := flag.String("size", "1G", "device size (bytes, or with M or G)")
-	depth := flag.Int("depth", 32, "requests in flight per queue")
+	depth := flag.Int("depth", 64, "requests in flight per queue (the daemon's default)")
 	queues := flag.Int("queues", 0, "hardware queues (0: one per CPU)")
 	fullMiB := flag.Int("full-mib", 16, "MiB set aside for pages that repeat nothing (a repeating page's room is set aside for every block)")
 	tag := flag.String("tag", "null", "tag of the result line")
@@ -236,19 +137,19 @@ func main() {
 		fmt.Fprintf(os.Stderr, "nullublk: %v (args %q)\n", err, flag.Args())
 		os.Exit(2)
 	}
-	// Nothing on the I/O path allocates; a collection would only add
-	// pauses to what is measured.
-	debug.SetGCPercent(-1)
-	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
-		fmt.Fprintf(os.Stderr, "nullublk: mlockall: %v\n", err)
-		os.Exit(1)
-	}
+	// The queue threads touch their code, the C library and store.c's
+	// memory only; locking the program's files keeps their code in RAM
+	// (on the guest's tmpfs it could swap, onto this very device).
 	if err := lockCode(); err != nil {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)
 		os.Exit(1)
 	}
-	st := newMemStore(size/block, *fullMiB)
-	dev, err := ublk.Create(ublk.Options{Size: size, Queues: *queues, Depth: *depth}, st)
+	st, err := newNullStore(size/4096, *fullMiB)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)
+		os.Exit(1)
+	}
+	dev, err := ublk.Create(ublk.Options{Size: size, Queues: *queues, Depth: *depth, MaxIO: maxIO, Native: st}, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)
 		os.Exit(1)
@@ -257,12 +158,9 @@ func main() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
-	s := &dev.Stats
-	per := func(ns, n uint64) float64 { return float64(ns) / 1e3 / float64(max(n, 1)) }
-	fmt.Printf("S4D-RESULT tag=%s kind=ublk-server queues=%d waits=%d requests=%d read_calls=%d read_pages=%d write_calls=%d write_pages=%d serve_us_per_wait=%.1f read_store_us=%.1f read_copy_us=%.1f\n",
-		*tag, dev.Queues(), s.Waits.Load(), s.Requests.Load(), s.Reads.Calls.Load(), s.Reads.Pages.Load(),
-		s.Writes.Calls.Load(), s.Writes.Pages.Load(), per(s.ServeNs.Load(), s.Waits.Load()),
-		per(s.Reads.StoreNs.Load(), s.Reads.Calls.Load()), per(s.Reads.CopyNs.Load(), s.Reads.Calls.Load()))
+	q := dev.NativeStats()
+	fmt.Printf("S4D-RESULT tag=%s kind=ublk-server queues=%d pinned=%d waits=%d requests=%d read_calls=%d read_pages=%d write_calls=%d write_pages=%d refused=%d\n",
+		*tag, dev.Queues(), dev.PinnedQueues(), q.Waits, q.Requests, q.Reads, q.ReadPages, q.Writes, q.WritePages, uint64(st.s.refused))
 	if err := dev.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)
 		os.Exit(1)
