@@ -11,8 +11,8 @@ import (
 // swapWatch, when S4D_SWAP_WATCH names an interval, writes the swap
 // devices' counters and where each of the daemon's threads waits in the
 // kernel to stderr at that interval: for finding a stall under memory
-// pressure, when nothing else on the machine can run (the daemon's
-// memory is locked, so this goroutine still can).
+// pressure. Its goroutine runs Go, whose memory is not locked: a stall
+// deep enough may stop it too.
 func (d *Daemon) swapWatch() {
 	every, err := time.ParseDuration(os.Getenv("S4D_SWAP_WATCH"))
 	if err != nil || every <= 0 {

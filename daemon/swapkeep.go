@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/ublk"
 )
 
@@ -45,9 +43,9 @@ type swapRecord struct {
 	Codec   string `json:"codec,omitempty"`
 	Prio    int    `json:"prio"`
 	Spec    int    `json:"spec"` // the [[swap]] table it came from, -1 for `swap add`
-	// IO: the path that served it, "native" or "go" ("" in records of
-	// daemons before the native path: go). A device is taken over by
-	// its own path, whatever the setting now.
+	// IO: the path that served it, "native". "go" or "" (older
+	// daemons): the Go path, removed (issue 40); such a device is not
+	// taken over (recoverSwaps).
 	IO string `json:"io,omitempty"`
 }
 
@@ -133,7 +131,7 @@ func (d *Daemon) recoverSwaps(seq uint64) []int {
 			d.log.Error("swap devices of the last run not taken over", "err", err)
 			return nil
 		}
-		take = d.takeOver
+		take = d.takeOverNative
 	}
 	trusted := d.beginTakeover(recs, seq)
 	var specs []int
@@ -143,21 +141,18 @@ func (d *Daemon) recoverSwaps(seq uint64) []int {
 		s.next = max(s.next, r.N)
 		var sd *swapDev
 		var err error
-		if r.IO != "" && r.IO != "go" && r.IO != "native" {
-			// A newer daemon's device, in a form this one cannot serve:
-			// untouched, for that daemon to take over again.
-			d.log.Error("swap device of the last run not taken over: it was served by a newer s4d's swap path (start that version again, or swapoff it under that version first)", "id", r.ID, "io", r.IO)
+		if r.IO != "native" {
+			// A device this daemon cannot serve, left untouched (its
+			// pages are in the old path's form) for the s4d that made it.
+			if r.IO == "" || r.IO == "go" {
+				d.log.Error("swap device of the last run not taken over: it was served by the Go swap path, which this s4d no longer has (under the s4d that made it: swapoff it, `s4d swap del` it; then add it again under this one)", "id", r.ID, "io", r.IO)
+			} else {
+				d.log.Error("swap device of the last run not taken over: it was served by a newer s4d's swap path (start that version again, or swapoff it under that version first)", "id", r.ID, "io", r.IO)
+			}
 			s.orphans = append(s.orphans, r)
 			continue
 		}
-		if r.IO == "native" && s.take == nil {
-			sd, err = d.takeOverNative(r, trusted)
-		} else {
-			if s.take == nil {
-				d.guardMemory()
-			}
-			sd, err = take(r, trusted)
-		}
+		sd, err = take(r, trusted)
 		if errors.Is(err, ublk.ErrNoDevice) {
 			d.log.Warn("swap device of the last run is gone", "id", r.ID)
 			continue
@@ -170,7 +165,6 @@ func (d *Daemon) recoverSwaps(seq uint64) []int {
 			continue
 		}
 		s.devs = append(s.devs, sd)
-		s.publish()
 		if r.Spec >= 0 {
 			specs = append(specs, r.Spec)
 		}
@@ -206,38 +200,6 @@ func (d *Daemon) beginTakeover(recs swapRecords, seq uint64) bool {
 	return trusted
 }
 
-// takeOver serves device r from its pool again.
-func (d *Daemon) takeOver(r swapRecord, trusted bool) (*swapDev, error) {
-	st := newSwapStore(d, swapPool(r.N), r.Queues)
-	if r.Codec != "" {
-		if err := d.setSwapCodec(st, r.Codec); err != nil {
-			return nil, err
-		}
-	}
-	if !trusted {
-		st.distrust(r.Size / 4096)
-	}
-	opts := ublk.Options{Size: r.Size, Queues: r.Queues, Depth: r.Depth, Recovery: true, Log: d.log}
-	if err := d.setAside(st, ipc.SwapRequest{Size: r.Size, Reserve: r.Reserve}, opts.Batch()); err != nil {
-		return nil, err
-	}
-	dev, err := ublk.Recover(r.ID, opts, st)
-	if err != nil {
-		return nil, err
-	}
-	held := d.describeSwap(&swapDev{dev: dev, st: st}).Pages
-	// Not swap and not vouched for: nothing is in use on it, so every
-	// block may read as zeros, and mkswap may write it (followSwapoff).
-	fresh := !trusted && !ublk.ActiveSwaps()[dev.BlockPath()]
-	if fresh {
-		d.dropBlocks(st, dev.Size(), 0)
-		st.trustEvery()
-	}
-	d.log.Info("swap device taken over", "device", dev.BlockPath(), "pool", st.pool, "pages", held,
-		"every_page_served", trusted, "fresh", fresh)
-	return &swapDev{n: r.N, dev: dev, st: st, prio: r.Prio, rec: r, fresh: fresh}, nil
-}
-
 // keepSwaps, at a stop with persist, stops the devices' queues (a batch
 // being served is answered first) and leaves the devices to the next
 // daemon, swap on; the pages then go to the backing file with the rest.
@@ -246,17 +208,13 @@ func (d *Daemon) keepSwaps() bool {
 	s := &d.swaps
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held := false
+	if len(s.devs) > 0 {
+		d.holdResident()
+	}
 	for _, sd := range s.devs {
-		if sd.nat != nil {
-			if !held {
-				d.holdResident()
-				held = true
-			}
-			if err := d.exportNative(sd); err != nil {
-				d.log.Error("swap pages not kept: the next start fails reads of those it cannot vouch for", "err", err)
-				s.keepErr = errors.Join(s.keepErr, err)
-			}
+		if err := d.exportNative(sd); err != nil {
+			d.log.Error("swap pages not kept: the next start fails reads of those it cannot vouch for", "err", err)
+			s.keepErr = errors.Join(s.keepErr, err)
 		}
 		d.log.Info("swap device left for the next start", "device", sd.dev.BlockPath())
 		sd.dev.Detach()
@@ -271,41 +229,4 @@ func (d *Daemon) keepSwaps() bool {
 		}
 	}
 	return len(s.devs) > 0
-}
-
-// distrust makes a block the store does not hold fail to read (instead of
-// reading as zeros) until it is written or discarded: after a crash a
-// missing block may be one whose pages were lost.
-func (s *swapStore) distrust(blocks uint64) {
-	s.fresh = make([]atomic.Uint64, (blocks+63)/64)
-	s.trustAll = false
-}
-
-// trustEvery makes every block the store lacks read as zeros again: for a
-// device emptied after swapoff, where no block is in use.
-func (s *swapStore) trustEvery() {
-	for i := range s.fresh {
-		s.fresh[i].Store(^uint64(0))
-	}
-}
-
-// mark records blocks written or discarded since the takeover.
-func (s *swapStore) mark(keys []uint64) {
-	if s.trustAll {
-		return
-	}
-	for _, k := range keys {
-		if w := k / 64; w < uint64(len(s.fresh)) {
-			s.fresh[w].Or(1 << (k % 64))
-		}
-	}
-}
-
-// known says whether a block missing from the pool reads as zeros.
-func (s *swapStore) known(k uint64) bool {
-	if s.trustAll {
-		return true
-	}
-	w := k / 64
-	return w < uint64(len(s.fresh)) && s.fresh[w].Load()&(1<<(k%64)) != 0
 }

@@ -10,28 +10,28 @@ import (
 )
 
 // Swap served outside the Go runtime (issue 40, package swapio): C queue
-// threads and a zram-shaped C store, for every device this daemon creates
-// with --swap-io native. None of guardMemory's answers (mlockall of the
-// runtime, the heap grown to its bound, a quarter of RAM reserved, the
-// relief valve) is taken: only the C path's memory is locked, and
-// `swap del` gives it all back. Takeover and persist: swapnativekeep.go.
+// threads and a zram-shaped C store. A backend that needs memory to free
+// memory deadlocks; the C path allocates nothing on its I/O path but from
+// slabs it keeps locked and ready, and locks its own code, so the Go
+// runtime is neither locked nor on that path, and `swap del` gives every
+// byte back. Takeover and persist: swapnativekeep.go.
 //
-// Not with this path: writeback of its pages to the backing file while
-// it serves, per-device codecs (LZ4 only), emptying after swapoff
-// (discards free what the kernel reports; `swap del` frees the rest).
+// What it does not do: write its pages back to the backing file while it
+// serves, per-device codecs (LZ4 only), empty a device that is still swap
+// (discards free what the kernel reports; swapoff or `swap del` the rest).
 
 // nativeMaxIO is the largest request a native queue takes: with the
-// default depth of 64, 2 MiB of I/O buffers per queue (the Go path's
-// 128 KiB made 8 MiB, and as much again to gather).
+// default depth of 64, 2 MiB of I/O buffers per queue.
 const nativeMaxIO = 32 << 10
 
-// guardNative, at the first native device: the code the queue threads run
-// locked in memory, and the OOM killer told to spare the daemon.
+// guardNative, at the first device: the code the queue threads run
+// locked in memory, and the OOM killer told to spare the daemon (killing
+// it would kill every process with pages on its devices).
 func (d *Daemon) guardNative() {
-	if d.swaps.nativeGuarded {
+	if d.swaps.guarded {
 		return
 	}
-	d.swaps.nativeGuarded = true
+	d.swaps.guarded = true
 	if n, err := swapio.LockCode(); err != nil {
 		d.log.Warn("the native swap path's code not locked in memory", "err", err, "bytes", n)
 	} else {
@@ -40,10 +40,13 @@ func (d *Daemon) guardNative() {
 	if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0); err != nil {
 		d.log.Warn("oom_score_adj not lowered (needs CAP_SYS_RESOURCE)", "err", err)
 	}
-	d.swaps.follow.Do(func() { go d.followSwapoff() })
+	d.swaps.follow.Do(func() {
+		go d.followSwapoff()
+		d.swapWatch()
+	})
 }
 
-// addNativeSwap is addSwap for the native path; s.mu is held.
+// addNativeSwap is addSwap's work; s.mu is held.
 func (d *Daemon) addNativeSwap(req ipc.SwapRequest, codec string, prio, spec int) (ipc.SwapDevice, error) {
 	if codec != "" && codec != "lz4" {
 		return ipc.SwapDevice{}, errorf(ipc.CodeMalformed, "codec %q: the native swap path stores LZ4 only", codec)
@@ -71,16 +74,15 @@ func (d *Daemon) addNativeSwap(req ipc.SwapRequest, codec string, prio, spec int
 	sd := &swapDev{n: s.next, dev: dev, nat: st, fresh: true, prio: prio, rec: swapRecord{ID: dev.ID, N: s.next,
 		Size: dev.Size(), Queues: dev.Queues(), Depth: dev.Depth(), Reserve: req.Reserve, Codec: codec, Prio: prio, Spec: spec, IO: "native"}}
 	s.devs = append(s.devs, sd)
-	s.publish()
 	if err := d.saveSwaps(false); err != nil {
 		d.log.Error("swap records not written: after a crash the next start would not take this device over", "err", err)
 	}
-	d.log.Info("swap device added (native path)", "device", dev.BlockPath(), "size", dev.Size(), "queues", dev.Queues(),
+	d.log.Info("swap device added", "device", dev.BlockPath(), "size", dev.Size(), "queues", dev.Queues(),
 		"depth", dev.Depth(), "io_buffers", dev.BufferBytes(), "reserve", st.Stats().Reserve)
 	return d.describeSwap(sd), nil
 }
 
-// describeNative fills a native device's figures.
+// describeNative fills a device's figures.
 func describeNative(sd *swapDev, out *ipc.SwapDevice) {
 	st, qs := sd.nat.Stats(), sd.dev.NativeStats()
 	out.Pool = "native"
@@ -94,16 +96,11 @@ func describeNative(sd *swapDev, out *ipc.SwapDevice) {
 	out.Requests, out.Waits = qs.Requests, qs.Waits
 }
 
-// releaseNative, after a device is removed: with no native device left,
-// the code locked for them is unlocked (guardNative locks it again).
+// releaseNative, after a device is removed: with no device left, the
+// code locked for them is unlocked (guardNative locks it again).
 func (d *Daemon) releaseNative() {
-	for _, sd := range d.swaps.devs {
-		if sd.nat != nil {
-			return
-		}
-	}
-	if d.swaps.nativeGuarded {
+	if len(d.swaps.devs) == 0 && d.swaps.guarded {
 		swapio.UnlockCode()
-		d.swaps.nativeGuarded = false
+		d.swaps.guarded = false
 	}
 }

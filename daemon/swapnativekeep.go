@@ -18,8 +18,8 @@ import (
 	"github.com/s4d-project/s4d/ublk"
 )
 
-// Native devices across restarts (swapkeep.go says what each kind of
-// stop leaves). Their store lives in the daemon's process and dies with
+// Devices across restarts (swapkeep.go says what each kind of stop
+// leaves). Their store lives in the daemon's process and dies with
 // it, so:
 //   - a stop with persist hands its pages to the daemon's own store, in
 //     the device's pool, before the queues stop (exportNative);
@@ -27,8 +27,8 @@ import (
 //     them back into a new native store before its queues serve
 //     (takeOverNative, trusted);
 //   - after a crash every block the next start has not seen written reads
-//     as an I/O error (MarkLost), as on the Go path, unless the device is
-//     no longer swap: then nothing on it is in use and it is fresh.
+//     as an I/O error (MarkLost), unless the device is no longer swap:
+//     then nothing on it is in use and it is fresh.
 //
 // Blocks lost with an earlier crash and never written since stay lost
 // across a persisted stop: they are kept in the pool as zero pages at
@@ -36,7 +36,7 @@ import (
 
 // holdResident, at a stop that leaves native devices, before their
 // queues stop: the daemon's memory is brought back from swap and kept
-// (the Go runtime's is not locked on this path, so some of it may be out
+// (the Go runtime's is not locked while it serves, so some of it may be out
 // on the very devices; a fault on it once the queues have stopped would
 // wait for the next daemon, which waits for this one to exit). Untouched
 // anonymous memory maps the shared zero page: nothing is allocated for it.
@@ -76,12 +76,12 @@ func (d *Daemon) exportNative(sd *swapDev) error {
 	name := fmt.Sprintf("/dev/ublkb%d", sd.rec.ID)
 	sd.nat.Fence()
 	pool := swapPool(sd.n)
-	d.dropBlocks(newSwapStore(d, pool, 1), 2*sd.rec.Size, 0) // an older run's pages, if any
+	d.dropBlocks(pool, 2*sd.rec.Size, 0) // an older run's pages, if any
 	n := sd.rec.Size / 4096
 	var pages, lost atomic.Uint64
 	t0 := time.Now()
 	err := inRanges(n, func(lo, hi uint64) error {
-		st := newSwapStore(d, pool, 1)
+		st := newPoolPages(d, pool)
 		zeros := make([]byte, swapio.ExportBatch*4096)
 		return sd.nat.Export(lo, hi, func(keys []uint64, data []byte, lostBlocks []uint64) error {
 			if len(keys) > 0 {
@@ -106,7 +106,7 @@ func (d *Daemon) exportNative(sd *swapDev) error {
 	if err != nil {
 		return fmt.Errorf("%s: pages not handed to the store for persist: %w", name, err)
 	}
-	d.log.Info("swap device's pages kept for the next start (native path)", "device", name, "pages", pages.Load(),
+	d.log.Info("swap device's pages kept for the next start", "device", name, "pages", pages.Load(),
 		"lost_blocks", lost.Load(), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
@@ -141,7 +141,7 @@ func (d *Daemon) takeOverNative(r swapRecord, trusted bool) (*swapDev, error) {
 	if err != nil {
 		return nil, fmt.Errorf("native swap store: %w", err)
 	}
-	pool := newSwapStore(d, swapPool(r.N), 1)
+	pool := newPoolPages(d, swapPool(r.N))
 	path := fmt.Sprintf("/dev/ublkb%d", r.ID)
 	fresh := !trusted && !ublk.ActiveSwaps()[path]
 	var held uint64
@@ -162,15 +162,15 @@ func (d *Daemon) takeOverNative(r swapRecord, trusted bool) (*swapDev, error) {
 		nat.Close()
 		return nil, err
 	}
-	d.dropBlocks(pool, 2*r.Size, 0) // the pages now live in the native store
-	d.log.Info("swap device taken over (native path)", "device", dev.BlockPath(), "pages", held,
+	d.dropBlocks(pool.pool, 2*r.Size, 0) // the pages now live in the native store
+	d.log.Info("swap device taken over", "device", dev.BlockPath(), "pages", held,
 		"every_page_served", trusted, "fresh", fresh, "import", t1.Sub(t0).Round(time.Millisecond), "recover", time.Since(t1).Round(time.Millisecond))
 	return &swapDev{n: r.N, dev: dev, nat: nat, prio: r.Prio, rec: r, fresh: fresh}, nil
 }
 
 // importNative puts the pool's pages of a device of n blocks into nat,
 // and the blocks recorded lost back as lost; it returns the pages put.
-func (d *Daemon) importNative(nat *swapio.Store, pool *swapStore, n uint64) (uint64, error) {
+func (d *Daemon) importNative(nat *swapio.Store, pool *poolPages, n uint64) (uint64, error) {
 	var held atomic.Uint64
 	err := inRanges(2*n, func(lo, hi uint64) error {
 		const batch = 1024

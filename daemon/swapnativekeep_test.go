@@ -59,7 +59,7 @@ func TestNativeExportImport(t *testing.T) {
 	}
 	t1 := time.Now()
 	dst := nativeTestStore(t, size)
-	held, err := d.importNative(dst, newSwapStore(d, swapPool(7), 1), n)
+	held, err := d.importNative(dst, newPoolPages(d, swapPool(7)), n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,4 +85,10 @@ func TestNativeExportImport(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serveTestDaemon serves a cpu daemon in this process until the test ends.
+func serveTestDaemon(t *testing.T) *Daemon {
+	d, _ := serveDaemon(t, nil)
+	return d
 }

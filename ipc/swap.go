@@ -22,8 +22,8 @@ type SwapRequest struct {
 	Size   uint64 `json:"size,omitempty"`
 	Queues int    `json:"queues,omitempty"`
 	Depth  int    `json:"depth,omitempty"`
-	// add: memory set aside now for its compressed pages, in bytes (0: a
-	// quarter of RAM, at most half the device).
+	// add: memory kept ready for its compressed pages, in bytes (0: 16
+	// MiB; it doubles, up to 128 MiB, while writes find none).
 	Reserve uint64 `json:"reserve,omitempty"`
 	// del: the device (/dev/ublkbN or ublkbN); "" for every device.
 	Device string `json:"device,omitempty"`
@@ -39,7 +39,7 @@ type SwapDevice struct {
 	Pages    uint64 `json:"pages"`    // pages stored
 	Data     uint64 `json:"data"`     // their bytes uncompressed
 	Compr    uint64 `json:"compr"`    // their stored bytes
-	Total    uint64 `json:"total"`    // stored bytes plus the device's I/O buffers
+	Total    uint64 `json:"total"`    // memory held: slabs, reserve, slot table, I/O buffers
 	Streams  int    `json:"streams"`  // queues, each served by its own thread
 	Depth    int    `json:"depth"`    // requests in flight per queue
 	Zero     uint64 `json:"zero"`     // pages stored as zero or same-filled
@@ -52,24 +52,11 @@ type SwapDevice struct {
 	Errors   uint64 `json:"errors"` // store calls that failed (their I/O got EIO)
 	// Lost: reads failed (EIO) because the daemon crashed since the page
 	// was written and cannot vouch for the copy it has, if any.
-	Lost uint64 `json:"lost_reads,omitempty"`
-	// ValveOpens: times a queue stuck for memory had the daemon hand the
-	// kernel its relief memory (the daemon's, alike on every device).
-	ValveOpens uint64 `json:"valve_opens,omitempty"`
-	Requests   uint64 `json:"requests"` // kernel requests served
-	Waits      uint64 `json:"waits"`    // ring waits that returned requests
-	// BatchPages counts store calls by pages: entry i, calls of 2^i to
-	// 2^(i+1)-1 pages.
-	BatchPages []uint64 `json:"batch_pages"`
-	Flusher    string   `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
-	Error      string   `json:"error,omitempty"`   // why a queue stopped serving
-	// Time in the daemon, summed: reads' and writes' store calls, reads'
-	// copies to the kernel's buffers, and each wait's requests served
-	// and committed (ublk.Stats).
-	ReadStoreNs  uint64 `json:"read_store_ns"`
-	ReadCopyNs   uint64 `json:"read_copy_ns"`
-	WriteStoreNs uint64 `json:"write_store_ns"`
-	ServeNs      uint64 `json:"serve_ns"`
+	Lost     uint64 `json:"lost_reads,omitempty"`
+	Requests uint64 `json:"requests"`          // kernel requests served
+	Waits    uint64 `json:"waits"`             // ring waits that returned requests
+	Flusher  string `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
+	Error    string `json:"error,omitempty"`   // why a queue stopped serving
 	// Fresh: created empty by this daemon, not reattached with pages
 	// in use (only a fresh device may get mkswap: `s4d swap on`).
 	Fresh bool `json:"fresh"`

@@ -76,10 +76,9 @@ type Config struct {
 	// recovery; daemon/swapkeep.go). On by default: shown in the guest
 	// (README, "Restarts and crashes"; tests/guest_recovery_test.go).
 	SwapTakeover bool
-	// SwapIO serves swap devices: "native" (C queue threads and a C store
-	// outside the Go runtime, package swapio) or "go" (the older path:
-	// the runtime locked in memory, a reserve and a relief valve).
-	SwapIO string
+	// Deprecated lists settings given that no longer do anything, for
+	// the daemon to log (removedSwapIO).
+	Deprecated []string
 	// WritebackHeadroom is the percent of MemLimit kept free in the
 	// background by writing the coldest pages to the backing file, so
 	// that a PUT seldom writes back itself (0 = only when one must).
@@ -128,7 +127,6 @@ func Defaults() Config {
 		BackingVerify:       true,
 		WritebackHeadroom:   10,
 		SwapTakeover:        true,
-		SwapIO:              "native",
 		WGSLRuntime:         "auto",
 		RemoteTimeout:       5 * time.Second, // remote.DefaultTimeout
 	}
@@ -158,9 +156,6 @@ func (c *Config) Validate() error {
 	case "auto", "vulkan", "webgpu":
 	default:
 		return fmt.Errorf("wgsl runtime %q: must be auto, vulkan or webgpu", c.WGSLRuntime)
-	}
-	if c.SwapIO != "native" && c.SwapIO != "go" {
-		return fmt.Errorf("swap io %q: must be native or go", c.SwapIO)
 	}
 	if c.Persist && c.BackingFile == "" {
 		return fmt.Errorf("persist needs a backing file (--backing-file)")

@@ -18,7 +18,7 @@ import (
 //	queues = 2        # 0: one per CPU
 //	depth = 64        # requests in flight per queue
 //	priority = 100    # for swapon (`s4d swap on` reads it); default 100
-//	codec = "zstd"    # the pool's codec; "" the daemon's
+//	codec = "lz4"     # the only codec swap devices store; "" = lz4
 const swapKey = "swap"
 
 // DefaultSwapPriority is a device's swap priority unless its table names
@@ -34,7 +34,7 @@ var SwapKeys = []struct{ Key, Usage, Default string }{
 	{"queues", "hardware queues, each served by a thread of its own, 0-64; 0 = one per CPU", "0"},
 	{"depth", "requests in flight per queue, 0-1024; 0 = 64", "0"},
 	{"priority", "the swap priority s4d swap on gives the device, 0-32767 (higher is used first; disk swap has -2 and below)", "100"},
-	{"codec", "lz4 or zstd for the device's pages; empty = the daemon's codec", "the daemon's"},
+	{"codec", "lz4 or empty: swap devices store LZ4 only (a device with zstd, which the removed Go swap path took, is not created)", "lz4"},
 }
 
 // SwapSpec is one [[swap]] table.

@@ -88,7 +88,6 @@ var Table = []Setting{
 	boolean("backing-verify", "", "read every write to the backing file back before the pages leave RAM: a device that drops writes while reporting success (a loop device over a full tmpfs does) then loses nothing; false saves the reads", false, func(c *Config) *bool { return &c.BackingVerify }),
 	boolean("persist", "", "keep pages across a planned restart: a stop writes every page to --backing-file, the next start restores them", false, func(c *Config) *bool { return &c.Persist }),
 	boolean("swap-takeover", "", "swap devices outlive the daemon (ublk user recovery): a stop with persist leaves them, swap on, and the next start takes them over with every page as last written (their swapping waits meanwhile); a stop without persist swaps them off and removes them; after kill -9 or a crash the next start takes them over, and a page not written since fails its read (the process touching it gets SIGBUS), never served older; if no daemon comes back, their swapping waits for good. false: a crash fails their I/O at once and a stop always swaps them off", false, func(c *Config) *bool { return &c.SwapTakeover }),
-	text("swap-io", "S4D_SWAP_IO", "what serves swap devices: native (C threads and a zram-shaped C store outside the Go runtime; only their own memory is locked; LZ4 only, no writeback to --backing-file) or go (the older path: it locks the daemon's whole runtime in memory, about a quarter of RAM, and keeps per-device codecs and writeback)", false, func(c *Config) *string { return &c.SwapIO }),
 	integer("writeback-headroom", "", "with --backing-file, the percent of --mem-limit kept free in the background by writing the coldest pages to the file, so that PUTs seldom wait for a writeback; 0 = only when a PUT needs room", false, func(c *Config) *int { return &c.WritebackHeadroom }),
 	text("remote-tier", "S4D_REMOTE_TIER", "a Valkey (or Redis 7) cluster for cold pages, as the level below --backing-file (the file's pages spill there while less than half of it is free), and for s4d ctl pool export/import: valkey://host:port[,host:port...], valkeys:// for TLS; no credentials in the URL. The start fails, saying why, when the cluster is unreachable, refuses the credentials, the key is missing or of the wrong size, or maxmemory-policy is not noeviction", false, func(c *Config) *string { return &c.RemoteTier }),
 	text("remote-ca-file", "", "with valkeys://, PEM certificates that the cluster's TLS certificate must chain to (default: the system's roots)", false, func(c *Config) *string { return &c.RemoteCAFile }),
@@ -129,6 +128,9 @@ func Load(path string, named bool, set map[string]string) (Config, error) {
 				errs = append(errs, fmt.Errorf("--%s: %w", s.Name, err))
 			}
 		}
+	}
+	if v, ok := os.LookupEnv(swapIOEnv); ok {
+		errs = append(errs, c.removedSwapIO(v, swapIOEnv))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, &InvalidError{err}
@@ -171,6 +173,12 @@ func (c *Config) applyFile(path string, named bool) error {
 		if k == swapKey { // an array of tables, not a setting (swap.go)
 			var err error
 			if c.Swap, err = ParseSwap(raw[k]); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if k == swapIOKey {
+			if err := c.removedSwapIO(fmt.Sprint(raw[k]), k); err != nil {
 				errs = append(errs, err)
 			}
 			continue
@@ -223,6 +231,27 @@ func FromEnv() map[string]string {
 		}
 	}
 	return set
+}
+
+// swap_io (S4D_SWAP_IO) chose the swap path, native or go, until the Go
+// path was removed (issue 40). Kept so that a configuration written for
+// the default still starts; one asking for the Go path must not start
+// silently without it.
+const (
+	swapIOKey = "swap_io"
+	swapIOEnv = "S4D_SWAP_IO"
+)
+
+// removedSwapIO takes swap_io's value v, given as where.
+func (c *Config) removedSwapIO(v, where string) error {
+	switch v {
+	case "native":
+		c.Deprecated = append(c.Deprecated, where+` = "native" is deprecated and does nothing: swap is always served by the native path; remove it`)
+		return nil
+	case "go":
+		return fmt.Errorf(`%s = "go": the Go swap path was removed (swap is always served by the native path: LZ4 only, no writeback of swap pages to the backing file); remove %s`, where, where)
+	}
+	return fmt.Errorf("%s %q: removed setting; swap is always served by the native path: remove it", where, v)
 }
 
 // hidden keeps a setting out of the help (testing knobs).

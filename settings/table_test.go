@@ -126,3 +126,24 @@ func TestMetricsListenSetting(t *testing.T) {
 		t.Fatalf("a reload should say metrics_listen needs a restart: %v", keys)
 	}
 }
+
+// swap_io named the Go swap path's switch until the path was removed: the
+// default's value still starts (noted for the log), "go" does not.
+func TestRemovedSwapIO(t *testing.T) {
+	c, err := Load(write(t, "swap_io = \"native\"\n"), true, nil)
+	if err != nil || len(c.Deprecated) != 1 || !strings.Contains(c.Deprecated[0], "swap_io") {
+		t.Fatalf("swap_io = native: %v, notes %q", err, c.Deprecated)
+	}
+	for _, v := range []string{"go", "fast"} {
+		if _, err := Load(write(t, "swap_io = \""+v+"\"\n"), true, nil); err == nil || !strings.Contains(err.Error(), "swap_io") {
+			t.Fatalf("swap_io = %s: %v", v, err)
+		}
+	}
+	if _, err := Load(write(t, "swap_io = \"go\"\n"), true, nil); !strings.Contains(err.Error(), "Go swap path was removed") {
+		t.Fatalf("swap_io = go: %v", err)
+	}
+	t.Setenv("S4D_SWAP_IO", "go")
+	if _, err := Load(filepath.Join(t.TempDir(), "none.toml"), false, nil); err == nil || !strings.Contains(err.Error(), "S4D_SWAP_IO") {
+		t.Fatalf("S4D_SWAP_IO=go: %v", err)
+	}
+}

@@ -257,8 +257,7 @@ const guestMem = "384M"
 
 // guestCPUs is TestGuest's guest CPUs (S4D_GUEST_SMP overrides): two, so
 // the swap device has two queues served by two threads, as on any real
-// machine. At two, before the relief valve (daemon/swapvalve.go), the
-// swap scenario stalled in most boots; TestGuestRecovery keeps one.
+// machine. TestGuestRecovery keeps one.
 const guestCPUs = "2"
 
 // TestGuest boots the guest once and runs the zram baseline, the ublk

@@ -1,10 +1,9 @@
 #!/bin/bash
-# swapmem.sh [--mem 2G] [--smp 2] [--size 1G] [--x 1.3] [--jobs 1] [--fork] [--go] [--log FILE]
+# swapmem.sh [--mem 2G] [--smp 2] [--size 1G] [--x 1.3] [--jobs 1] [--fork] [--log FILE]
 # What a swap device costs in memory (issue 40), in one guest boot
 # (QEMU/TCG, by hand: a boot takes minutes): MemAvailable and Mlocked
 # around a zram device of --size (nothing written), then around
-# `s4d swap add --size SIZE` with the defaults (the native path; --go:
-# a daemon started with --swap-io go), then the checksummed workload
+# `s4d swap add --size SIZE` with the defaults, then the checksummed workload
 # of --x times the guest's RAM on that swap, in --jobs processes at once
 # (every page checked; lockwatch beside it prints every daemon thread's
 # stack at 400 s; --fork: a loop forking every 0.2 s beside), then after
@@ -14,7 +13,7 @@
 # size: at --mem 2G --size 1G, --x 1.3 does; 1.75 does not (mmap fails).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mem=2G smp=2 size=1G x=1.3 jobs=1 fork=0 native=1 log=/tmp/s4d-swapmem.log
+mem=2G smp=2 size=1G x=1.3 jobs=1 fork=0 log=/tmp/s4d-swapmem.log
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mem) mem=${2:?}; shift 2;;
@@ -23,7 +22,6 @@ while [ $# -gt 0 ]; do
 	--x) x=${2:?}; shift 2;;
 	--jobs) jobs=${2:?}; shift 2;;
 	--fork) fork=1; shift;;
-	--go) native=0; shift;;
 	--log) log=${2:?}; shift 2;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
 	*) echo "swapmem.sh: unknown argument $1 (see --help)" >&2; exit 2;;
@@ -37,7 +35,7 @@ cc -static -O2 -o "$tmp/lockwatch" "$here/lockwatch.c"
 lz4=$(readlink -f "$(ldconfig -p | awk '/liblz4.so.1 .*x86-64/ { print $NF; exit }')")
 "$here/run.sh" --bin "$tmp/s4d" --bin "$tmp/workload" --bin "$tmp/lockwatch" \
 	--file "$lz4:/lib/x86_64-linux-gnu/liblz4.so.1" --mem "$mem" --smp "$smp" --timeout 900 -- "
-SIZE=$size WLX=$x JOBS=$jobs FORK=$fork NATIVE=$native
+SIZE=$size WLX=$x JOBS=$jobs FORK=$fork
 $(cat <<'SCRIPT'
 guest_load ublk_drv
 guest_load zram
@@ -51,9 +49,7 @@ echo $SIZE > /sys/block/zram$n/disksize
 sleep 1; a1=$(ma)
 echo "S4D-RESULT tag=zram-add size=$SIZE delta_mib=$((a1-a0))"
 echo 1 > /sys/block/zram$n/reset; echo $n > /sys/class/zram-control/hot_remove
-io=native
-[ "$NATIVE" = 1 ] || { io=go; ulimit -s 256; }
-s4d daemon --socket /run/s4d.sock --swap-io $io >/tmp/s4d.log 2>&1 &
+s4d daemon --socket /run/s4d.sock >/tmp/s4d.log 2>&1 &
 daemon=$!
 for i in $(seq 100); do [ -S /run/s4d.sock ] && break; sleep 0.1; done
 export S4D_SOCKET=/run/s4d.sock
@@ -62,7 +58,7 @@ b0=$(ma); l0=$(ml)
 dev=$(s4d swap add --size $SIZE) || { cat /tmp/s4d.log; exit 1; }
 sleep 1
 b1=$(ma); l1=$(ml)
-echo "S4D-RESULT tag=s4d-add native=$NATIVE size=$SIZE delta_mib=$((b1-b0)) mlocked_before=$l0 mlocked_after=$l1"
+echo "S4D-RESULT tag=s4d-add size=$SIZE delta_mib=$((b1-b0)) mlocked_before=$l0 mlocked_after=$l1"
 grep -E "VmLck|VmRSS" /proc/$daemon/status
 mkswap $dev >/dev/null
 swapon -d $dev  # discards: a slot freed by an exiting process frees its slab

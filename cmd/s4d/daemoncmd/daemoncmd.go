@@ -59,6 +59,9 @@ func run(cx *cli.Context) error {
 	}
 	level.Set(cfg.LogLevel)
 	cfg.Log, cfg.Level = log, level
+	for _, note := range cfg.Deprecated {
+		log.Warn(note)
+	}
 	// Opened before the backends are probed and calibrated, so a refused
 	// address fails at once. A socket passed by systemd wins.
 	mln, err := metricsFromSystemd()

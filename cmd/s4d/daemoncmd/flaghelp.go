@@ -63,7 +63,6 @@ var daemonHelp = map[string]flagHelp{
 	"writeback-headroom":    {catCold, "`PERCENT` share of --mem-limit kept free by writing cold pages ahead; 0 = only when needed"},
 	"persist":               {catCold, "`true|false` keep every page across a planned restart, on --backing-file"},
 	"checkpoint-interval":   {catCold, "`DURATION` interval of records against a crash, with --persist; 0 = only at a stop"},
-	"swap-io":               {catCold, "`native|go` what serves swap devices: native (outside the Go runtime) or go"},
 	"swap-takeover":         {catCold, "`true|false` swap devices outlive the daemon; the next start takes them over (s4d.toml(5))"},
 
 	"remote-tier":        {catRemote, "`URL` Valkey cluster below the backing file: valkey://host:port[,host:port...] (valkeys:// for TLS)"},

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -47,7 +46,7 @@ var addCommand = &cli.Command{
 		&cli.StringFlag{Name: "size", Required: true, Usage: "the device's size, bytes with K/M/G/T suffix (at least 1M)"},
 		&cli.IntFlag{Name: "queues", Usage: "hardware queues, each served by its own thread; 0 = one per CPU"},
 		&cli.IntFlag{Name: "depth", Usage: "requests in flight per queue; 0 = 64"},
-		&cli.StringFlag{Name: "reserve", Usage: "memory set aside now for its compressed pages (once the machine swaps there is none to be had); default a quarter of RAM, at most half the size"},
+		&cli.StringFlag{Name: "reserve", Usage: "memory kept ready for its compressed pages (once the machine swaps there is none to be had); default 16 MiB, doubled up to 128 MiB while writes find none"},
 	}, flags...),
 	Action: func(cx *cli.Context) error {
 		if cx.NArg() > 0 {
@@ -112,7 +111,7 @@ var CtlCommand = &cli.Command{
 	Description: ctl.SwapColumns(),
 	Flags: append(append(ctl.SwapListFlags(),
 		&cli.BoolFlag{Name: "json", Usage: "print the daemon's description of each device as JSON"},
-		&cli.BoolFlag{Name: "batches", Usage: "also print how many pages each store call gathered"},
+		&cli.BoolFlag{Name: "batches", Usage: "also print the requests, ring waits and store calls served"},
 	), flags...),
 	Action: func(cx *cli.Context) error {
 		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapList})
@@ -159,23 +158,11 @@ func call(cx *cli.Context, req ipc.SwapRequest) ([]ipc.SwapDevice, error) {
 	return c.Swap(ctx, req)
 }
 
-// printBatches shows the gathering: pages per store call, by powers of two.
+// printBatches shows the gathering: requests per wait, pages per call.
 func printBatches(w io.Writer, devs []ipc.SwapDevice) {
 	for _, d := range devs {
-		var parts []string
-		for i, n := range d.BatchPages {
-			if n > 0 {
-				parts = append(parts, fmt.Sprintf("%d-%d:%d", 1<<i, 1<<(i+1)-1, n))
-			}
-		}
-		fmt.Fprintf(w, "%s: %d requests in %d waits; writes %d calls/%d pages, reads %d calls/%d pages; pages per call %s\n",
-			d.Name, d.Requests, d.Waits, d.WriteIOs, d.WritePgs, d.ReadIOs, d.ReadPgs, strings.Join(parts, " "))
-		// Where the daemon's time goes, per call: what a swap-in costs here,
-		// against the latency a process sees (the rest is the kernel and
-		// io_uring's round trip).
-		per := func(ns, n uint64) float64 { return float64(ns) / 1e3 / float64(max(n, 1)) }
-		fmt.Fprintf(w, "%s: us per call: read store %.1f, read copy %.1f, write store %.1f; us per wait served and committed %.1f\n",
-			d.Name, per(d.ReadStoreNs, d.ReadIOs), per(d.ReadCopyNs, d.ReadIOs), per(d.WriteStoreNs, d.WriteIOs), per(d.ServeNs, d.Waits))
+		fmt.Fprintf(w, "%s: %d requests in %d waits; writes %d calls/%d pages, reads %d calls/%d pages\n",
+			d.Name, d.Requests, d.Waits, d.WriteIOs, d.WritePgs, d.ReadIOs, d.ReadPgs)
 	}
 }
 
