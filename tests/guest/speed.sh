@@ -38,6 +38,9 @@ cc -static -O2 -Wall -Wextra -Werror -o "$tmp/workload" "$here/workload.c"
 (cd "$here/../.." && go build "-ldflags=-s -w" -o "$tmp/s4d" ./cmd/s4d &&
 	go build "-ldflags=-s -w" -o "$tmp/nullublk" ./tests/guest/nullublk)
 bins=(--bin "$tmp/workload" --bin "$tmp/s4d" --bin "$tmp/nullublk")
+# The native swap path loads liblz4 at run time (dlopen): ldd misses it.
+lz4=/lib/x86_64-linux-gnu/liblz4.so.1
+bins+=(--file "$(readlink -f $lz4):$lz4")
 if [ -n "$base" ]; then
 	mkdir "$tmp/base"
 	(cd "$here/../.." && git archive "$base") | tar -x -C "$tmp/base"

@@ -60,6 +60,8 @@ sleep 1
 b1=$(ma); l1=$(ml)
 echo "S4D-RESULT tag=s4d-add size=$SIZE delta_mib=$((b1-b0)) mlocked_before=$l0 mlocked_after=$l1"
 grep -E "VmLck|VmRSS" /proc/$daemon/status
+# Where the daemon's locked memory is: its largest locked mappings.
+awk '/^[0-9a-f]+-[0-9a-f]+ / { m = $1 " " $NF } /^Locked:/ && $2 > 0 { print $2 " kB " m }' /proc/$daemon/smaps | sort -rn | head -12 | sed 's/^/LOCKED /'
 mkswap $dev >/dev/null
 swapon -d $dev  # discards: a slot freed by an exiting process frees its slab
 lockwatch 15 400 $daemon &
@@ -86,4 +88,4 @@ kill $daemon; wait $daemon || true
 exit $rc
 SCRIPT
 )" >"$log" 2>&1 || { rc=$?; grep -E "S4D-RESULT|^MEM " "$log"; echo "swapmem.sh: guest exit $rc, console in $log" >&2; exit $rc; }
-grep -E "S4D-RESULT|^MEM |VmLck" "$log"
+grep -E "S4D-RESULT|^MEM |VmLck|^LOCKED " "$log"
