@@ -239,8 +239,8 @@ func (d *Daemon) describeSwap(sd *swapDev) ipc.SwapDevice {
 	out := ipc.SwapDevice{Name: sd.dev.BlockPath(), DiskSize: sd.dev.Size(), Streams: sd.dev.Queues(), Depth: sd.dev.Depth(),
 		Fresh: sd.fresh, Priority: sd.prio, Kept: d.cfg.Persist && d.cfg.SwapTakeover}
 	describeNative(sd, &out)
-	if sd.dev.Flusher != nil {
-		out.Flusher = sd.dev.Flusher.Error()
+	if err := sd.dev.Flusher(); err != nil {
+		out.Flusher = err.Error()
 	}
 	if err := sd.dev.Err(); err != nil {
 		out.Error = err.Error()

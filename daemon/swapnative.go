@@ -64,8 +64,8 @@ func (d *Daemon) addNativeSwap(req ipc.SwapRequest, codec string, prio, spec int
 	if err != nil {
 		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "native swap store: %v", err)
 	}
-	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, MaxIO: nativeMaxIO, Recovery: d.cfg.SwapTakeover, Log: d.log, Native: st}
-	dev, err := ublk.Create(opts, nil)
+	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, MaxIO: nativeMaxIO, Recovery: d.cfg.SwapTakeover, Log: d.log, Server: st}
+	dev, err := ublk.Create(opts)
 	if err != nil {
 		st.Close()
 		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "%v", err)

@@ -156,8 +156,8 @@ func (d *Daemon) takeOverNative(r swapRecord, trusted bool) (*swapDev, error) {
 		nat.MarkLost()
 	}
 	t1 := time.Now()
-	opts := ublk.Options{Size: r.Size, Queues: r.Queues, Depth: r.Depth, MaxIO: nativeMaxIO, Recovery: true, Log: d.log, Native: nat}
-	dev, err := ublk.Recover(r.ID, opts, nil)
+	opts := ublk.Options{Size: r.Size, Queues: r.Queues, Depth: r.Depth, MaxIO: nativeMaxIO, Recovery: true, Log: d.log, Server: nat}
+	dev, err := ublk.Recover(r.ID, opts)
 	if err != nil {
 		nat.Close()
 		return nil, err

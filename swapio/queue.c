@@ -176,7 +176,7 @@ static void *run(void *arg) {
 	struct s4d_queue *q = arg;
 	// The thread's allocations (none once serving) do not recurse into
 	// reclaim of block I/O: it is the server of a swap device.
-	prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0);
+	if (prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0)) q->flusher_err = errno;
 	prctl(PR_SET_NAME, "s4d-swapq", 0, 0, 0);  // to find it in a stall's stacks
 	struct ring r;
 	memset(&r, 0, sizeof r);

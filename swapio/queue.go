@@ -143,6 +143,15 @@ func (q *Queue) unmap() {
 	q.mem, q.q = nil, nil
 }
 
+// FlusherErr says why the thread is not an I/O flusher (nil: it is; it
+// needs CAP_SYS_RESOURCE).
+func (q *Queue) FlusherErr() error {
+	if e := q.q.flusher_err; e != 0 {
+		return fmt.Errorf("PR_SET_IO_FLUSHER: %w", unix.Errno(e))
+	}
+	return nil
+}
+
 // Pinned says whether the thread runs on its queue's CPUs only.
 func (q *Queue) Pinned() bool {
 	for _, w := range q.q.cpus {

@@ -44,6 +44,7 @@ struct s4d_queue {
 	_Atomic int busy;     // a request is being served
 	_Atomic int done;     // the thread has ended
 	int err;              // why it ended: 0 after the kernel aborted every tag
+	int flusher_err;      // errno of PR_SET_IO_FLUSHER (0: the thread is an I/O flusher)
 	uint32_t ring_flags;
 	pthread_t th;
 	struct s4d_qstats st;

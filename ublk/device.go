@@ -19,7 +19,7 @@ import (
 type Options struct {
 	Size      uint64 // bytes; rounded down to whole blocks
 	BlockSize int    // logical and physical block size: 4096 (a page; the only size served)
-	Queues    int    // hardware queues, each served by its own thread; 0 = one per CPU
+	Queues    int    // hardware queues, each served by its own C thread; 0 = one per CPU
 	Depth     int    // requests in flight per queue; 0 = 64
 	MaxIO     int    // largest I/O in bytes; 0 = 128 KiB
 	// Recovery makes the device outlive its server: when the process
@@ -27,9 +27,8 @@ type Options struct {
 	// over, and requests in flight then are sent again (recovery.go).
 	Recovery bool
 	Log      *slog.Logger
-	// Native serves the queues from C threads and this store instead of
-	// Go threads and the Store given (native.go); nil: Go.
-	Native swapio.Server
+	// Server is the store in C the queue threads serve from (native.go).
+	Server swapio.Server
 }
 
 // Limits on what Options may ask.
@@ -39,15 +38,6 @@ const (
 	MinMaxIO  = 4096
 	MaxMaxIO  = 1 << 20
 )
-
-// Batch is the most pages one queue hands its Store at once: a request
-// of the largest size on every tag (defaults filled in).
-func (o Options) Batch() int {
-	if o.fill() != nil {
-		return 0
-	}
-	return o.Depth * o.MaxIO / o.BlockSize
-}
 
 func (o *Options) fill() error {
 	if o.BlockSize == 0 {
@@ -69,6 +59,8 @@ func (o *Options) fill() error {
 		o.Log = slog.Default()
 	}
 	switch {
+	case o.Server == nil:
+		return errors.New("no store to serve the device from")
 	case o.Queues < 1 || o.Queues > MaxQueues:
 		return fmt.Errorf("queues %d: want 1-%d", o.Queues, MaxQueues)
 	case o.Depth < 1 || o.Depth > MaxDepth:
@@ -82,26 +74,23 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// Device is a ublk block device served from a Store.
+// Device is a ublk block device served from a store in C (Options.Server).
 type Device struct {
-	ID    uint32
-	opts  Options
-	ctrl  *Control
-	cdev  int
-	Stats Stats
+	ID   uint32
+	opts Options
+	ctrl *Control
+	cdev int
 
-	done    chan struct{} // closed when every queue has stopped
-	queues  []*queue
-	mu      sync.Mutex
-	qerr    error // the first queue's failure
-	closed  bool
-	Flusher error // why the queue threads are not I/O flushers (nil: they are)
-	native  *nativeQueues
+	done   chan struct{} // closed when every queue has stopped
+	mu     sync.Mutex
+	qerr   error // the first queue's failure
+	closed bool
+	native *nativeQueues
 }
 
 // Create adds a device, starts a thread per queue and makes /dev/ublkbN
 // appear. Whatever fails undoes what was done.
-func Create(opts Options, st Store) (*Device, error) {
+func Create(opts Options) (*Device, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
@@ -123,23 +112,11 @@ func Create(opts Options, st Store) (*Device, error) {
 	// shallower depth than asked.
 	opts.Queues, opts.Depth = int(info.NrHwQueues), int(info.QueueDepth)
 	d := &Device{ID: info.DevID, opts: opts, ctrl: ctrl, cdev: -1, done: make(chan struct{})}
-	if err := d.start(st, info); err != nil {
+	if err := d.start(info); err != nil {
 		d.remove()
 		return nil, err
 	}
 	return d, nil
-}
-
-// StuckFor says whether one of the device's queues has been serving one
-// batch for longer than d, as of now (Unix ns). It takes no lock and
-// allocates nothing: a watchdog calls it while the daemon may be stuck.
-func (d *Device) StuckFor(limit time.Duration, now int64) bool {
-	for _, q := range d.queues {
-		if t := q.since.Load(); t != 0 && now-t > int64(limit) {
-			return true
-		}
-	}
-	return false
 }
 
 // BlockPath is the block device the kernel serves from this device.
@@ -157,16 +134,10 @@ func (d *Device) Queues() int { return d.opts.Queues }
 // Depth is how many requests each queue has in flight at most.
 func (d *Device) Depth() int { return d.opts.Depth }
 
-// BufferBytes is the memory its queues hold for I/O: a buffer per tag and
-// as much again to gather a batch.
-func (d *Device) BufferBytes() uint64 {
-	if d.opts.Native != nil {
-		return uint64(d.opts.Queues * d.opts.Depth * d.opts.MaxIO) // no gather buffer
-	}
-	return 2 * uint64(d.opts.Queues*d.opts.Depth*d.opts.MaxIO)
-}
+// BufferBytes is the memory its queues hold for I/O: a buffer per tag.
+func (d *Device) BufferBytes() uint64 { return uint64(d.opts.Queues * d.opts.Depth * d.opts.MaxIO) }
 
-func (d *Device) start(st Store, info DevInfo) error {
+func (d *Device) start(info DevInfo) error {
 	o := d.opts
 	if int(info.MaxIOBufBytes) < o.MaxIO {
 		o.MaxIO = int(info.MaxIOBufBytes) &^ (o.BlockSize - 1) // the kernel may lower it
@@ -182,7 +153,7 @@ func (d *Device) start(st Store, info DevInfo) error {
 	if err := d.ctrl.setParams(d.ID, p); err != nil {
 		return err
 	}
-	if err := d.serve(st); err != nil {
+	if err := d.serveNative(); err != nil {
 		return err
 	}
 	if err := d.ctrl.StartDev(d.ID); err != nil {
@@ -206,48 +177,6 @@ func (d *Device) unthrottle() {
 	}
 }
 
-// serve opens the device's character node and starts a thread per queue,
-// each with a fetch on every tag, and returns once all have fetched.
-func (d *Device) serve(st Store) error {
-	if d.opts.Native != nil {
-		return d.serveNative(d.opts.Native)
-	}
-	o := d.opts
-	var err error
-	if d.cdev, err = openWait(d.CharPath(), 5*time.Second); err != nil {
-		return err
-	}
-	ready := make(chan error, o.Queues)
-	var wg sync.WaitGroup
-	flusher := make([]error, o.Queues)
-	for i := 0; i < o.Queues; i++ {
-		q := &queue{id: i, cdev: d.cdev, depth: o.Depth, maxIO: o.MaxIO, stats: &d.Stats,
-			g: newGatherer(st, o.BlockSize, o.Depth, o.MaxIO, &d.Stats)}
-		d.queues = append(d.queues, q)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := q.run(ready, &flusher[q.id]); err != nil {
-				o.Log.Error("ublk queue stopped", "device", d.BlockPath(), "queue", q.id, "err", err)
-				d.mu.Lock()
-				if d.qerr == nil {
-					d.qerr = err
-				}
-				d.mu.Unlock()
-			}
-		}()
-	}
-	go func() { wg.Wait(); close(d.done) }()
-	var errs []error
-	for i := 0; i < o.Queues; i++ {
-		if err := <-ready; err != nil {
-			errs = append(errs, err)
-		}
-	}
-	d.Flusher = errors.Join(flusher...)
-	return errors.Join(errs...)
-}
-
 // Detach stops serving without removing the device: once a batch being
 // served is answered, the queues answer nothing more, and what the kernel
 // sends after waits. For a device made with Recovery, the process then
@@ -259,11 +188,6 @@ func (d *Device) Detach() {
 	d.mu.Unlock()
 	if d.native != nil {
 		d.native.detach()
-	}
-	for _, q := range d.queues {
-		q.hold.Lock()
-		q.detached = true
-		q.hold.Unlock()
 	}
 }
 

@@ -4,38 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/swapio"
 )
-
-// lockedStore lets several queues share a memStore.
-type lockedStore struct {
-	mu sync.Mutex
-	m  *memStore
-}
-
-func (l *lockedStore) Put(k []uint64, p []byte) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.m.Put(k, p)
-}
-
-func (l *lockedStore) Get(k []uint64, d []byte, miss, failed []bool) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.m.Get(k, d, miss, failed)
-}
-
-func (l *lockedStore) Delete(k []uint64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.m.Delete(k)
-}
 
 // alignedBuf is n bytes on a page boundary, for O_DIRECT.
 func alignedBuf(n int) []byte {
@@ -50,8 +26,15 @@ func TestDeviceUnderKernel(t *testing.T) {
 	if err := Available(); err != nil {
 		t.Skip(err)
 	}
-	st := &lockedStore{m: newMemStore()}
-	d, err := Create(Options{Size: 64 << 20, Queues: 2, Depth: 16, MaxIO: 64 << 10}, st)
+	if err := swapio.Available(); err != nil {
+		t.Skip(err)
+	}
+	st, err := swapio.NewStore(64<<20, swapio.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d, err := Create(Options{Size: 64 << 20, Queues: 2, Depth: 16, MaxIO: 64 << 10, Server: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +46,7 @@ func TestDeviceUnderKernel(t *testing.T) {
 			t.Errorf("%s still there after Close", d.BlockPath())
 		}
 	}()
-	t.Logf("%s up; flusher mark: %v", d.BlockPath(), d.Flusher)
+	t.Logf("%s up; %d of %d queue threads on their queue's CPUs", d.BlockPath(), d.PinnedQueues(), d.Queues())
 	fd, err := unix.Open(d.BlockPath(), unix.O_RDWR|unix.O_DIRECT, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +95,7 @@ func TestDeviceUnderKernel(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	st.mu.Lock()
-	stored := len(st.m.pages)
-	st.mu.Unlock()
+	stored := st.Stats().Pages
 	if stored == 0 {
 		t.Fatal("nothing reached the store")
 	}
@@ -123,10 +104,7 @@ func TestDeviceUnderKernel(t *testing.T) {
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&rng))); e != 0 {
 		t.Fatalf("BLKDISCARD: %v", e)
 	}
-	st.mu.Lock()
-	left := len(st.m.pages)
-	st.mu.Unlock()
-	if left != 0 {
+	if left := st.Stats().Pages; left != 0 {
 		t.Errorf("%d pages left after discarding them all (of %d)", left, stored)
 	}
 	if _, err := unix.Pread(fd, buf, 0); err != nil {
@@ -135,35 +113,26 @@ func TestDeviceUnderKernel(t *testing.T) {
 	if !bytes.Equal(buf, make([]byte, len(buf))) {
 		t.Fatal("a discarded block did not read as zeros")
 	}
-	t.Logf("stats: %d waits, %d requests, writes %d calls/%d pages, reads %d calls/%d pages, %d discarded",
-		d.Stats.Waits.Load(), d.Stats.Requests.Load(), d.Stats.Writes.Calls.Load(), d.Stats.Writes.Pages.Load(),
-		d.Stats.Reads.Calls.Load(), d.Stats.Reads.Pages.Load(), d.Stats.Discarded.Load())
+	q := d.NativeStats()
+	t.Logf("stats: %d waits, %d requests, writes %d calls/%d pages, reads %d calls/%d pages, %d discards",
+		q.Waits, q.Requests, q.Writes, q.WritePages, q.Reads, q.ReadPages, q.Discards)
 }
 
 // A block size other than 4 KiB is refused before the kernel is asked.
 func TestOptionsRefused(t *testing.T) {
 	for _, o := range []Options{{Size: 1 << 20, BlockSize: 512}, {Size: 100}, {Size: 1 << 20, Depth: 5000},
 		{Size: 1 << 20, MaxIO: 1000}, {Size: 1 << 20, Queues: 1000}} {
-		if _, err := Create(o, nil); err == nil || errors.Is(err, ErrUnavailable) {
+		o.Server = noServer{}
+		if _, err := Create(o); err == nil || errors.Is(err, ErrUnavailable) {
 			t.Errorf("%+v: got %v, want a refusal of the options", o, err)
 		}
 	}
-	_ = os.Getpagesize
+	if _, err := Create(Options{Size: 1 << 20}); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Errorf("no store: got %v, want a refusal", err)
+	}
 }
 
-// A queue is stuck while it serves one batch for longer than the limit,
-// and never between batches.
-func TestStuckFor(t *testing.T) {
-	d := &Device{queues: []*queue{{}, {}}}
-	now := time.Now().UnixNano()
-	if d.StuckFor(time.Second, now) {
-		t.Fatal("stuck between batches")
-	}
-	d.queues[1].since.Store(now - int64(500*time.Millisecond))
-	if d.StuckFor(time.Second, now) {
-		t.Fatal("stuck after half the limit")
-	}
-	if !d.StuckFor(250*time.Millisecond, now) {
-		t.Fatal("not stuck after twice the limit")
-	}
-}
+// noServer is a store never served from: Create refuses the options first.
+type noServer struct{}
+
+func (noServer) Ops() swapio.Ops { return swapio.Ops{} }

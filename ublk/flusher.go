@@ -8,6 +8,7 @@ import (
 )
 
 const (
+	prSetIOFlusher = 57 // PR_SET_IO_FLUSHER (needs CAP_SYS_RESOURCE)
 	prGetIOFlusher = 58
 	flusherEnv     = "S4D_IO_FLUSHER_EXEC" // set by the re-exec, so it happens once
 )

@@ -12,18 +12,19 @@ import (
 	"github.com/s4d-project/s4d/swapio"
 )
 
-// A device whose queues are served outside the Go runtime (Options.Native,
-// package swapio): the threads are C's, their store is C's; this package
-// keeps the control plane (add, parameters, start, stop, delete, user
-// recovery) and maps each queue's descriptors for its thread.
+// A device's queues are served outside the Go runtime (package swapio):
+// the threads are C's, their store is C's; this package keeps the control
+// plane (add, parameters, start, stop, delete, user recovery) and maps
+// each queue's descriptors for its thread.
 type nativeQueues struct {
 	queues []*swapio.Queue
 	descs  [][]byte
 }
 
-// serveNative starts a C thread per queue, each with a fetch on every tag,
-// and returns once all have fetched.
-func (d *Device) serveNative(st swapio.Server) error {
+// serveNative opens the device's character node and starts a C thread
+// per queue, each with a fetch on every tag, and returns once all have
+// fetched.
+func (d *Device) serveNative() error {
 	o := d.opts
 	var err error
 	if d.cdev, err = openWait(d.CharPath(), 5e9); err != nil {
@@ -45,7 +46,7 @@ func (d *Device) serveNative(st swapio.Server) error {
 		if err != nil {
 			o.Log.Warn("ublk queue's CPUs unknown: its thread runs anywhere", "device", d.BlockPath(), "queue", i, "err", err)
 		}
-		q, err := swapio.StartQueue(st, swapio.QueueSpec{CDev: d.cdev, ID: i, Depth: o.Depth, MaxIO: o.MaxIO, Descs: descs, PlainRing: plainQueueRings, CPUs: cpus})
+		q, err := swapio.StartQueue(o.Server, swapio.QueueSpec{CDev: d.cdev, ID: i, Depth: o.Depth, MaxIO: o.MaxIO, Descs: descs, PlainRing: plainQueueRings, CPUs: cpus})
 		if err != nil {
 			errs = append(errs, err)
 			break
@@ -90,6 +91,18 @@ func (nq *nativeQueues) release() {
 	nq.queues, nq.descs = nil, nil
 }
 
+// Flusher says why the queue threads are not I/O flushers (nil: they are).
+func (d *Device) Flusher() error {
+	if d.native != nil {
+		for _, q := range d.native.queues {
+			if err := q.FlusherErr(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // PinnedQueues counts the native queues whose threads run on their
 // queue's CPUs only.
 func (d *Device) PinnedQueues() int {
@@ -104,7 +117,7 @@ func (d *Device) PinnedQueues() int {
 	return n
 }
 
-// NativeStats sums the native queues' counters (zero for a Go device).
+// NativeStats sums the queues' counters.
 func (d *Device) NativeStats() swapio.QueueStats {
 	var s swapio.QueueStats
 	if d.native == nil {

@@ -23,9 +23,10 @@ var ErrNoDevice = errors.New("no such ublk device")
 // server gone and quiesce the device.
 const recoverWait = 30 * time.Second
 
-// Recover serves device id, left by a server that ended, from st. opts
-// gives what Create was given (Size is checked against the device's own).
-func Recover(id uint32, opts Options, st Store) (*Device, error) {
+// Recover serves device id, left by a server that ended, from
+// opts.Server. opts gives what Create was given (Size is checked against
+// the device's own).
+func Recover(id uint32, opts Options) (*Device, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func Recover(id uint32, opts Options, st Store) (*Device, error) {
 		ctrl.Close()
 		return nil, err
 	}
-	if err := d.serve(st); err != nil {
+	if err := d.serveNative(); err != nil {
 		// Left quiesced for another try: removing it would fail every
 		// process with pages on it.
 		ctrl.Close()

@@ -23,10 +23,7 @@ const (
 	// work) only when that thread waits, instead of interrupting it with
 	// a signal-like IPI for each completion (what the liburing docs and
 	// the kernel's ublk selftest server use for the same reason).
-	setupCoopTaskrun  = 1 << 8  // IORING_SETUP_COOP_TASKRUN
-	setupSingleIssuer = 1 << 12 // IORING_SETUP_SINGLE_ISSUER
-	setupDeferTaskrun = 1 << 13 // IORING_SETUP_DEFER_TASKRUN
-	featSingleMmap    = 1 << 0  // IORING_FEAT_SINGLE_MMAP
+	featSingleMmap = 1 << 0 // IORING_FEAT_SINGLE_MMAP
 
 	offSQRing = 0          // IORING_OFF_SQ_RING
 	offCQRing = 0x8000000  // IORING_OFF_CQ_RING
@@ -67,8 +64,8 @@ type cqe struct {
 	Flags    uint32
 }
 
-// ring is an io_uring used by one goroutine at a time (the queue's locked
-// thread, or the control device under its mutex).
+// ring is an io_uring used by one goroutine at a time (the control device
+// under its mutex).
 type ring struct {
 	fd             int
 	sqMem, cqMem   []byte
@@ -91,24 +88,9 @@ var ErrNoUring = errors.New("io_uring is not available")
 func newRing(entries uint32) (*ring, error) { return newRingFlags(entries, 0) }
 
 // plainQueueRings turns the queue rings' setup flags off
-// (S4D_UBLK_PLAIN_RING=1): the same daemon, with and without them, in one
-// guest boot.
+// (S4D_UBLK_PLAIN_RING=1; the C queue threads set their rings up):
+// the same daemon, with and without them, in one guest boot.
 var plainQueueRings = os.Getenv("S4D_UBLK_PLAIN_RING") == "1"
-
-// newQueueRing sets up a ring for one thread that submits and waits on it
-// alone (SINGLE_ISSUER: another thread's submit fails with EEXIST). A
-// kernel that refuses the flags (before 6.1) gets a plain ring.
-func newQueueRing(entries uint32) (r *ring, flags uint32, err error) {
-	if !plainQueueRings {
-		flags = setupCoopTaskrun | setupSingleIssuer | setupDeferTaskrun
-		r, err = newRingFlags(entries, flags)
-		if !errors.Is(err, unix.EINVAL) {
-			return r, flags, err
-		}
-	}
-	r, err = newRingFlags(entries, 0)
-	return r, 0, err
-}
 
 func newRingFlags(entries, flags uint32) (*ring, error) {
 	var p uringParams

@@ -2,10 +2,7 @@ package ublk
 
 import (
 	"errors"
-	"runtime"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // A ring on this kernel (which has io_uring but no ublk) completes NOPs,
@@ -62,44 +59,4 @@ func TestUnavailableSaysWhy(t *testing.T) {
 		t.Fatalf("error %v is not ErrUnavailable", err)
 	}
 	t.Log(err)
-}
-
-// A queue ring takes SINGLE_ISSUER|DEFER_TASKRUN where the kernel has them
-// (6.1 on): it completes NOPs for the thread that set it up, and another
-// thread's submit is refused, which shows the flags took effect.
-func TestQueueRingFlags(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r, flags, err := newQueueRing(8)
-	if errors.Is(err, ErrNoUring) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	if flags == 0 {
-		t.Skip("this kernel refused the queue ring's flags; a plain ring serves")
-	}
-	prepNop(r.next(), 7)
-	if err := r.submit(1); err != nil {
-		t.Fatal(err)
-	}
-	if n := r.reap(func(c cqe) {
-		if c.UserData != 7 || c.Res != 0 {
-			t.Errorf("NOP: user data %d res %d", c.UserData, c.Res)
-		}
-	}); n != 1 {
-		t.Fatalf("%d completions, want 1", n)
-	}
-	other := make(chan error)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		prepNop(r.next(), 8)
-		other <- r.submit(0)
-	}()
-	if err := <-other; !errors.Is(err, unix.EEXIST) {
-		t.Fatalf("submit from another thread: %v, want EEXIST (SINGLE_ISSUER)", err)
-	}
 }

@@ -149,7 +149,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)
 		os.Exit(1)
 	}
-	dev, err := ublk.Create(ublk.Options{Size: size, Queues: *queues, Depth: *depth, MaxIO: maxIO, Native: st}, nil)
+	dev, err := ublk.Create(ublk.Options{Size: size, Queues: *queues, Depth: *depth, MaxIO: maxIO, Server: st})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nullublk: %v\n", err)
 		os.Exit(1)
