@@ -90,32 +90,3 @@ func TestArenaKeepsEmptiedSlabs(t *testing.T) {
 		t.Fatalf("second sweep let go of %d slabs of %d bytes, %d still kept", len(let), kept, a.keptBytes())
 	}
 }
-
-// With MapOnlyReserve on, new slabs come from the reserve and then fail
-// with ErrNoSpare rather than map memory; off again, they map.
-func TestMapOnlyReserve(t *testing.T) {
-	a := New(4096, 0)
-	defer a.Unmap()
-	a.MapOnlyReserve(true)
-	if _, _, err := a.Alloc(4000); err != ErrNoSpare {
-		t.Fatalf("Alloc with no reserve: %v, want ErrNoSpare", err)
-	}
-	r, err := MapReserve(uint64(2*a.SlabSize()), a.SlabSize())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.AddReserve(r)
-	per := a.SlotsPer(a.classOf(4000))
-	for i := 0; i < 2*per; i++ {
-		if _, _, err := a.Alloc(4000); err != nil {
-			t.Fatalf("Alloc %d of the reserve's %d: %v", i, 2*per, err)
-		}
-	}
-	if _, _, err := a.Alloc(4000); err != ErrNoSpare {
-		t.Fatalf("Alloc past the reserve: %v, want ErrNoSpare", err)
-	}
-	a.MapOnlyReserve(false)
-	if _, _, err := a.Alloc(4000); err != nil {
-		t.Fatalf("Alloc with mapping allowed: %v", err)
-	}
-}

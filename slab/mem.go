@@ -2,7 +2,6 @@ package slab
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -21,15 +20,10 @@ import (
 type slabMem struct {
 	slabSize int
 	free     [][]byte // slabs let go, their pages returned
-	// cold are slabs given back from locked memory (a swap daemon's):
-	// unlocked to give them back, they would fault in unlocked pages, so
-	// only Rearm (or an arena free to map) hands them out again.
-	cold     [][]byte
-	rest     []byte // what the newest region has not handed out
+	rest     []byte   // what the newest region has not handed out
 	maps     *regions
 	pin      Pinner // registers new regions with a device (pinned.go)
 	keepIdle int    // idle registered bytes kept for reuse (pinned.go)
-	noMap    bool   // map nothing: only reserved or reused memory (reserve.go)
 }
 
 // regions are the mappings slabs come from.
@@ -65,16 +59,7 @@ func (m *slabMem) get() ([]byte, error) {
 		m.free = m.free[:n-1]
 		return s, nil
 	}
-	if n := len(m.cold); n > 0 && !m.noMap {
-		s := m.cold[n-1]
-		m.cold[n-1] = nil
-		m.cold = m.cold[:n-1]
-		return s, nil
-	}
 	if len(m.rest) < m.slabSize {
-		if m.noMap {
-			return nil, ErrNoSpare
-		}
 		slabs := regionSlabs
 		if m.pin != nil {
 			slabs = PinnedRegionSlabs
@@ -95,23 +80,16 @@ func (m *slabMem) get() ([]byte, error) {
 
 // giveBack returns slabs' pages to the kernel, each run of adjacent slabs
 // in one call; they read as zeros when handed out again. It needs no lock:
-// nothing refers to slabs let go. The kernel refuses to drop locked pages
-// (a daemon serving swap locks its memory), so a locked run is unlocked
-// first and comes back in cold, to be locked again before reuse (Rearm);
-// the others come back in free, kept of them still present (not given).
-func giveBack(slabs [][]byte) (free, cold [][]byte, kept int) {
+// nothing refers to slabs let go. It returns how many slabs the kernel
+// kept (it drops no locked pages: a stop that keeps swap devices locks
+// the daemon's memory); all are reused the same.
+func giveBack(slabs [][]byte) (kept int) {
 	forEachRun(slabs, func(run []byte, in [][]byte) {
-		switch err := unix.Madvise(run, unix.MADV_DONTNEED); {
-		case err == nil:
-			free = append(free, in...)
-		case errors.Is(err, unix.EINVAL) && unix.Munlock(run) == nil && unix.Madvise(run, unix.MADV_DONTNEED) == nil:
-			cold = append(cold, in...)
-		default:
-			free = append(free, in...)
+		if unix.Madvise(run, unix.MADV_DONTNEED) != nil {
 			kept += len(in)
 		}
 	})
-	return free, cold, kept
+	return kept
 }
 
 // forEachRun calls f with each run of adjacent slabs, sorting slabs.
@@ -166,10 +144,9 @@ func (a *Arena) Sweep(mu sync.Locker) uint64 {
 	let := a.sweep()
 	mu.Unlock()
 	// Outside the lock: after deleting a GiB, thousands of slabs go back.
-	free, cold, kept := giveBack(let)
+	kept := giveBack(let)
 	mu.Lock()
-	a.mem.reuse(free)
-	a.mem.cold = append(a.mem.cold, cold...)
+	a.mem.reuse(let)
 	idle := a.mem.idleMappings()
 	mu.Unlock()
 	return uint64(len(let)-kept)*uint64(a.slabSize) + dropMappings(idle)
@@ -179,39 +156,9 @@ func (a *Arena) Sweep(mu sync.Locker) uint64 {
 func (a *Arena) Release() {
 	for range 2 {
 		let := a.sweep()
-		free, cold, _ := giveBack(let)
-		a.mem.reuse(free)
-		a.mem.cold = append(a.mem.cold, cold...)
+		giveBack(let)
+		a.mem.reuse(let)
 	}
-}
-
-// Rearm locks up to n bytes of slabs given back from locked memory again,
-// faulting their pages in, and files them for new slabs: the memory a
-// swap daemon refills its spare from before it maps any. Like MapReserve
-// it may wait for memory, so it holds mu (the arena's lock) only to take
-// and to file slabs, and no kernel lock while it waits (Present: mlock
-// would populate under the mmap lock). It returns the bytes it filed.
-func (a *Arena) Rearm(mu sync.Locker, n uint64) uint64 {
-	want := int(n / uint64(a.slabSize))
-	mu.Lock()
-	k := min(want, len(a.mem.cold))
-	take := slices.Clone(a.mem.cold[len(a.mem.cold)-k:])
-	a.mem.cold = a.mem.cold[:len(a.mem.cold)-k]
-	mu.Unlock()
-	var ready, failed [][]byte
-	forEachRun(take, func(run []byte, slabs [][]byte) {
-		if lockOnFault(run) == nil {
-			Present(run)
-			ready = append(ready, slabs...)
-		} else {
-			failed = append(failed, slabs...)
-		}
-	})
-	mu.Lock()
-	a.mem.reuse(ready)
-	a.mem.cold = append(a.mem.cold, failed...)
-	mu.Unlock()
-	return uint64(len(ready)) * uint64(a.slabSize)
 }
 
 // keptBytes is the slab memory kept for reuse.

@@ -2,8 +2,6 @@ package slab
 
 import (
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -103,96 +101,29 @@ func TestSweepGivesPagesBack(t *testing.T) {
 	}
 }
 
-// vmLocked is the process's locked memory (VmLck), in bytes.
-func vmLocked(t *testing.T) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmLck:" {
-			kib, _ := strconv.ParseUint(f[1], 10, 64)
-			return kib << 10
-		}
-	}
-	t.Fatal("no VmLck in /proc/self/status")
-	return 0
-}
-
-// A daemon serving swap locks its memory, and the kernel will not drop
-// locked pages: emptied slabs must be unlocked to go back, and locked
-// again before a swap-out writes into them (a write must never fault).
-func TestSweepGivesLockedPagesBack(t *testing.T) {
+// Locked pages (a stop that keeps swap devices locks the daemon's memory)
+// stay with the process: a sweep does not count them as given back, but
+// files them for reuse all the same.
+func TestSweepKeepsLockedPages(t *testing.T) {
 	a := New(4096, 0)
-	defer a.mem.maps.unmap()
-	const n = 32 << 20
-	r, err := MapReserve(n, a.SlabSize())
+	defer a.Unmap()
+	h, b, err := a.Alloc(1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mlock(r); err != nil {
-		t.Skipf("cannot lock %d bytes here: %v", n, err)
-	}
-	var mu sync.Mutex
-	base := vmLocked(t)
-	a.AddReserve(r)
-	a.MapOnlyReserve(true)
-	var hs []Handle
-	for {
-		h, b, err := a.Alloc(3000)
-		if err == ErrNoSpare {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[0] = 1
-		hs = append(hs, h)
-	}
-	for _, h := range hs {
-		a.Free(h)
-	}
-	a.Sweep(&mu)
-	if got := a.Sweep(&mu); got < n/2 {
-		t.Fatalf("two sweeps gave back %d bytes of %d emptied", got, n)
-	}
-	if after := vmLocked(t); base-after < n/2 || resident(t, r) > len(r)/os.Getpagesize()/2 {
-		t.Fatalf("locked %d -> %d bytes, %d pages resident: the emptied slabs stayed", base, after, resident(t, r))
-	}
-	if a.Spare() != 0 {
-		t.Fatalf("memory given back still counts as spare: %d", a.Spare())
-	}
-	if _, _, err := a.Alloc(3000); err != ErrNoSpare {
-		t.Fatalf("an arena that may not map took unlocked memory: %v", err)
-	}
-	got := a.Rearm(&mu, n)
-	if got < n/2 || vmLocked(t) < base-n/8 || a.Spare() != got {
-		t.Fatalf("Rearm filed %d bytes, locked %d (was %d), spare %d", got, vmLocked(t), base, a.Spare())
-	}
-	if _, _, err := a.Alloc(3000); err != nil {
-		t.Fatalf("after Rearm: %v", err)
-	}
-}
-
-// MapReserve hands memory back present (a swap-out written into it must
-// not fault) and locked where the process may lock, though it never
-// populates under the kernel's mmap lock (touch.go).
-func TestMapReservePresentAndLocked(t *testing.T) {
-	const n = 8 << 20
-	base := vmLocked(t)
-	r, err := MapReserve(n, 64<<10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(r)
-	if got, want := resident(t, r), len(r)/os.Getpagesize(); got != want {
-		t.Fatalf("%d of %d pages resident", got, want)
-	}
-	if err := lockOnFault(r); err != nil {
+	b[0] = 1
+	mem := a.slabs[h.Slab()].buf
+	if err := unix.Mlock(mem); err != nil {
 		t.Skipf("this process may not lock memory: %v", err)
 	}
-	if got := vmLocked(t) - base; got < n {
-		t.Fatalf("%d bytes locked, want %d", got, n)
+	defer unix.Munlock(mem)
+	a.Free(h)
+	var mu sync.Mutex
+	a.Sweep(&mu)
+	if n := a.Sweep(&mu); n != 0 || resident(t, mem) == 0 {
+		t.Fatalf("a locked slab counted %d bytes given back, %d pages resident", n, resident(t, mem))
+	}
+	if again, err := a.mem.get(); err != nil || &again[0] != &mem[0] {
+		t.Fatal("the locked slab was not filed for reuse")
 	}
 }
