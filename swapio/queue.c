@@ -6,6 +6,9 @@
 // and never calls into Go. The layouts are those of
 // include/uapi/linux/ublk_cmd.h and io_uring.h, written out here so that
 // an older header on the build machine does not matter.
+// No switch compiled to a table in .rodata: LockCode locks this code's
+// pages, not the program's read-only data (on tmpfs it could swap).
+#pragma GCC optimize("no-jump-tables")
 #define _GNU_SOURCE
 #include "queue.h"
 

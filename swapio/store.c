@@ -1,6 +1,9 @@
 // The native swap store: see store.h. Nothing here allocates, takes a
 // lock a Go thread can hold while waiting, calls into Go, or makes a
 // system call but the eventfd write that wakes the refill.
+// No switch compiled to a table in .rodata: LockCode locks this code's
+// pages, not the program's read-only data (on tmpfs it could swap).
+#pragma GCC optimize("no-jump-tables")
 #include "store.h"
 
 #include <dlfcn.h>
