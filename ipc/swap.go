@@ -44,15 +44,21 @@ type SwapDevice struct {
 	Depth    int    `json:"depth"`    // requests in flight per queue
 	Zero     uint64 `json:"zero"`     // pages stored as zero or same-filled
 	Huge     uint64 `json:"huge"`     // pages stored raw
-	ReadIOs  uint64 `json:"read_ios"` // store calls for reads (one per gathered batch)
+	ReadIOs  uint64 `json:"read_ios"` // read requests
 	ReadPgs  uint64 `json:"read_pages"`
-	WriteIOs uint64 `json:"write_ios"` // store calls for writes
+	WriteIOs uint64 `json:"write_ios"` // write requests
 	WritePgs uint64 `json:"write_pages"`
 	Discard  uint64 `json:"discarded_pages"`
-	Errors   uint64 `json:"errors"` // store calls that failed (their I/O got EIO)
+	Errors   uint64 `json:"errors"` // requests that failed (EIO, or ENOMEM: see nomem)
 	// Lost: reads failed (EIO) because the daemon crashed since the page
 	// was written and cannot vouch for the copy it has, if any.
-	Lost     uint64 `json:"lost_reads,omitempty"`
+	Lost uint64 `json:"lost_reads,omitempty"`
+	// Reserve: the slabs' bytes kept ready for writes now (it grows while
+	// writes find none, then shrinks back); NoMem: writes refused for want
+	// of one (the kernel kept the page and tried again later).
+	Reserve  uint64 `json:"reserve"`
+	NoMem    uint64 `json:"nomem"`
+	Pinned   int    `json:"pinned_queues"`     // queue threads running on their queue's CPUs only
 	Requests uint64 `json:"requests"`          // kernel requests served
 	Waits    uint64 `json:"waits"`             // ring waits that returned requests
 	Flusher  string `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
