@@ -94,7 +94,7 @@ func describeNative(sd *swapDev, out *ipc.SwapDevice) {
 	out.ReadIOs, out.ReadPgs, out.WriteIOs, out.WritePgs = qs.Reads, qs.ReadPages, qs.Writes, qs.WritePages
 	out.Discard, out.Errors, out.Lost = st.Discards, qs.Errors, st.LostReads
 	out.Requests, out.Waits = qs.Requests, qs.Waits
-	out.Reserve, out.NoMem, out.Pinned = st.Reserve, st.NoMem, sd.dev.PinnedQueues()
+	out.Reserve, out.NoMem, out.Low, out.Pinned = st.Reserve, st.NoMem, st.RingLow, sd.dev.PinnedQueues()
 }
 
 // releaseNative, after a device is removed: with no device left, the

@@ -58,6 +58,7 @@ type SwapDevice struct {
 	// of one (the kernel kept the page and tried again later).
 	Reserve  uint64 `json:"reserve"`
 	NoMem    uint64 `json:"nomem"`
+	Low      uint64 `json:"reserve_low"`       // the fewest bytes of the reserve left after a write took from it
 	Pinned   int    `json:"pinned_queues"`     // queue threads running on their queue's CPUs only
 	Requests uint64 `json:"requests"`          // kernel requests served
 	Waits    uint64 `json:"waits"`             // ring waits that returned requests

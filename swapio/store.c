@@ -141,6 +141,9 @@ static struct s4d_slab *new_slab(struct s4d_store *s, int c) {
 		sb = ring_pop(s);
 		if (!sb) return NULL;
 		atomic_fetch_add(&s->st.slab_bytes, S4D_SLAB);
+		// How close writes came to an empty ring: what sizes the reserve.
+		uint64_t left = s4d_store_ring_free(s) + 1, low = atomic_load_explicit(&s->st.ring_low, memory_order_relaxed);
+		if (!low || left < low) atomic_store_explicit(&s->st.ring_low, left, memory_order_relaxed);
 	}
 	uint32_t size = s->cls[c].size;
 	sb->cls = (uint16_t)c;

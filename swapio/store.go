@@ -310,6 +310,7 @@ type Stats struct {
 	TableBytes                  uint64 // the slot table and the store's own struct and ring
 	Writes, Reads, Discards     uint64
 	NoMem                       uint64 // writes failed for want of a slab
+	RingLow                     uint64 // fewest bytes of slabs the ring held after a write took one (the reserve's margin)
 	BadHash, LostReads          uint64 // reads failed: a page that came back different, a block lost with a crash
 	Wakes                       uint64 // refills woken by the I/O path
 }
@@ -321,6 +322,9 @@ func (st *Store) Stats() Stats {
 	s := Stats{Pages: ld(&c.pages), Zero: ld(&c.zero), Same: ld(&c.same), Raw: ld(&c.raw), LZ4: ld(&c.lz4),
 		ComprBytes: ld(&c.compr_bytes), SlabBytes: ld(&c.slab_bytes), Writes: ld(&c.writes), Reads: ld(&c.reads),
 		Discards: ld(&c.discards), NoMem: ld(&c.nomem), BadHash: ld(&c.bad_hash), LostReads: ld(&c.lost_reads), Wakes: ld(&c.wakes)}
+	if l := ld(&c.ring_low); l > 0 {
+		s.RingLow = (l - 1) * SlabSize
+	}
 	s.Reserve = st.reserve.Load()
 	s.Ready = uint64(C.s4d_store_ring_free(st.s)) * SlabSize
 	st.mu.Lock()

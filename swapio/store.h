@@ -42,6 +42,7 @@ struct s4d_class {
 struct s4d_stats {  // counters, read by Go at any time
 	_Atomic uint64_t pages, zero, same, raw, lz4, compr_bytes, slab_bytes;
 	_Atomic uint64_t writes, reads, discards, nomem, bad_hash, lost_reads, wakes;
+	_Atomic uint64_t ring_low;  // fewest slabs the ring held after a write took one (+1; 0: none taken yet)
 };
 
 struct s4d_store {

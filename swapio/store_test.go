@@ -63,6 +63,11 @@ func TestStoreRoundTrip(t *testing.T) {
 	if s.ComprBytes <= PageSize || s.ComprBytes >= 2*PageSize { // the raw page, and two small ones
 		t.Fatalf("compressed bytes %d", s.ComprBytes)
 	}
+	// Slabs for two classes came from the ring: its low mark says so (the
+	// refill may have topped it up since, not the mark).
+	if s.RingLow == 0 || s.RingLow > s.Reserve-SlabSize {
+		t.Fatalf("reserve low mark %d of a %d reserve after slabs were taken", s.RingLow, s.Reserve)
+	}
 	got := make([]byte, PageSize)
 	for b, p := range pages {
 		clear(got)
