@@ -4,14 +4,20 @@ they come."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import _wire as w
 from ._conn import _Req
 from .errors import MalformedError, NOT_FOUND, OK, S4DError, page_error
 
-if TYPE_CHECKING:
-    from .client import Client
+
+class _Exchanger(Protocol):
+    """What a Pipeline needs of its Client: the page size and the exchange
+    of requests, in flight at most window at a time."""
+
+    page_size: int
+
+    def _exchange(self, reqs: list, window: int) -> None: ...
 
 
 class Pipeline:
@@ -27,7 +33,7 @@ class Pipeline:
     leaves its error (an S4DError) in its place of the results and does
     not stop the others; execute(raise_first=True) raises the first."""
 
-    def __init__(self, client: "Client"):
+    def __init__(self, client: _Exchanger):
         self._c = client
         self._queued: list = []
 
