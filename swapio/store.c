@@ -190,8 +190,9 @@ static char *obj_alloc(struct s4d_store *s, int c) {
 	sb->free = *(uint16_t *)o;
 	if (++sb->inuse == sb->cap) list_del(k, sb);
 	spin_unlock(&k->lock);
-	// Below half the reserve left in the ring: refill now, while the
-	// other half lets writes go on freeing memory for the refill to take.
+	// Below the low mark left in the ring (fill sets it, seven eighths of
+	// the reserve): refill now, while the rest lets writes go on freeing
+	// memory for the refill to take.
 	if (s4d_store_ring_free(s) < atomic_load_explicit(&s->low, memory_order_relaxed)) wake_refill(s);
 	return o;
 }

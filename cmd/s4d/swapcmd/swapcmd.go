@@ -46,7 +46,7 @@ var addCommand = &cli.Command{
 		&cli.StringFlag{Name: "size", Required: true, Usage: "the device's size, bytes with K/M/G/T suffix (at least 1M)"},
 		&cli.IntFlag{Name: "queues", Usage: "hardware queues, each served by its own thread; 0 = one per CPU"},
 		&cli.IntFlag{Name: "depth", Usage: "requests in flight per queue; 0 = 64"},
-		&cli.StringFlag{Name: "reserve", Usage: "memory kept ready for its compressed pages (once the machine swaps there is none to be had); default 8 MiB, doubled up to 128 MiB while writes find none"},
+		&cli.StringFlag{Name: "reserve", Usage: "memory kept ready for its compressed pages (once the machine swaps there is none to be had); default 12 MiB, doubled up to 128 MiB while writes find none"},
 	}, flags...),
 	Action: func(cx *cli.Context) error {
 		if cx.NArg() > 0 {
