@@ -95,6 +95,7 @@ func describeNative(sd *swapDev, out *ipc.SwapDevice) {
 	out.Discard, out.Errors, out.Lost = st.Discards, qs.Errors, st.LostReads
 	out.Requests, out.Waits = qs.Requests, qs.Waits
 	out.Reserve, out.NoMem, out.Low, out.Pinned = st.Reserve, st.NoMem, st.RingLow, sd.dev.PinnedQueues()
+	out.Held, out.HeldFailed = qs.Held, qs.HeldFailed
 }
 
 // releaseNative, after a device is removed: with no device left, the

@@ -49,21 +49,25 @@ type SwapDevice struct {
 	WriteIOs uint64 `json:"write_ios"` // write requests
 	WritePgs uint64 `json:"write_pages"`
 	Discard  uint64 `json:"discarded_pages"`
-	Errors   uint64 `json:"errors"` // requests that failed (EIO, or ENOMEM: see nomem)
+	Errors   uint64 `json:"errors"` // requests that failed (EIO, or ENOMEM: see held_failed)
 	// Lost: reads failed (EIO) because the daemon crashed since the page
 	// was written and cannot vouch for the copy it has, if any.
 	Lost uint64 `json:"lost_reads,omitempty"`
 	// Reserve: the slabs' bytes kept ready for writes now (it grows while
 	// writes find none, then shrinks back); NoMem: writes refused for want
-	// of one (the kernel kept the page and tried again later).
-	Reserve  uint64 `json:"reserve"`
-	NoMem    uint64 `json:"nomem"`
-	Low      uint64 `json:"reserve_low"`       // the fewest bytes of the reserve left after a write took from it
-	Pinned   int    `json:"pinned_queues"`     // queue threads running on their queue's CPUs only
-	Requests uint64 `json:"requests"`          // kernel requests served
-	Waits    uint64 `json:"waits"`             // ring waits that returned requests
-	Flusher  string `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
-	Error    string `json:"error,omitempty"`   // why a queue stopped serving
+	// of one. Held: write requests that found none and waited for the
+	// refill; HeldFailed: of those, failed after waiting a second (the
+	// kernel kept the page and tried again later).
+	Reserve    uint64 `json:"reserve"`
+	NoMem      uint64 `json:"nomem"`
+	Held       uint64 `json:"held"`
+	HeldFailed uint64 `json:"held_failed"`
+	Low        uint64 `json:"reserve_low"`       // the fewest bytes of the reserve left after a write took from it
+	Pinned     int    `json:"pinned_queues"`     // queue threads running on their queue's CPUs only
+	Requests   uint64 `json:"requests"`          // kernel requests served
+	Waits      uint64 `json:"waits"`             // ring waits that returned requests
+	Flusher    string `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
+	Error      string `json:"error,omitempty"`   // why a queue stopped serving
 	// Fresh: created empty by this daemon, not reattached with pages
 	// in use (only a fresh device may get mkswap: `s4d swap on`).
 	Fresh bool `json:"fresh"`

@@ -28,6 +28,7 @@
 #define SETUP_DEFER_TASKRUN (1u << 13)
 #define FEAT_SINGLE_MMAP 1u
 #define ENTER_GETEVENTS 1u
+#define OP_TIMEOUT 11
 #define OP_URING_CMD 46
 #define OFF_SQ_RING 0ull
 #define OFF_CQ_RING 0x8000000ull
@@ -119,6 +120,25 @@ static void prep(struct s4d_queue *q, struct ring *r, uint32_t nr, uint16_t tag,
 	r->tail++;
 }
 
+// The timer that ages held writes: a relative timeout, one in flight at
+// a time, told from a tag's completion by its user_data.
+#define TIMER_DATA (1ull << 32)
+#define TICK_NS 2000000  // 2 ms
+struct kts { int64_t sec, nsec; };
+
+static void prep_timer(struct ring *r, const struct kts *ts) {
+	uint32_t i = r->tail & r->sq_mask;
+	unsigned char *sqe = (unsigned char *)r->sqes + (size_t)i * SQE_SIZE;
+	memset(sqe, 0, SQE_SIZE);
+	sqe[0] = OP_TIMEOUT;
+	*(int32_t *)(sqe + 4) = -1;
+	*(uint64_t *)(sqe + 16) = (uint64_t)(uintptr_t)ts;  // the kernel reads it at submit
+	*(uint32_t *)(sqe + 24) = 1;
+	*(uint64_t *)(sqe + 32) = TIMER_DATA;
+	r->sq_array[i] = i;
+	r->tail++;
+}
+
 // submit publishes the queued SQEs and, with wait, waits for a completion.
 static int submit(struct ring *r, int wait) {
 	atomic_store_explicit(r->sq_tail, r->tail, memory_order_release);
@@ -138,7 +158,10 @@ static int submit(struct ring *r, int wait) {
 }
 
 // serve answers one request from the store: the bytes done, or -errno.
-static int32_t serve(struct s4d_queue *q, uint16_t tag) {
+// A write starts at page *done and, refused for want of memory, leaves
+// there the first page not stored (a held write resumes from it; retry:
+// it was counted when first served).
+static int32_t serve(struct s4d_queue *q, uint16_t tag, uint16_t *done, int retry) {
 	const struct io_desc *d = (const struct io_desc *)q->descs + tag;
 	uint32_t op = d->op_flags & 0xff;
 	uint64_t first = d->start_sector >> 3, n = d->nr_sectors >> 3;
@@ -154,11 +177,16 @@ static int32_t serve(struct s4d_queue *q, uint16_t tag) {
 		}
 		break;
 	case 1:  // WRITE
-		atomic_fetch_add_explicit(&q->st.writes, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&q->st.write_pages, n, memory_order_relaxed);
-		for (uint64_t i = 0; i < n; i++) {
+		if (!retry) {
+			atomic_fetch_add_explicit(&q->st.writes, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&q->st.write_pages, n, memory_order_relaxed);
+		}
+		for (uint64_t i = *done; i < n; i++) {
 			int e = q->ops.write(q->store, first + i, buf + i * S4D_PAGE, q->scratch);
-			if (e == -ENOMEM) atomic_fetch_add_explicit(&q->st.nomem, 1, memory_order_relaxed);
+			if (e == -ENOMEM) {
+				atomic_fetch_add_explicit(&q->st.nomem, 1, memory_order_relaxed);
+				*done = (uint16_t)i;
+			}
 			if (e) return e;
 		}
 		break;
@@ -175,6 +203,39 @@ static int32_t serve(struct s4d_queue *q, uint16_t tag) {
 	return (int32_t)(d->nr_sectors << 9);
 }
 
+// retry_held answers what it can of the held writes and returns how many
+// are still held. A write the store refuses for want of a slab (ENOMEM)
+// is held rather than failed at once: failed, the kernel would send the
+// page again at once, and with the ring empty every reclaiming task spun
+// on failing swap-outs while the refill, short of CPU and memory, could
+// not hand in the slab that ends it (1 GiB guest, 1 vCPU, 3 processes of
+// twice its RAM). Held, the pages stay under writeback and reclaim waits
+// for them, or for a tag. It is tried again when the store has room, and
+// fails after hold_ticks ticks: a refill that cannot get memory at all
+// lets the kernel see the swap-out fail (and kill, if it must).
+static uint32_t retry_held(struct s4d_queue *q, struct ring *r, uint32_t nheld, uint32_t ticks) {
+	int room = nheld && q->ops.room(q->store);
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < nheld; i++) {
+		struct s4d_held h = q->held[i];
+		int32_t res = -ENOMEM;
+		if (room) {
+			res = serve(q, h.tag, &h.done, 1);
+			room = res != -ENOMEM;  // refused: the rest would be too
+		}
+		if (res == -ENOMEM && ticks - h.since < q->hold_ticks) {
+			q->held[kept++] = h;
+			continue;
+		}
+		if (res < 0) {
+			atomic_fetch_add_explicit(&q->st.errors, 1, memory_order_relaxed);
+			if (res == -ENOMEM) atomic_fetch_add_explicit(&q->st.held_failed, 1, memory_order_relaxed);
+		}
+		prep(q, r, IO_COMMIT_AND_FETCH_REQ, h.tag, res);
+	}
+	return kept;
+}
+
 static void *run(void *arg) {
 	struct s4d_queue *q = arg;
 	// The thread's allocations (none once serving) do not recurse into
@@ -184,8 +245,9 @@ static void *run(void *arg) {
 	struct ring r;
 	memset(&r, 0, sizeof r);
 	uint32_t flags = q->plain_ring ? 0 : SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN;
-	int e = ring_setup(&r, q->depth, flags);
-	if (e == -EINVAL && flags) flags = 0, e = ring_setup(&r, q->depth, 0);
+	// An SQE for every tag's command and one for the timer.
+	int e = ring_setup(&r, q->depth + 1u, flags);
+	if (e == -EINVAL && flags) flags = 0, e = ring_setup(&r, q->depth + 1u, 0);
 	if (e) {
 		atomic_store(&q->ready, e);
 		atomic_store(&q->done, 1);
@@ -200,6 +262,10 @@ static void *run(void *arg) {
 		return NULL;
 	}
 	atomic_store(&q->ready, 1);
+	// Held writes (see hold): the oldest first, aged by a timer's ticks.
+	uint32_t nheld = 0, ticks = 0;
+	int armed = 0;
+	const struct kts tick = {0, TICK_NS};
 	int live = q->depth;
 	while (live > 0) {
 		if ((e = submit(&r, 1))) {
@@ -213,13 +279,24 @@ static void *run(void *arg) {
 		int detached = atomic_load(&q->detach);
 		for (; head != tail; head++) {
 			struct cqe c = r.cqes[head & r.cq_mask];
+			if (c.user_data == TIMER_DATA) {
+				armed = 0;
+				ticks++;
+				continue;
+			}
 			uint16_t tag = (uint16_t)c.user_data;
 			if (c.res == 0) {
 				// Detached: unanswered, the kernel sends it again to the
 				// next server (user recovery with reissue).
 				if (detached) continue;
 				atomic_fetch_add_explicit(&q->st.requests, 1, memory_order_relaxed);
-				int32_t res = serve(q, tag);
+				uint16_t done = 0;
+				int32_t res = serve(q, tag, &done, 0);
+				if (res == -ENOMEM && q->hold_ticks && q->ops.room) {
+					q->held[nheld++] = (struct s4d_held){.tag = tag, .done = done, .since = ticks};
+					atomic_fetch_add_explicit(&q->st.held, 1, memory_order_relaxed);
+					continue;
+				}
 				if (res < 0) atomic_fetch_add_explicit(&q->st.errors, 1, memory_order_relaxed);
 				prep(q, &r, IO_COMMIT_AND_FETCH_REQ, tag, res);
 			} else {
@@ -228,6 +305,12 @@ static void *run(void *arg) {
 			}
 		}
 		atomic_store_explicit(r.cq_head, head, memory_order_release);
+		if (detached) nheld = 0;  // left unanswered, as above
+		nheld = retry_held(q, &r, nheld, ticks);
+		if (nheld && !armed) {
+			prep_timer(&r, &tick);
+			armed = 1;
+		}
 		atomic_store(&q->busy, 0);
 	}
 	ring_close(&r);
@@ -272,6 +355,7 @@ void s4d_store_ops(struct s4d_ops *o) {
 	o->read = (int (*)(void *, uint64_t, void *))s4d_store_read;
 	o->write = (int (*)(void *, uint64_t, const void *, void *))s4d_store_write;
 	o->discard = (void (*)(void *, uint64_t, uint64_t))s4d_store_discard;
+	o->room = (int (*)(void *))s4d_store_room;
 }
 
 void s4d_queue_join(struct s4d_queue *q) { pthread_join(q->th, NULL); }
@@ -280,7 +364,7 @@ void s4d_queue_join(struct s4d_queue *q) { pthread_join(q->th, NULL); }
 // store.c and queue.c), for Go to lock those pages only.
 void s4d_store_code(uintptr_t *lo, uintptr_t *hi);
 void s4d_code_range(uintptr_t *lo, uintptr_t *hi) {
-	uintptr_t fs[] = {(uintptr_t)ring_setup, (uintptr_t)ring_close, (uintptr_t)prep, (uintptr_t)submit,
+	uintptr_t fs[] = {(uintptr_t)ring_setup, (uintptr_t)ring_close, (uintptr_t)prep, (uintptr_t)prep_timer, (uintptr_t)submit, (uintptr_t)retry_held,
 	                  (uintptr_t)serve, (uintptr_t)run, (uintptr_t)start, (uintptr_t)s4d_queue_start, (uintptr_t)s4d_queue_join};
 	s4d_store_code(lo, hi);
 	for (unsigned i = 0; i < sizeof fs / sizeof fs[0]; i++) {

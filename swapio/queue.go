@@ -39,13 +39,22 @@ type Server interface{ Ops() Ops }
 // Ops are a C store's functions, as struct s4d_ops has them (queue.h),
 // and the pointer they take. The functions must neither block on Go nor
 // allocate: they run on the queue threads.
-type Ops struct{ Store, Read, Write, Discard unsafe.Pointer }
+// Room may be nil: the store's writes never wait for memory.
+type Ops struct{ Store, Read, Write, Discard, Room unsafe.Pointer }
+
+// HoldWrites is how long a queue holds a write its store refused for want
+// of memory (Ops.Room says when to try again) before failing it: long
+// next to a refill's wait for one page, short next to the block layer's
+// request timeout (queue.c's retry_held says why writes are held).
+const HoldWrites = time.Second
+
+const tick = 2 * time.Millisecond // queue.c's TICK_NS
 
 // Ops gives the queue threads this store.
 func (st *Store) Ops() Ops {
 	var o C.struct_s4d_ops
 	C.s4d_store_ops(&o)
-	return Ops{Store: unsafe.Pointer(st.ptr()), Read: unsafe.Pointer(o.read), Write: unsafe.Pointer(o.write), Discard: unsafe.Pointer(o.discard)}
+	return Ops{Store: unsafe.Pointer(st.ptr()), Read: unsafe.Pointer(o.read), Write: unsafe.Pointer(o.write), Discard: unsafe.Pointer(o.discard), Room: unsafe.Pointer(o.room)}
 }
 
 // Queue is one ublk queue served by a C thread from a Server.
@@ -60,7 +69,8 @@ type Queue struct {
 // fetched every tag (or failed to).
 func StartQueue(srv Server, spec QueueSpec) (*Queue, error) {
 	q := &Queue{done: make(chan struct{})}
-	for _, n := range []int{int(unsafe.Sizeof(C.struct_s4d_queue{})), spec.Depth * spec.MaxIO, PageSize, stackLen} {
+	qlen := int(unsafe.Sizeof(C.struct_s4d_queue{})) + spec.Depth*int(unsafe.Sizeof(C.struct_s4d_held{}))
+	for _, n := range []int{qlen, spec.Depth * spec.MaxIO, PageSize, stackLen} {
 		b, err := lockedMap(n)
 		if err != nil {
 			q.unmap()
@@ -74,6 +84,10 @@ func StartQueue(srv Server, spec QueueSpec) (*Queue, error) {
 	c.ops.read = (*[0]byte)(o.Read)
 	c.ops.write = (*[0]byte)(o.Write)
 	c.ops.discard = (*[0]byte)(o.Discard)
+	c.ops.room = (*[0]byte)(o.Room)
+	if o.Room != nil {
+		c.hold_ticks = C.uint32_t(HoldWrites / tick)
+	}
 	for _, cpu := range spec.CPUs {
 		if cpu >= 0 && cpu < len(c.cpus)*64 {
 			c.cpus[cpu/64] |= 1 << (cpu % 64)
@@ -168,6 +182,7 @@ func (q *Queue) BufferBytes() uint64 { return uint64(len(q.mem[1])) }
 // QueueStats are a queue's counters.
 type QueueStats struct {
 	Requests, Waits, Reads, ReadPages, Writes, WritePages, Discards, Errors, NoMem uint64
+	Held, HeldFailed                                                               uint64 // writes held for want of memory; of those, failed after HoldWrites
 	RingFlags                                                                      uint32
 }
 
@@ -177,7 +192,7 @@ func (q *Queue) Stats() QueueStats {
 	s := &q.q.st
 	return QueueStats{Requests: ld(&s.requests), Waits: ld(&s.waits), Reads: ld(&s.reads), ReadPages: ld(&s.read_pages),
 		Writes: ld(&s.writes), WritePages: ld(&s.write_pages), Discards: ld(&s.discards), Errors: ld(&s.errors), NoMem: ld(&s.nomem),
-		RingFlags: uint32(q.q.ring_flags)}
+		Held: ld(&s.held), HeldFailed: ld(&s.held_failed), RingFlags: uint32(q.q.ring_flags)}
 }
 
 // LockCode locks in memory the code the queue threads run and nothing

@@ -10,7 +10,12 @@
 
 struct s4d_qstats {
 	_Atomic uint64_t requests, waits, reads, read_pages, writes, write_pages, discards, errors, nomem;
+	_Atomic uint64_t held, held_failed;  // writes held for want of a slab; of those, failed at the bound
 };
+
+// A write held for want of a slab (queue.c): its tag, the pages of it
+// stored so far, and the timer tick it was held at.
+struct s4d_held { uint16_t tag, done; uint32_t since; };
 
 // s4d_ops is the store a queue serves from: s4d_store_* by default;
 // tests/guest/nullublk plugs in the cheapest store that gives pages back
@@ -20,6 +25,9 @@ struct s4d_ops {
 	int (*read)(void *store, uint64_t block, void *page);
 	int (*write)(void *store, uint64_t block, const void *page, void *scratch);
 	void (*discard)(void *store, uint64_t block, uint64_t n);
+	// room says whether a write may now find memory; NULL: a store whose
+	// writes never wait for memory (a write it refuses fails at once).
+	int (*room)(void *store);
 };
 
 struct s4d_queue {
@@ -37,6 +45,7 @@ struct s4d_queue {
 	void *stack;          // the thread's stack, locked
 	size_t stack_len;
 	int plain_ring;       // 1: no COOP/DEFER_TASKRUN flags
+	uint32_t hold_ticks;  // a write refused -ENOMEM is held this many ticks (queue.c) before it fails
 
 	// The thread's state, read by Go.
 	_Atomic int ready;    // 0 starting, 1 serving, <0 -errno: setup failed
@@ -48,6 +57,7 @@ struct s4d_queue {
 	uint32_t ring_flags;
 	pthread_t th;
 	struct s4d_qstats st;
+	struct s4d_held held[];  // depth entries: Go maps them after the struct
 };
 
 int s4d_queue_start(struct s4d_queue *q);

@@ -92,6 +92,10 @@ static void wake_refill(struct s4d_store *s) {
 
 uint64_t s4d_store_ring_free(struct s4d_store *s) { return atomic_load(&s->tail) - atomic_load(&s->head); }
 
+int s4d_store_room(struct s4d_store *s) {
+	return s4d_store_ring_free(s) > 0 || __atomic_load_n(&s->nempty, __ATOMIC_RELAXED) > 0;
+}
+
 int s4d_store_push(struct s4d_store *s, void *slab) {
 	uint64_t t = atomic_load_explicit(&s->tail, memory_order_relaxed);
 	if (t - atomic_load_explicit(&s->head, memory_order_acquire) >= s->ring_cap) return -1;
@@ -385,7 +389,7 @@ void *s4d_store_object(struct s4d_store *s, uint64_t block) {
 }
 
 void s4d_store_code(uintptr_t *lo, uintptr_t *hi) {
-	uintptr_t fs[] = {(uintptr_t)s4d_hash, (uintptr_t)slot_lock, (uintptr_t)slot_unlock, (uintptr_t)wake_refill,
+	uintptr_t fs[] = {(uintptr_t)s4d_hash, (uintptr_t)slot_lock, (uintptr_t)slot_unlock, (uintptr_t)wake_refill, (uintptr_t)s4d_store_room,
 	                  (uintptr_t)ring_pop, (uintptr_t)new_slab, (uintptr_t)obj_alloc, (uintptr_t)obj_free, (uintptr_t)drop,
 	                  (uintptr_t)s4d_store_write, (uintptr_t)store_write, (uintptr_t)s4d_store_fence, (uintptr_t)s4d_store_read, (uintptr_t)s4d_store_discard,
 	                  (uintptr_t)s4d_store_init, (uintptr_t)s4d_store_push, (uintptr_t)s4d_store_take_empty};

@@ -272,6 +272,14 @@ func (st *Store) refill() {
 	}
 }
 
+// PauseRefill keeps the refill from handing in slabs until resume is
+// called, as a refill waiting for memory would: for tests of what writes
+// do when the ring runs dry.
+func (st *Store) PauseRefill() (resume func()) {
+	st.mu.Lock()
+	return st.mu.Unlock
+}
+
 // Close stops the refill and gives every byte back. The queues serving
 // the store must have stopped.
 func (st *Store) Close() {

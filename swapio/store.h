@@ -82,6 +82,7 @@ void s4d_store_discard(struct s4d_store *s, uint64_t block, uint64_t n);
 // The control plane (Go). Each is quick and takes only the store's own
 // spin locks, never held across anything that could wait.
 uint64_t s4d_store_ring_free(struct s4d_store *s);  // slabs waiting in the ring
+int s4d_store_room(struct s4d_store *s);            // a slab waits in the ring or among the emptied: a write may succeed
 int s4d_store_push(struct s4d_store *s, void *slab);  // 0, or -1 when the ring is full
 void *s4d_store_take_empty(struct s4d_store *s);       // an emptied slab, or NULL
 void *s4d_store_ring_take(struct s4d_store *s);        // a slab back from the ring (a reserve that shrank), or NULL

@@ -79,7 +79,7 @@ kill $daemon; wait $daemon || true
 var ublkDeviceScenario = guestScenario{
 	Name:   "ublk-device",
 	Limit:  60 * time.Second,
-	Script: "guest_load ublk_drv\nublk.test -test.run 'DeviceUnderKernel|RingNop' -test.v\n",
+	Script: "guest_load ublk_drv\nublk.test -test.run 'DeviceUnderKernel|DeviceHolds|RingNop' -test.v\n",
 	Bins: func(t *testing.T) []string {
 		bin := filepath.Join(t.TempDir(), "ublk.test")
 		if out, err := exec.Command("go", "test", "-c", "-o", bin, "../ublk").CombinedOutput(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -116,6 +117,95 @@ func TestDeviceUnderKernel(t *testing.T) {
 	q := d.NativeStats()
 	t.Logf("stats: %d waits, %d requests, writes %d calls/%d pages, reads %d calls/%d pages, %d discards",
 		q.Waits, q.Requests, q.Writes, q.WritePages, q.Reads, q.ReadPages, q.Discards)
+}
+
+// TestDeviceHoldsWritesWithoutMemory: a write that finds no slab waits
+// for the refill instead of failing (the kernel would send it again at
+// once, and reclaim would spin), and fails once held for
+// swapio.HoldWrites with the refill still short of memory. Under the
+// kernel, as TestDeviceUnderKernel.
+func TestDeviceHoldsWritesWithoutMemory(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+	if err := swapio.Available(); err != nil {
+		t.Skip(err)
+	}
+	// One slab of reserve, never grown: 15 raw pages fit in it.
+	st, err := swapio.NewStore(16<<20, swapio.Options{Reserve: swapio.SlabSize, MaxReserve: swapio.SlabSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d, err := Create(Options{Size: 16 << 20, Queues: 1, Depth: 16, MaxIO: 64 << 10, Server: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	fd, err := unix.Open(d.BlockPath(), unix.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	random := func(n int, seed byte) []byte { // incompressible: raw pages, a slab's worth each 15
+		b := alignedBuf(n)
+		x := uint32(seed) | 1
+		for i := range b {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			b[i] = byte(x)
+		}
+		return b
+	}
+	write := func(b []byte, off int64) chan error {
+		c := make(chan error, 1)
+		go func() { _, err := unix.Pwrite(fd, b, off); c <- err }()
+		return c
+	}
+
+	// Sixteen pages in one request, the refill paused: held, not failed.
+	resume := st.PauseRefill()
+	data := random(64<<10, 1)
+	done := write(data, 0)
+	for d.NativeStats().Held == 0 {
+		select {
+		case err := <-done:
+			resume()
+			t.Fatalf("a write with no slab to take ended (%v) without being held", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	resume()
+	if err := <-done; err != nil {
+		t.Fatalf("the held write failed once the refill ran: %v", err)
+	}
+	got := alignedBuf(64 << 10)
+	if _, err := unix.Pread(fd, got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the held write read back different (%v)", err)
+	}
+
+	// The refill paused for longer than a write is held: the write fails,
+	// counted, and what was stored before is intact.
+	resume = st.PauseRefill()
+	err = <-write(random(1<<20, 2), 1<<20)
+	resume()
+	if err == nil {
+		t.Fatal("1 MiB written with the refill paused and one slab of reserve")
+	}
+	s := d.NativeStats()
+	if s.HeldFailed == 0 {
+		t.Fatalf("the write failed (%v) but no held write is counted failed: %+v", err, s)
+	}
+	if _, err := unix.Pread(fd, got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("a failed write elsewhere changed stored pages (%v)", err)
+	}
+	// And with the refill running, writes go through again.
+	data = random(64<<10, 3)
+	if err := <-write(data, 2<<20); err != nil {
+		t.Fatalf("after the refill resumed: %v", err)
+	}
+	t.Logf("held %d writes, %d failed after %v: %v", s.Held, s.HeldFailed, swapio.HoldWrites, err)
 }
 
 // A block size other than 4 KiB is refused before the kernel is asked.

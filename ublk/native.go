@@ -134,6 +134,8 @@ func (d *Device) NativeStats() swapio.QueueStats {
 		s.Discards += t.Discards
 		s.Errors += t.Errors
 		s.NoMem += t.NoMem
+		s.Held += t.Held
+		s.HeldFailed += t.HeldFailed
 		s.RingFlags = t.RingFlags
 	}
 	return s

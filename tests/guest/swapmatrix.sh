@@ -27,7 +27,7 @@ for mem in 512M 1G; do for smp in 1 2 4; do for jobs in 1 3; do configs+=("$mem/
 # A 2x-RAM workload must fit in RAM plus the device.
 size_for() { [ "$1" = 512M ] && echo 1G || echo 2G; }
 field() { sed -n "s/.*tag=$2 .*\b$3=\([^ ]*\).*/\1/p" "$1" | head -n 1; }
-printf "%-4s %-5s %-4s %-5s %9s %9s %5s %8s %9s %11s %10s %9s %s\n" boot mem vcpu procs zram_add s4d_add ok wall_s nomem/lowMiB after_work after_idle after_del result
+printf "%-4s %-5s %-4s %-5s %9s %9s %5s %8s %16s %11s %10s %9s %s\n" boot mem vcpu procs zram_add s4d_add ok wall_s nomem/held/fail/lowMiB after_work after_idle after_del result
 failed=0
 for ((i = 0; i < boots; i++)); do
 	c=${configs[i % ${#configs[@]}]}
@@ -42,8 +42,8 @@ for ((i = 0; i < boots; i++)); do
 	ok=$(sed -n 's/.*kind=workload-total .*ok=\([01]\).*/\1/p' "$log" | head -n 1)
 	if [ $rc -ne 0 ] || [ "$ok" != 1 ]; then res="FAILED rc=$rc"; failed=$((failed + 1)); fi
 	grep -q "WATCH-TASK" "$log" && res="$res (stalled past 400 s: stacks in the console)"
-	printf "%-4s %-5s %-4s %-5s %9s %9s %5s %8s %9s %11s %10s %9s %s\n" "$i" "$mem" "$smp" "$jobs" \
-		"$(field "$log" zram-add delta_mib)" "$(field "$log" s4d-add delta_mib)" "${ok:--}" "$wall" "$(field "$log" s4d-counters nomem)/$(( ${low:-0} >> 20 ))" \
+	printf "%-4s %-5s %-4s %-5s %9s %9s %5s %8s %16s %11s %10s %9s %s\n" "$i" "$mem" "$smp" "$jobs" \
+		"$(field "$log" zram-add delta_mib)" "$(field "$log" s4d-add delta_mib)" "${ok:--}" "$wall" "$(field "$log" s4d-counters nomem)/$(field "$log" s4d-counters held)/$(field "$log" s4d-counters held_failed)/$(( ${low:-0} >> 20 ))" \
 		"$(field "$log" s4d-after-workload delta_vs_before_add_mib)" "$(field "$log" s4d-after-idle delta_vs_before_add_mib)" \
 		"$(field "$log" s4d-del delta_vs_before_add_mib)" "$res"
 done

@@ -72,7 +72,7 @@ rc=0
 S4D_WL_JOBS=$JOBS S4D_WL_MIB=$(awk -v x="$WLX" -v j="$JOBS" '/^MemTotal/ { printf "%d", $2 * x / 1024 / j }' /proc/meminfo) guest_workload s4d-swapmem || rc=$?
 kill $watch $forks || true
 s4d ctl swap || true
-echo "S4D-RESULT tag=s4d-counters $(s4d ctl swap --json | tr -d ' \n' | grep -o '"\(reserve\|reserve_low\|nomem\|errors\|pinned_queues\|streams\)":[0-9]*' | tr -d '"' | tr ':' '=' | tr '\n' ' ')"
+echo "S4D-RESULT tag=s4d-counters $(s4d ctl swap --json | tr -d ' \n' | grep -o '"\(reserve\|reserve_low\|nomem\|held\|held_failed\|errors\|pinned_queues\|streams\)":[0-9]*' | tr -d '"' | tr ':' '=' | tr '\n' ' ')"
 b2=$(ma); l2=$(ml)
 echo "MEM after-workload avail=$b2 mlocked=$l2"
 echo "S4D-RESULT tag=s4d-after-workload delta_vs_before_add_mib=$((b2-b0)) mlocked=$l2"
