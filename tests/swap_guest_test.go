@@ -79,7 +79,13 @@ kill $daemon; wait $daemon || true
 var ublkDeviceScenario = guestScenario{
 	Name:   "ublk-device",
 	Limit:  60 * time.Second,
-	Script: "guest_load ublk_drv\nublk.test -test.run 'DeviceUnderKernel|DeviceHolds|RingNop' -test.v\n",
+	// A test that skips here (no ublk, no liblz4, no memlock) fails the
+	// scenario: this guest is where they must run.
+	Script: `guest_load ublk_drv
+ublk.test -test.run 'DeviceUnderKernel|DeviceHolds|RingNop' -test.v >/tmp/ublk.out 2>&1 || { cat /tmp/ublk.out; exit 1; }
+cat /tmp/ublk.out
+if grep -- '--- SKIP' /tmp/ublk.out; then echo "ublk-device: a test skipped under the guest's kernel"; exit 1; fi
+`,
 	Bins: func(t *testing.T) []string {
 		bin := filepath.Join(t.TempDir(), "ublk.test")
 		if out, err := exec.Command("go", "test", "-c", "-o", bin, "../ublk").CombinedOutput(); err != nil {
