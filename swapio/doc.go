@@ -9,9 +9,13 @@
 //     a dependency of the .deb) into size-classed objects (64-byte steps
 //     to 3 KiB, then raw pages) in 64 KiB slabs; a 32-bit hash of each
 //     page checked on every read. Slabs come from a ring Go's refill
-//     fills; a write that finds none fails at once with ENOMEM (the
-//     kernel keeps the page and retries) and wakes the refill through an
-//     eventfd, the one system call the path makes besides io_uring's.
+//     fills; a write that finds none is refused with ENOMEM and wakes the
+//     refill through an eventfd, the one system call the path makes
+//     besides io_uring's.
+//   - queue.c holds such a write (its tag unanswered, the page under
+//     writeback) and tries it again when the store has room, failing it
+//     after HoldWrites: failed at once, the kernel sent it again at once
+//     and reclaim spun while the refill could not get its page.
 //   - queue.c: the ublk queue threads (pthreads made from C), each with
 //     its io_uring, serving FETCH/COMMIT_AND_FETCH from the store.
 //
