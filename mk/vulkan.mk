@@ -81,6 +81,30 @@ vulkan-spirv-check: $(NAGA)
 vulkan-spirv-into: $(NAGA)
 	$(call spirv_build,$(SPIRV_OUT))
 
+# The same kernels compiled by Tint, as Dawn runs them on Vulkan for the
+# webgpu runtime (backends/vulkan/spirv/tintgen): Dawn (the pinned npm
+# package of deps-dawn) opens a device on this machine's Vulkan driver
+# (lavapipe without a GPU: deps-vulkan) with the webgpu runtime's toggles
+# plus dump_shaders, and logs each module Tint generated as disassembly;
+# the SPIRV-Tools inside the same library assemble it again (checked to
+# disassemble to the same text) and validate it. Seconds, no GPU. Tint's
+# output depends on the device only through toggles (README).
+TINT_SPIRV_DIR := $(SPIRV_DIR)/tint
+.PHONY: vulkan-spirv-tint vulkan-spirv-tint-check vulkan-spirv-tint-into
+vulkan-spirv-tint: deps-dawn
+	$(MAKE) --no-print-directory vulkan-spirv-tint-into TINT_OUT=$(TINT_SPIRV_DIR)
+	@echo "regenerated $(TINT_SPIRV_DIR)/*.spv with Tint from $(DAWN_NPM)"
+
+vulkan-spirv-tint-into:
+	S4D_WEBGPU_ALLOW_CPU=1 $(GO) run ./$(SPIRV_DIR)/tintgen -dawn $(DAWN_NPM) $(DAWN_CACHE)/package/$(DAWN_SO) $(TINT_OUT)
+
+vulkan-spirv-tint-check: deps-dawn
+	@set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
+	$(MAKE) --no-print-directory vulkan-spirv-tint-into TINT_OUT=$$d >/dev/null; \
+	for f in $(addsuffix .spv,$(SPIRV_MODS)) inputs.sha256; do \
+		cmp $$d/$$f $(TINT_SPIRV_DIR)/$$f || { echo "$(TINT_SPIRV_DIR)/$$f differs from Tint's ($(DAWN_NPM)): run make vulkan-spirv-tint" >&2; exit 1; }; \
+	done; echo "$(TINT_SPIRV_DIR): current"
+
 # The vk package's tests and BenchmarkCompress on the GPU machine:
 # .carry/vulkan (git-ignored) gets the test binary, the run script and
 # the Vulkan loader debs. There: bash .carry/vulkan/gpu-run.sh
@@ -109,3 +133,23 @@ vulkan-runtime-carry: vulkan-carry
 	for f in webgpu.test all.test vk.test s4d; do xz -T2 -f $(VKRT_CARRY)/$$f; done
 	ls $(VKRT_CARRY)/nvidia_libnvcomp_*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d $(VKRT_CARRY) '$(NVCOMP_WHEEL)'
 	ls $(VKRT_CARRY)/whl/lz4-*.whl >/dev/null 2>&1 || $(PIP_WHEEL) -d $(VKRT_CARRY)/whl lz4
+
+# Tint's modules beside naga's on the GPU machine
+# (backends/vulkan/vk/testdata/tint-run.sh): .carry/vktint gets the vk and
+# webgpu test binaries, s4d and tintgen (xz'd), Dawn, the Vulkan loader
+# debs and the lz4 wheel. There: bash .carry/vktint/tint-run.sh
+VKTINT_CARRY := .carry/vktint
+.PHONY: vulkan-tint-carry
+vulkan-tint-carry: deps-dawn
+	mkdir -p $(VKTINT_CARRY)/debs $(VKTINT_CARRY)/whl /tmp/amd64/partial
+	cp backends/vulkan/vk/testdata/tint-run.sh $(VKTINT_CARRY)/
+	$(GO) test -c -o $(VKTINT_CARRY)/webgpu.test ./backends/webgpu
+	$(GO) test -c -o $(VKTINT_CARRY)/vk.test ./backends/vulkan/vk
+	$(GO) build -ldflags='-s -w' -o $(VKTINT_CARRY)/s4d ./cmd/s4d
+	$(GO) build -ldflags='-s -w' -o $(VKTINT_CARRY)/tintgen ./$(SPIRV_DIR)/tintgen
+	cp $(DAWN_CACHE)/package/$(DAWN_SO) $(VKTINT_CARRY)/
+	for f in webgpu.test vk.test s4d tintgen $(DAWN_SO); do xz -T2 -f $(VKTINT_CARRY)/$$f; done
+	ls $(VKTINT_CARRY)/debs/libvulkan1_*.deb >/dev/null 2>&1 || { apt-get $(APT_AMD64) update -qq; \
+		cd $(VKTINT_CARRY)/debs && apt-get $(APT_AMD64) download libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0; }
+	ls $(VKTINT_CARRY)/whl/lz4-*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d $(VKTINT_CARRY)/whl lz4

@@ -22,7 +22,8 @@ import (
 )
 
 // The engine's second runtime (issue 41): the same WGSL kernels, compiled
-// to SPIR-V by a pinned naga (package spirv), run through our own Vulkan
+// to SPIR-V by a pinned naga or by Tint as Dawn runs it (package spirv;
+// S4D_VULKAN_SPIRV picks), run through our own Vulkan
 // binding (package vk). Client memory is imported with
 // VK_EXT_external_memory_host once per mapping (Pin), and the compress
 // kernel reads a batch's pages straight from it and writes its results
@@ -50,7 +51,8 @@ type vkrt struct {
 	info     vk.Info
 	compress *vk.Kernel
 	decomp   *vk.Kernel
-	sg       bool // the compress module with subgroup scans
+	sg       bool   // the compress module with subgroup scans
+	spv      string // the modules' compiler (spirv.Set's Name)
 	noImport bool
 	note     string // why auto took this runtime, for Describe
 
@@ -117,14 +119,20 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 	}
 	// The compress kernel with subgroup scans where the device builds it
 	// (it checks the subgroups' shape itself and falls back per workgroup).
-	mods := [][]byte{spirv.CompressSubgroups, spirv.Compress}
+	set, err := spirv.Selected()
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("vulkan: %w", err)
+	}
+	r.spv = set.Name
+	mods := [][]byte{set.CompressSubgroups, set.Compress}
 	if o.WebGPUNoSubgroups { // --webgpu-no-subgroups holds for both runtimes
 		mods = mods[1:]
 	}
 	for _, m := range mods {
-		r.compress, err = d.NewKernel(m, "compress", vk.Storage, vk.Storage, vk.Storage, vk.Uniform, vk.Storage)
+		r.compress, err = d.NewKernel(m, set.CompressEntry, vk.Storage, vk.Storage, vk.Storage, vk.Uniform, vk.Storage)
 		if err == nil {
-			r.sg = len(m) == len(spirv.CompressSubgroups)
+			r.sg = len(m) == len(set.CompressSubgroups)
 			break
 		}
 	}
@@ -132,7 +140,7 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 		d.Close()
 		return nil, fmt.Errorf("vulkan: %w", err)
 	}
-	if r.decomp, err = d.NewKernel(spirv.Decompress, "decompress", vk.Storage, vk.Storage, vk.Storage, vk.Storage, vk.Uniform); err != nil {
+	if r.decomp, err = d.NewKernel(set.Decompress, set.DecompressEntry, vk.Storage, vk.Storage, vk.Storage, vk.Storage, vk.Uniform); err != nil {
 		r.compress.Release()
 		d.Close()
 		return nil, fmt.Errorf("vulkan: %w", err)
@@ -364,8 +372,8 @@ func (r *vkrt) describe() string {
 	r.mu.Lock()
 	pinned := r.pinned
 	r.mu.Unlock()
-	d := fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: naga SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d",
-		r.info.Name, r.info.Driver, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load())
+	d := fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: %s SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d",
+		r.info.Name, r.info.Driver, r.spv, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load())
 	if r.note != "" {
 		d += "; " + r.note
 	}

@@ -1,23 +1,82 @@
 // Package spirv holds the WGSL engine's kernels compiled to SPIR-V for
 // the Vulkan runtime of issue 41: the WGSL in wgsl/ stays the one source;
-// these are generated from it by `make vulkan-spirv` with a pinned naga
-// (naga-cli, see mk/vulkan.mk) and committed, like ptx/s4d.ptx.
+// the modules are generated from it and committed, like ptx/s4d.ptx, by
+// two pinned compilers:
+//   - naga (naga-cli 30.0.1, `make vulkan-spirv`), the files in this folder;
+//   - Tint, as Dawn (the npm package `make deps` installs) generates it on
+//     Vulkan with the webgpu runtime's toggles (`make vulkan-spirv-tint`),
+//     the files in tint/.
 //
 // TestInputsCurrent fails when wgsl/ changes without the SPIR-V being
-// regenerated; `make vulkan-spirv-check` rebuilds the modules and compares
-// them byte for byte.
+// regenerated; `make vulkan-spirv-check` and `make vulkan-spirv-tint-check`
+// rebuild the modules and compare them byte for byte.
 package spirv
 
-import _ "embed"
+import (
+	_ "embed"
+	"fmt"
+	"os"
+)
 
-// The kernels for 4 KiB pages.
+// Set is one compiler's modules of the kernels for 4 KiB pages.
+type Set struct {
+	Name              string // "naga" or "tint"
+	Compress          []byte // classify + LZ4 at the engine's chain depth, workgroup-memory prefix sums
+	CompressSubgroups []byte // the same with subgroup prefix sums (needs subgroup arithmetic)
+	CompressExact     []byte // pagelz4's chain depth: pagelz4's bytes, for tests
+	Decompress        []byte
+	// The entry points: naga keeps the WGSL's names, Dawn has Tint name
+	// every entry point dawn_entry_point.
+	CompressEntry, DecompressEntry string
+}
+
 var (
 	//go:embed compress.spv
-	Compress []byte // classify + LZ4 at the engine's chain depth, workgroup-memory prefix sums
+	nagaCompress []byte
 	//go:embed compress_sg.spv
-	CompressSubgroups []byte // the same with subgroup prefix sums (needs subgroup arithmetic)
+	nagaCompressSG []byte
 	//go:embed compress_exact.spv
-	CompressExact []byte // pagelz4's chain depth: pagelz4's bytes, for tests
+	nagaCompressExact []byte
 	//go:embed decompress.spv
-	Decompress []byte
+	nagaDecompress []byte
+
+	//go:embed tint/compress.spv
+	tintCompress []byte
+	//go:embed tint/compress_sg.spv
+	tintCompressSG []byte
+	//go:embed tint/compress_exact.spv
+	tintCompressExact []byte
+	//go:embed tint/decompress.spv
+	tintDecompress []byte
 )
+
+// Naga's modules: bounds checks Restrict (indices clamped), as wgpu
+// applies them on Vulkan.
+var Naga = Set{"naga", nagaCompress, nagaCompressSG, nagaCompressExact, nagaDecompress, "compress", "decompress"}
+
+// Tint's modules, as Dawn runs them for the webgpu runtime: no bounds
+// clamps, no workgroup-memory zeroing (wgslsrc.TintToggles).
+var Tint = Set{"tint", tintCompress, tintCompressSG, tintCompressExact, tintDecompress, "dawn_entry_point", "dawn_entry_point"}
+
+// Sets lists both compilers' modules.
+func Sets() []Set { return []Set{Tint, Naga} }
+
+// EnvCompiler picks the modules the Vulkan runtime runs: "tint" or "naga".
+const EnvCompiler = "S4D_VULKAN_SPIRV"
+
+// Default is the set the runtime runs unless EnvCompiler says otherwise.
+var Default = Naga
+
+// Selected returns the set EnvCompiler names, or Default.
+func Selected() (Set, error) {
+	switch v := os.Getenv(EnvCompiler); v {
+	case "":
+		return Default, nil
+	case "naga":
+		return Naga, nil
+	case "tint":
+		return Tint, nil
+	default:
+		return Set{}, fmt.Errorf("%s=%q: want tint or naga", EnvCompiler, v)
+	}
+}

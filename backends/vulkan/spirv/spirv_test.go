@@ -14,6 +14,9 @@ import (
 //go:embed inputs.sha256
 var inputs string
 
+//go:embed tint/inputs.sha256
+var tintInputs string
+
 // TestInputsCurrent: the WGSL the committed modules were compiled from is
 // the WGSL the kernels give today. Editing wgsl/ without `make
 // vulkan-spirv` fails here (no naga needed).
@@ -25,16 +28,28 @@ func TestInputsCurrent(t *testing.T) {
 	if want.String() != inputs {
 		t.Fatalf("the SPIR-V is stale: run make vulkan-spirv (builds naga-cli with cargo once) and commit backends/vulkan/spirv\nnow:\n%s\ncompiled from:\n%s", want.String(), inputs)
 	}
+	// Tint's: the same WGSL (subgroups enabled) and toggles; the Dawn
+	// line names the package, which only vulkan-spirv-tint-check checks.
+	got, _, _ := strings.Cut(tintInputs, "# dawn: ")
+	now, _, _ := strings.Cut(wgslsrc.TintInputs(""), "# dawn: ")
+	if got != now {
+		t.Fatalf("Tint's SPIR-V is stale: run make vulkan-spirv-tint (Dawn on lavapipe, seconds) and commit backends/vulkan/spirv/tint\nnow:\n%s\ncompiled from:\n%s", now, got)
+	}
 }
 
 // TestModules: each module is SPIR-V 1.3 (subgroup arithmetic needs it),
-// whole words, with the compute entry point its WGSL names.
+// whole words, with the compute entry point its set names.
 func TestModules(t *testing.T) {
-	for _, c := range []struct {
+	type mod struct {
 		name, entry string
 		m           []byte
-	}{{"compress", "compress", Compress}, {"compress_sg", "compress", CompressSubgroups},
-		{"compress_exact", "compress", CompressExact}, {"decompress", "decompress", Decompress}} {
+	}
+	var mods []mod
+	for _, s := range Sets() {
+		mods = append(mods, mod{s.Name + "/compress", s.CompressEntry, s.Compress}, mod{s.Name + "/compress_sg", s.CompressEntry, s.CompressSubgroups},
+			mod{s.Name + "/compress_exact", s.CompressEntry, s.CompressExact}, mod{s.Name + "/decompress", s.DecompressEntry, s.Decompress})
+	}
+	for _, c := range mods {
 		name, m := c.name, c.m
 		if len(m) < 20 || len(m)%4 != 0 {
 			t.Errorf("%s: %d bytes, not a SPIR-V module", name, len(m))
@@ -75,4 +90,18 @@ func entryPoint(m []byte, model uint32, name string) bool {
 		i += n
 	}
 	return false
+}
+
+// TestSelected: the environment picks the set.
+func TestSelected(t *testing.T) {
+	for v, want := range map[string]string{"": Default.Name, "naga": "naga", "tint": "tint"} {
+		t.Setenv(EnvCompiler, v)
+		if s, err := Selected(); err != nil || s.Name != want {
+			t.Errorf("%s=%q: %s, %v; want %s", EnvCompiler, v, s.Name, err, want)
+		}
+	}
+	t.Setenv(EnvCompiler, "glslang")
+	if _, err := Selected(); err == nil {
+		t.Error("an unknown compiler was taken")
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/s4d-project/s4d/backends/corpus"
-	"github.com/s4d-project/s4d/backends/vulkan/spirv"
 )
 
 // cpuSeconds is the process's user+system time (every thread, the
@@ -28,7 +27,9 @@ func cpuSeconds() float64 {
 // were put in device memory first (the kernel alone, the ceiling).
 // S4D_BENCH_MIB sets the pages' size (default 256), S4D_BENCH_SG=1 the
 // subgroup kernel, S4D_BENCH_EXACT=1 pagelz4's chain depth (default: the
-// engine's, as backends/webgpu's benchmarks run). Reports GB/s of pages and core-s/GB.
+// engine's, as backends/webgpu's benchmarks run). Each compiler's module
+// runs in turn (tint/..., naga/...; S4D_VULKAN_SPIRV picks one).
+// Reports GB/s of pages and core-s/GB.
 func BenchmarkCompress(b *testing.B) {
 	d, err := Open(Options{Device: -1})
 	if err != nil {
@@ -39,13 +40,6 @@ func BenchmarkCompress(b *testing.B) {
 	mib := 256
 	if v, err := strconv.Atoi(os.Getenv("S4D_BENCH_MIB")); err == nil && v > 0 {
 		mib = v
-	}
-	code := spirv.Compress
-	if os.Getenv("S4D_BENCH_SG") == "1" {
-		code = spirv.CompressSubgroups
-	}
-	if os.Getenv("S4D_BENCH_EXACT") == "1" {
-		code = spirv.CompressExact
 	}
 	const ps, batch, depth, threshold = 4096, 4096, 4, 3072
 	total := mib << 20 / (batch * ps) * (batch * ps)
@@ -66,72 +60,87 @@ func BenchmarkCompress(b *testing.B) {
 	aux, prm := hostMem(b, d, 4096)
 	binary.LittleEndian.PutUint32(aux[0:], batch)
 	binary.LittleEndian.PutUint32(aux[4:], threshold)
+	_, out := hostMem(b, d, depth*(batch*16+16+batch*ps))
+	for _, set := range testSets(b) {
+		code := set.Compress
+		if os.Getenv("S4D_BENCH_SG") == "1" {
+			code = set.CompressSubgroups
+		}
+		if os.Getenv("S4D_BENCH_EXACT") == "1" {
+			code = set.CompressExact
+		}
+		for _, where := range []string{"imported", "device"} {
+			benchCompress(b, d, set.Name+"/"+where, code, set.CompressEntry, where == "device", in, devPages, prm, out, total)
+		}
+	}
+}
+
+func benchCompress(b *testing.B, d *Device, name string, code []byte, entry string, onDevice bool, in, devPages, prm, out *Buffer, total int) {
+	const ps, batch, depth = 4096, 4096, 4
 	type slot struct {
 		k                    *Kernel
 		packed, info, counts *Buffer
 		last                 Ticket
 	}
-	_, out := hostMem(b, d, depth*(batch*16+16+batch*ps))
 	slotOut := int64(batch*16 + 16 + batch*ps)
-	for _, where := range []string{"imported", "device"} {
-		b.Run(where, func(b *testing.B) {
-			src := in
-			if where == "device" {
-				src = devPages
+	b.Run(name, func(b *testing.B) {
+		src := in
+		if onDevice {
+			src = devPages
+		}
+		slots := make([]slot, depth)
+		for i := range slots {
+			s := &slots[i]
+			var err error
+			if s.k, err = d.NewKernel(code, entry, Storage, Storage, Storage, Uniform, Storage); err != nil {
+				b.Fatal(err)
 			}
-			slots := make([]slot, depth)
-			for i := range slots {
-				s := &slots[i]
-				if s.k, err = d.NewKernel(code, "compress", Storage, Storage, Storage, Uniform, Storage); err != nil {
+			defer s.k.Release()
+			s.packed, s.info, s.counts = devMem(b, d, batch*ps), devMem(b, d, batch*16), devMem(b, d, 16)
+			s.k.Bind(1, s.packed, 0, s.packed.Size)
+			s.k.Bind(2, s.info, 0, s.info.Size)
+			s.k.Bind(3, prm, 0, 16)
+			s.k.Bind(4, s.counts, 0, 16)
+		}
+		nb := total / (batch * ps)
+		b.SetBytes(int64(total))
+		b.ResetTimer()
+		c0 := cpuSeconds()
+		for range b.N {
+			for i := range nb {
+				s := &slots[i%depth]
+				if err := d.Wait(s.last, time.Minute); err != nil {
 					b.Fatal(err)
 				}
-				defer s.k.Release()
-				s.packed, s.info, s.counts = devMem(b, d, batch*ps), devMem(b, d, batch*16), devMem(b, d, 16)
-				s.k.Bind(1, s.packed, 0, s.packed.Size)
-				s.k.Bind(2, s.info, 0, s.info.Size)
-				s.k.Bind(3, prm, 0, 16)
-				s.k.Bind(4, s.counts, 0, 16)
-			}
-			nb := total / (batch * ps)
-			b.SetBytes(int64(total))
-			b.ResetTimer()
-			c0 := cpuSeconds()
-			for range b.N {
-				for i := range nb {
-					s := &slots[i%depth]
-					if err := d.Wait(s.last, time.Minute); err != nil {
-						b.Fatal(err)
-					}
-					s.k.Bind(0, src, int64(i*batch*ps), batch*ps)
-					z, err := d.Copy(s.counts, prm, []Region{{1024, 0, 16}}, Ticket{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					ran, err := s.k.Dispatch(batch, 1, 1, z)
-					if err != nil {
-						b.Fatal(err)
-					}
-					// The metadata and counter, then packed bytes: half a page
-					// a page, about what a ratio of 2 needs (the runtime would
-					// read the counter first and copy what was written).
-					o := int64(i%depth) * slotOut
-					if _, err = d.Copy(out, s.info, []Region{{0, o, batch * 16}}, ran); err == nil {
-						if _, err = d.Copy(out, s.counts, []Region{{0, o + batch*16, 16}}, ran); err == nil {
-							s.last, err = d.Copy(out, s.packed, []Region{{0, o + batch*16 + 16, batch * ps / 2}}, ran)
-						}
-					}
-					if err != nil {
-						b.Fatal(err)
+				s.k.Bind(0, src, int64(i*batch*ps), batch*ps)
+				z, err := d.Copy(s.counts, prm, []Region{{1024, 0, 16}}, Ticket{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ran, err := s.k.Dispatch(batch, 1, 1, z)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// The metadata and counter, then packed bytes: half a page
+				// a page, about what a ratio of 2 needs (the runtime would
+				// read the counter first and copy what was written).
+				o := int64(i%depth) * slotOut
+				if _, err = d.Copy(out, s.info, []Region{{0, o, batch * 16}}, ran); err == nil {
+					if _, err = d.Copy(out, s.counts, []Region{{0, o + batch*16, 16}}, ran); err == nil {
+						s.last, err = d.Copy(out, s.packed, []Region{{0, o + batch*16 + 16, batch * ps / 2}}, ran)
 					}
 				}
-				for i := range slots {
-					if err := d.Wait(slots[i].last, time.Minute); err != nil {
-						b.Fatal(err)
-					}
+				if err != nil {
+					b.Fatal(err)
 				}
 			}
-			b.StopTimer()
-			b.ReportMetric((cpuSeconds()-c0)/(float64(total)*float64(b.N)/1e9), "core-s/GB")
-		})
-	}
+			for i := range slots {
+				if err := d.Wait(slots[i].last, time.Minute); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric((cpuSeconds()-c0)/(float64(total)*float64(b.N)/1e9), "core-s/GB")
+	})
 }

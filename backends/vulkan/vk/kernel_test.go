@@ -81,21 +81,28 @@ func TestCompressKernel(t *testing.T) {
 	packed, info, total := devMem(t, d, n*ps), devMem(t, d, n*16), devMem(t, d, 16)
 	res, out := hostMem(t, d, n*16+16+n*ps) // info, total, packed
 
-	variants := []struct {
-		name  string
-		code  []byte
-		exact bool
-	}{{"compress_exact", spirv.CompressExact, true}, {"compress", spirv.Compress, false}, {"compress_sg", spirv.CompressSubgroups, false}}
-	// Building a compress pipeline takes lavapipe ~3 s: `make test` runs
-	// the one with pagelz4's bytes; S4D_VULKAN_ALL_KERNELS=1 adds the
-	// engine's two (its chain depth, with and without subgroups), checked
-	// by decoding.
-	if os.Getenv("S4D_VULKAN_ALL_KERNELS") == "" {
-		variants = variants[:1]
+	type variant struct {
+		name, entry string
+		code        []byte
+		exact       bool
+	}
+	// Both compilers' modules, or the one S4D_VULKAN_SPIRV names.
+	var variants []variant
+	for _, set := range testSets(t) {
+		vs := []variant{{set.Name + "/compress_exact", set.CompressEntry, set.CompressExact, true},
+			{set.Name + "/compress", set.CompressEntry, set.Compress, false}, {set.Name + "/compress_sg", set.CompressEntry, set.CompressSubgroups, false}}
+		// Building a compress pipeline takes lavapipe ~3 s: `make test` runs
+		// the one with pagelz4's bytes; S4D_VULKAN_ALL_KERNELS=1 adds the
+		// engine's two (its chain depth, with and without subgroups), checked
+		// by decoding.
+		if os.Getenv("S4D_VULKAN_ALL_KERNELS") == "" {
+			vs = vs[:1]
+		}
+		variants = append(variants, vs...)
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			k, err := d.NewKernel(v.code, "compress", Storage, Storage, Storage, Uniform, Storage)
+			k, err := d.NewKernel(v.code, v.entry, Storage, Storage, Storage, Uniform, Storage)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,4 +206,17 @@ func checkCompressed(t *testing.T, src, res []byte, n, threshold int, exact bool
 		t.Fatal("no page was compressed: the test checked nothing")
 	}
 	t.Logf("%d pages, %d lz4, packed %d bytes", n, lz4s, total)
+}
+
+// testSets are the SPIR-V sets the kernel tests and benchmarks run: both
+// compilers', or the one S4D_VULKAN_SPIRV names.
+func testSets(tb testing.TB) []spirv.Set {
+	if os.Getenv(spirv.EnvCompiler) == "" {
+		return spirv.Sets()
+	}
+	s, err := spirv.Selected()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return []spirv.Set{s}
 }
