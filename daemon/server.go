@@ -30,6 +30,7 @@ import (
 	"github.com/s4d-project/s4d/reqmem"
 	"github.com/s4d-project/s4d/routing"
 	"github.com/s4d-project/s4d/settings"
+	"github.com/s4d-project/s4d/swapdev"
 )
 
 // Version is reported in HELLO and STATS.
@@ -73,7 +74,7 @@ type Daemon struct {
 	cold     *cold.Tier   // idle clock, recompression, the backing file
 	remote   *remote.Tier // the Valkey cluster, if any (remote.go); pool export/import (export.go)
 	regs     region.Registry
-	swaps    swapSet          // ublk swap devices (swap.go)
+	swaps    *swapdev.Set     // ublk swap devices (package swapdev; swap.go)
 	lat      latency.Recorder // request latency by operation (metrics.go)
 }
 
@@ -121,6 +122,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		store: pagecache.New(cfg.PageSize, cfg.MemLimit), live: map[*conn]struct{}{}, perUser: map[uint32]int{},
 		bufs: reqmem.NewPool(total / 2), mem: reqmem.NewBudget(total, perUser), quit: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.swaps = d.newSwaps() // swap.go
 	undo = append(undo, d.cancel)
 	d.maps = clientmem.NewShare(d.pinners, d.log)
 	if d.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
@@ -233,7 +235,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	sweeper.Go(func() { d.sweepEvery(2*time.Second, d.quit) })
 	d.cold.Start()
 	d.startRemoteSweep() // remote.go
-	d.startSwaps()       // the configuration's [[swap]] devices (swap.go)
+	// The swap devices the last run left and the configuration's [[swap]] ones (swap.go).
+	d.swaps.Start(d.cold.Seq())
 	var err error
 	var wait backoff
 	for {
@@ -271,7 +274,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 // already read to be answered. A reply being written is finished: its
 // client has the write deadline (the frame timeout) to read it.
 func (d *Daemon) shutdown() {
-	kept := d.stopSwaps() // while the store still serves their swapoff (swap.go)
+	kept := d.swaps.Stop() // while the store still serves their swapoff (swap.go)
 	d.regs.ReleaseAll(d.log)
 	d.cold.Stop() // a recompression stops before the backends close
 	d.mu.Lock()
@@ -305,14 +308,7 @@ func (d *Daemon) shutdown() {
 	persistErr := d.cold.Close() // with persist, every page goes to the backing file
 	if kept {
 		// Only now may the next start serve every page it finds.
-		if persistErr == nil {
-			persistErr = d.swaps.keepErr
-		}
-		if persistErr != nil {
-			d.log.Error("swap devices left without their pages persisted: the next start fails reads of pages it cannot vouch for", "err", persistErr)
-		} else if err := d.saveSwaps(true); err != nil {
-			d.log.Error("swap records not written", "err", err)
-		}
+		d.swaps.Persisted(persistErr, d.cold.Seq())
 	}
 	if d.remote != nil {
 		d.remote.Close()

@@ -6,15 +6,22 @@ import (
 
 	"github.com/s4d-project/s4d/pagecache"
 	"github.com/s4d-project/s4d/pagefmt"
+	"github.com/s4d-project/s4d/swapdev"
 )
 
 // A swap device's pages between two daemons: a stop with persist puts
 // them in a root pool of the daemon's store, which the backing file
-// keeps, and the next start takes them back out (swapnativekeep.go).
+// keeps, and the next start takes them back out (package swapdev). This
+// is that store as swapdev asks for it (swapdev.Store).
 
-// swapPool names device n's pool. The space keeps clients from naming
-// it (ValidPool refuses spaces).
-func swapPool(n int) string { return fmt.Sprintf("(swap %d)", n) }
+// swapStore is the daemon's store as swap devices keep pages in it.
+type swapStore struct{ d *Daemon }
+
+var _ swapdev.Store = swapStore{}
+
+func (s swapStore) Pages(pool string) swapdev.Pages { return newPoolPages(s.d, pool) }
+
+func (s swapStore) Drop(pool string, n uint64) { s.d.dropBlocks(pool, n) }
 
 // poolPages reads and writes pool's pages by block number; one per
 // goroutine (out is its compression buffer).
@@ -84,14 +91,13 @@ func (p *poolPages) Get(keys []uint64, dst []byte, missing, failed []bool) error
 	return err
 }
 
-// dropBlocks deletes pool's pages from key first to size/4096.
-func (d *Daemon) dropBlocks(pool string, size, first uint64) {
-	blocks := size / 4096
+// dropBlocks deletes pool's pages of keys 0 to n-1.
+func (d *Daemon) dropBlocks(pool string, n uint64) {
 	keys := make([]uint64, 0, 16384)
 	res := make([]pagecache.Result, cap(keys))
-	for k := first; k < blocks; {
+	for k := uint64(0); k < n; {
 		keys = keys[:0]
-		for ; k < blocks && len(keys) < cap(keys); k++ {
+		for ; k < n && len(keys) < cap(keys); k++ {
 			keys = append(keys, k)
 		}
 		if err := d.store.Del(0, pool, keys, res[:len(keys)]); err != nil {

@@ -1,4 +1,4 @@
-package daemon
+package swapdev
 
 import (
 	"encoding/json"
@@ -32,10 +32,10 @@ import (
 // back to its process) and removes them, as before; only a crash leaves
 // one behind.
 
-// swapRecord is what the next daemon needs to take a device over.
-type swapRecord struct {
+// record is what the next daemon needs to take a device over.
+type record struct {
 	ID      uint32 `json:"id"`
-	N       int    `json:"n"` // pool number: swapPool(N)
+	N       int    `json:"n"` // pool number: poolName(N)
 	Size    uint64 `json:"size"`
 	Queues  int    `json:"queues"`
 	Depth   int    `json:"depth"`
@@ -45,11 +45,11 @@ type swapRecord struct {
 	Spec    int    `json:"spec"` // the [[swap]] table it came from, -1 for `swap add`
 	// IO: the path that served it, "native". "go" or "" (older
 	// daemons): the Go path, removed (issue 40); such a device is not
-	// taken over (recoverSwaps).
+	// taken over (recover).
 	IO string `json:"io,omitempty"`
 }
 
-type swapRecords struct {
+type records struct {
 	// Clean: written after a stop that persisted every page, with the
 	// queues stopped first. Anything else is a crash to the next start.
 	Clean bool `json:"clean"`
@@ -57,38 +57,38 @@ type swapRecords struct {
 	// pages (cold.Tier.Seq). A start trusts the file only if it finds
 	// that very checkpoint there: any other (a daemon that ran since
 	// without taking the devices over, another file) may hold older pages.
-	Seq     uint64       `json:"seq,omitempty"`
-	Devices []swapRecord `json:"devices"`
+	Seq     uint64   `json:"seq,omitempty"`
+	Devices []record `json:"devices"`
 }
 
-// swapStatePath is where the records live: beside the socket, in the
+// statePath is where the records live: beside the socket, in the
 // runtime directory, which outlives a restart and, like the devices,
 // not a reboot.
-func (d *Daemon) swapStatePath() string {
-	return filepath.Join(filepath.Dir(d.cfg.Socket), "s4d-swap.json")
+func (s *Set) statePath() string {
+	return filepath.Join(s.cfg.Dir, "s4d-swap.json")
 }
 
-// saveSwaps writes the records of the devices served now, atomically;
-// clean ones name the backing file's last checkpoint (Close has run).
-func (d *Daemon) saveSwaps(clean bool) error {
-	recs := swapRecords{Clean: clean, Devices: []swapRecord{}}
-	if clean && d.cold != nil {
-		recs.Seq = d.cold.Seq()
+// save writes the records of the devices served now, atomically; clean
+// ones name seq, the backing file's last checkpoint (its Close has run).
+func (s *Set) save(clean bool, seq uint64) error {
+	recs := records{Clean: clean, Devices: []record{}}
+	if clean {
+		recs.Seq = seq
 	}
-	for _, sd := range d.swaps.devs {
+	for _, sd := range s.devs {
 		recs.Devices = append(recs.Devices, sd.rec)
 	}
-	recs.Devices = append(recs.Devices, d.swaps.orphans...)
-	return d.writeSwaps(recs)
+	recs.Devices = append(recs.Devices, s.orphans...)
+	return s.write(recs)
 }
 
-// writeSwaps writes recs in place of the records, atomically.
-func (d *Daemon) writeSwaps(recs swapRecords) error {
+// write writes recs in place of the records, atomically.
+func (s *Set) write(recs records) error {
 	b, err := json.Marshal(recs)
 	if err != nil {
 		return err
 	}
-	path := d.swapStatePath()
+	path := s.statePath()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
@@ -96,10 +96,10 @@ func (d *Daemon) writeSwaps(recs swapRecords) error {
 	return os.Rename(tmp, path)
 }
 
-// loadSwaps reads the records a previous daemon left (none: no file).
-func (d *Daemon) loadSwaps() (swapRecords, error) {
-	var recs swapRecords
-	b, err := os.ReadFile(d.swapStatePath())
+// load reads the records a previous daemon left (none: no file).
+func (s *Set) load() (records, error) {
+	var recs records
+	b, err := os.ReadFile(s.statePath())
 	if errors.Is(err, os.ErrNotExist) {
 		return recs, nil
 	}
@@ -107,60 +107,59 @@ func (d *Daemon) loadSwaps() (swapRecords, error) {
 		return recs, err
 	}
 	if err := json.Unmarshal(b, &recs); err != nil {
-		return recs, fmt.Errorf("%s: %w", d.swapStatePath(), err)
+		return recs, fmt.Errorf("%s: %w", s.statePath(), err)
 	}
 	return recs, nil
 }
 
-// recoverSwaps takes over the devices a previous daemon left, and returns
-// the [[swap]] tables they came from (not to be made again). seq is the
+// recover takes over the devices a previous daemon left, and returns the
+// [[swap]] tables they came from (not to be made again). seq is the
 // backing file's checkpoint number as this start found it.
-func (d *Daemon) recoverSwaps(seq uint64) []int {
-	recs, err := d.loadSwaps()
+func (s *Set) recover(seq uint64) []int {
+	recs, err := s.load()
 	if err != nil {
-		d.log.Error("swap devices of the last run not read: left as they are", "err", err)
+		s.log.Error("swap devices of the last run not read: left as they are", "err", err)
 		return nil
 	}
 	if len(recs.Devices) == 0 {
 		return nil
 	}
-	s := &d.swaps
 	take := s.take
 	if take == nil {
 		if err := ublk.Available(); err != nil {
-			d.log.Error("swap devices of the last run not taken over", "err", err)
+			s.log.Error("swap devices of the last run not taken over", "err", err)
 			return nil
 		}
-		take = d.takeOverNative
+		take = s.takeOverNative
 	}
-	trusted := d.beginTakeover(recs, seq)
+	trusted := s.beginTakeover(recs, seq)
 	var specs []int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range recs.Devices {
 		s.next = max(s.next, r.N)
-		var sd *swapDev
+		var sd *device
 		var err error
 		if r.IO != "native" {
 			// A device this daemon cannot serve, left untouched (its
 			// pages are in the old path's form) for the s4d that made it.
 			if r.IO == "" || r.IO == "go" {
-				d.log.Error("swap device of the last run not taken over: it was served by the Go swap path, which this s4d no longer has (under the s4d that made it: swapoff it, `s4d swap del` it; then add it again under this one)", "id", r.ID, "io", r.IO)
+				s.log.Error("swap device of the last run not taken over: it was served by the Go swap path, which this s4d no longer has (under the s4d that made it: swapoff it, `s4d swap del` it; then add it again under this one)", "id", r.ID, "io", r.IO)
 			} else {
-				d.log.Error("swap device of the last run not taken over: it was served by a newer s4d's swap path (start that version again, or swapoff it under that version first)", "id", r.ID, "io", r.IO)
+				s.log.Error("swap device of the last run not taken over: it was served by a newer s4d's swap path (start that version again, or swapoff it under that version first)", "id", r.ID, "io", r.IO)
 			}
 			s.orphans = append(s.orphans, r)
 			continue
 		}
 		sd, err = take(r, trusted)
 		if errors.Is(err, ublk.ErrNoDevice) {
-			d.log.Warn("swap device of the last run is gone", "id", r.ID)
+			s.log.Warn("swap device of the last run is gone", "id", r.ID)
 			continue
 		}
 		if err != nil {
 			// Kept in the records for the next start: deleting it would
 			// fail every process with pages on it.
-			d.log.Error("swap device of the last run not taken over", "id", r.ID, "err", err)
+			s.log.Error("swap device of the last run not taken over", "id", r.ID, "err", err)
 			s.orphans = append(s.orphans, r)
 			continue
 		}
@@ -170,14 +169,14 @@ func (d *Daemon) recoverSwaps(seq uint64) []int {
 		}
 		afterTakeover() // a crash here must not leave a record that says clean
 	}
-	if err := d.saveSwaps(false); err != nil {
-		d.log.Error("swap records not written: a crash now would leave devices the next start does not know", "err", err)
+	if err := s.save(false, 0); err != nil {
+		s.log.Error("swap records not written: a crash now would leave devices the next start does not know", "err", err)
 	}
 	return specs
 }
 
 // afterTakeover runs once a device serves again, before the records are
-// rewritten: the fault build kills the daemon there (swapfault_on.go).
+// rewritten: the fault build kills the daemon there (fault_on.go).
 var afterTakeover = faultSwapTakeover
 
 // beginTakeover decides, before any device serves, whether every page of
@@ -187,36 +186,35 @@ var afterTakeover = faultSwapTakeover
 // serves writes the backing file does not hold, and a crash before the
 // records are written again must leave the next start distrusting the
 // file. If the mark cannot be written, nothing is trusted now either.
-func (d *Daemon) beginTakeover(recs swapRecords, seq uint64) bool {
-	trusted := recs.Clean && d.cfg.Persist && recs.Seq != 0 && recs.Seq == seq
+func (s *Set) beginTakeover(recs records, seq uint64) bool {
+	trusted := recs.Clean && s.cfg.Persist && recs.Seq != 0 && recs.Seq == seq
 	if recs.Clean && !trusted {
-		d.log.Warn("swap records say clean, but not for this start: pages not written since are refused (EIO)",
-			"persist", d.cfg.Persist, "records_checkpoint", recs.Seq, "file_checkpoint", seq)
+		s.log.Warn("swap records say clean, but not for this start: pages not written since are refused (EIO)",
+			"persist", s.cfg.Persist, "records_checkpoint", recs.Seq, "file_checkpoint", seq)
 	}
-	if err := d.writeSwaps(swapRecords{Devices: recs.Devices}); err != nil {
-		d.log.Error("swap records not marked in use: pages not written since the takeover are refused (EIO)", "err", err)
+	if err := s.write(records{Devices: recs.Devices}); err != nil {
+		s.log.Error("swap records not marked in use: pages not written since the takeover are refused (EIO)", "err", err)
 		return false
 	}
 	return trusted
 }
 
-// keepSwaps, at a stop with persist, stops the devices' queues (a batch
-// being served is answered first) and leaves the devices to the next
-// daemon, swap on; the pages then go to the backing file with the rest.
-// It says whether there were any.
-func (d *Daemon) keepSwaps() bool {
-	s := &d.swaps
+// keep, at a stop with persist, stops the devices' queues (a batch being
+// served is answered first) and leaves the devices to the next daemon,
+// swap on; the pages then go to the backing file with the rest. It says
+// whether there were any.
+func (s *Set) keep() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.devs) > 0 {
-		d.holdResident()
+		s.holdResident()
 	}
 	for _, sd := range s.devs {
-		if err := d.exportNative(sd); err != nil {
-			d.log.Error("swap pages not kept: the next start fails reads of those it cannot vouch for", "err", err)
+		if err := s.export(sd); err != nil {
+			s.log.Error("swap pages not kept: the next start fails reads of those it cannot vouch for", "err", err)
 			s.keepErr = errors.Join(s.keepErr, err)
 		}
-		d.log.Info("swap device left for the next start", "device", sd.dev.BlockPath())
+		s.log.Info("swap device left for the next start", "device", sd.dev.BlockPath())
 		sd.dev.Detach()
 	}
 	if len(s.devs) > 0 {
@@ -229,4 +227,20 @@ func (d *Daemon) keepSwaps() bool {
 		}
 	}
 	return len(s.devs) > 0
+}
+
+// Persisted, after a Stop that left devices (it returned true), is told
+// how the daemon's persist went (err) and the backing file's checkpoint
+// now (seq): only if every page reached it may the next start serve every
+// page it finds, and only then do the records say clean. It takes no
+// lock: a request the daemon gave up waiting for may still hold it.
+func (s *Set) Persisted(err error, seq uint64) {
+	if err == nil {
+		err = s.keepErr
+	}
+	if err != nil {
+		s.log.Error("swap devices left without their pages persisted: the next start fails reads of pages it cannot vouch for", "err", err)
+	} else if err := s.save(true, seq); err != nil {
+		s.log.Error("swap records not written", "err", err)
+	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package swapdev
 
 import (
 	"fmt"
@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// swapWatch, when S4D_SWAP_WATCH names an interval, writes the swap
+// watch, when S4D_SWAP_WATCH names an interval, writes the swap
 // devices' counters and where each of the daemon's threads waits in the
 // kernel to stderr at that interval: for finding a stall under memory
 // pressure. Its goroutine runs Go, whose memory is not locked: a stall
 // deep enough may stop it too.
-func (d *Daemon) swapWatch() {
+func (s *Set) watch() {
 	every, err := time.ParseDuration(os.Getenv("S4D_SWAP_WATCH"))
 	if err != nil || every <= 0 {
 		return
@@ -23,7 +23,7 @@ func (d *Daemon) swapWatch() {
 		for n := 0; ; n++ {
 			time.Sleep(every)
 			b.Reset()
-			for _, sd := range d.listSwaps() {
+			for _, sd := range s.List() {
 				fmt.Fprintf(&b, "swap-watch %s requests=%d waits=%d write_pages=%d read_pages=%d errors=%d pages=%d\n",
 					sd.Name, sd.Requests, sd.Waits, sd.WritePgs, sd.ReadPgs, sd.Errors, sd.Pages)
 			}

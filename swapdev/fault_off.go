@@ -1,6 +1,6 @@
 //go:build !s4dfault
 
-package daemon
+package swapdev
 
 // Fault injection is compiled in only for tests (build tag s4dfault).
 func faultSwapTakeover() {}

@@ -1,10 +1,9 @@
-package daemon
+package swapdev
 
 import (
 	"os"
 	"runtime"
 
-	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/swapio"
 	"github.com/s4d-project/s4d/ublk"
 )
@@ -14,7 +13,7 @@ import (
 // memory deadlocks; the C path allocates nothing on its I/O path but from
 // slabs it keeps locked and ready, and locks its own code, so the Go
 // runtime is neither locked nor on that path, and `swap del` gives every
-// byte back. Takeover and persist: swapnativekeep.go.
+// byte back. Takeover and persist: nativekeep.go.
 //
 // What it does not do: write its pages back to the backing file while it
 // serves, per-device codecs (LZ4 only), empty a device that is still swap
@@ -24,66 +23,65 @@ import (
 // default depth of 64, 2 MiB of I/O buffers per queue.
 const nativeMaxIO = 32 << 10
 
-// guardNative, at the first device: the code the queue threads run
-// locked in memory, and the OOM killer told to spare the daemon (killing
-// it would kill every process with pages on its devices).
-func (d *Daemon) guardNative() {
-	if d.swaps.guarded {
+// guard, at the first device: the code the queue threads run locked in
+// memory, and the OOM killer told to spare the daemon (killing it would
+// kill every process with pages on its devices).
+func (s *Set) guard() {
+	if s.guarded {
 		return
 	}
-	d.swaps.guarded = true
+	s.guarded = true
 	if n, err := swapio.LockCode(); err != nil {
-		d.log.Warn("the native swap path's code not locked in memory", "err", err, "bytes", n)
+		s.log.Warn("the native swap path's code not locked in memory", "err", err, "bytes", n)
 	} else {
-		d.log.Info("native swap path's code locked in memory", "bytes", n)
+		s.log.Info("native swap path's code locked in memory", "bytes", n)
 	}
 	if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0); err != nil {
-		d.log.Warn("oom_score_adj not lowered (needs CAP_SYS_RESOURCE)", "err", err)
+		s.log.Warn("oom_score_adj not lowered (needs CAP_SYS_RESOURCE)", "err", err)
 	}
-	d.swaps.follow.Do(func() {
-		go d.followSwapoff()
-		d.swapWatch()
+	s.follow.Do(func() {
+		go s.followSwapoff()
+		s.watch()
 	})
 }
 
-// addNativeSwap is addSwap's work; s.mu is held.
-func (d *Daemon) addNativeSwap(req ipc.SwapRequest, codec string, prio, spec int) (ipc.SwapDevice, error) {
+// addNative is add's work; s.mu is held.
+func (s *Set) addNative(req Request, codec string, prio, spec int) (Device, error) {
 	if codec != "" && codec != "lz4" {
-		return ipc.SwapDevice{}, errorf(ipc.CodeMalformed, "codec %q: the native swap path stores LZ4 only", codec)
+		return Device{}, errorf(Malformed, "codec %q: the native swap path stores LZ4 only", codec)
 	}
 	if err := swapio.Available(); err != nil {
-		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "native swap path: %v", err)
+		return Device{}, errorf(Failed, "native swap path: %v", err)
 	}
-	s := &d.swaps
-	d.guardNative()
+	s.guard()
 	queues := req.Queues
 	if queues == 0 {
 		queues = min(runtime.NumCPU(), ublk.MaxQueues)
 	}
 	st, err := swapio.NewStore(req.Size, swapio.Options{Reserve: req.Reserve})
 	if err != nil {
-		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "native swap store: %v", err)
+		return Device{}, errorf(Failed, "native swap store: %v", err)
 	}
-	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, MaxIO: nativeMaxIO, Recovery: d.cfg.SwapTakeover, Log: d.log, Server: st}
+	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, MaxIO: nativeMaxIO, Recovery: s.cfg.Takeover, Log: s.log, Server: st}
 	dev, err := ublk.Create(opts)
 	if err != nil {
 		st.Close()
-		return ipc.SwapDevice{}, errorf(ipc.CodeFailed, "%v", err)
+		return Device{}, errorf(Failed, "%v", err)
 	}
 	s.next++
-	sd := &swapDev{n: s.next, dev: dev, nat: st, fresh: true, prio: prio, rec: swapRecord{ID: dev.ID, N: s.next,
+	sd := &device{n: s.next, dev: dev, nat: st, fresh: true, prio: prio, rec: record{ID: dev.ID, N: s.next,
 		Size: dev.Size(), Queues: dev.Queues(), Depth: dev.Depth(), Reserve: req.Reserve, Codec: codec, Prio: prio, Spec: spec, IO: "native"}}
 	s.devs = append(s.devs, sd)
-	if err := d.saveSwaps(false); err != nil {
-		d.log.Error("swap records not written: after a crash the next start would not take this device over", "err", err)
+	if err := s.save(false, 0); err != nil {
+		s.log.Error("swap records not written: after a crash the next start would not take this device over", "err", err)
 	}
-	d.log.Info("swap device added", "device", dev.BlockPath(), "size", dev.Size(), "queues", dev.Queues(),
+	s.log.Info("swap device added", "device", dev.BlockPath(), "size", dev.Size(), "queues", dev.Queues(),
 		"depth", dev.Depth(), "io_buffers", dev.BufferBytes(), "reserve", st.Stats().Reserve)
-	return d.describeSwap(sd), nil
+	return s.describe(sd), nil
 }
 
 // describeNative fills a device's figures.
-func describeNative(sd *swapDev, out *ipc.SwapDevice) {
+func describeNative(sd *device, out *Device) {
 	st, qs := sd.nat.Stats(), sd.dev.NativeStats()
 	out.Pool = "native"
 	out.Pages, out.Data, out.Compr = st.Pages, st.Pages*4096, st.ComprBytes
@@ -98,11 +96,11 @@ func describeNative(sd *swapDev, out *ipc.SwapDevice) {
 	out.Held, out.HeldFailed = qs.Held, qs.HeldFailed
 }
 
-// releaseNative, after a device is removed: with no device left, the
-// code locked for them is unlocked (guardNative locks it again).
-func (d *Daemon) releaseNative() {
-	if len(d.swaps.devs) == 0 && d.swaps.guarded {
+// release, after a device is removed: with no device left, the code
+// locked for them is unlocked (guard locks it again).
+func (s *Set) release() {
+	if len(s.devs) == 0 && s.guarded {
 		swapio.UnlockCode()
-		d.swaps.guarded = false
+		s.guarded = false
 	}
 }

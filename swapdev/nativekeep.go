@@ -1,4 +1,4 @@
-package daemon
+package swapdev
 
 import (
 	"bufio"
@@ -18,11 +18,11 @@ import (
 	"github.com/s4d-project/s4d/ublk"
 )
 
-// Devices across restarts (swapkeep.go says what each kind of stop
+// Devices across restarts (keep.go says what each kind of stop
 // leaves). Their store lives in the daemon's process and dies with
 // it, so:
 //   - a stop with persist hands its pages to the daemon's own store, in
-//     the device's pool, before the queues stop (exportNative);
+//     the device's pool, before the queues stop (export);
 //     they reach the backing file with the rest, and the next start puts
 //     them back into a new native store before its queues serve
 //     (takeOverNative, trusted);
@@ -40,13 +40,13 @@ import (
 // on the very devices; a fault on it once the queues have stopped would
 // wait for the next daemon, which waits for this one to exit). Untouched
 // anonymous memory maps the shared zero page: nothing is allocated for it.
-func (d *Daemon) holdResident() {
+func (s *Set) holdResident() {
 	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
-		d.log.Warn("memory not locked for the stop: a page of the daemon out on a device left may hold it", "err", err)
+		s.log.Warn("memory not locked for the stop: a page of the daemon out on a device left may hold it", "err", err)
 	}
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
-		d.log.Warn("memory not brought back for the stop", "err", err)
+		s.log.Warn("memory not brought back for the stop", "err", err)
 		return
 	}
 	defer f.Close()
@@ -68,20 +68,20 @@ func (d *Daemon) holdResident() {
 // as lost.
 func lostKey(b, n uint64) uint64 { return n + b }
 
-// exportNative, at a stop with persist, before the device's queues stop:
-// writes are fenced off and its pages go into the pool swapPool(sd.n),
+// export, at a stop with persist, before the device's queues stop:
+// writes are fenced off and its pages go into the pool poolName(sd.n),
 // from which the persist writes them to the backing file. Reads are
 // served meanwhile: a process faulting a page in does not wait.
-func (d *Daemon) exportNative(sd *swapDev) error {
+func (s *Set) export(sd *device) error {
 	name := fmt.Sprintf("/dev/ublkb%d", sd.rec.ID)
 	sd.nat.Fence()
-	pool := swapPool(sd.n)
-	d.dropBlocks(pool, 2*sd.rec.Size, 0) // an older run's pages, if any
+	pool := poolName(sd.n)
+	s.store.Drop(pool, 2*sd.rec.Size/4096) // an older run's pages, if any
 	n := sd.rec.Size / 4096
 	var pages, lost atomic.Uint64
 	t0 := time.Now()
 	err := inRanges(n, func(lo, hi uint64) error {
-		st := newPoolPages(d, pool)
+		st := s.store.Pages(pool)
 		zeros := make([]byte, swapio.ExportBatch*4096)
 		return sd.nat.Export(lo, hi, func(keys []uint64, data []byte, lostBlocks []uint64) error {
 			if len(keys) > 0 {
@@ -106,7 +106,7 @@ func (d *Daemon) exportNative(sd *swapDev) error {
 	if err != nil {
 		return fmt.Errorf("%s: pages not handed to the store for persist: %w", name, err)
 	}
-	d.log.Info("swap device's pages kept for the next start", "device", name, "pages", pages.Load(),
+	s.log.Info("swap device's pages kept for the next start", "device", name, "pages", pages.Load(),
 		"lost_blocks", lost.Load(), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
@@ -132,23 +132,23 @@ func inRanges(n uint64, fn func(lo, hi uint64) error) error {
 // takeOverNative serves native device r again, from a new store: with
 // every page the pool holds when trusted (a stop with persist left them
 // there), else with every block lost but on a device no longer swap.
-func (d *Daemon) takeOverNative(r swapRecord, trusted bool) (*swapDev, error) {
+func (s *Set) takeOverNative(r record, trusted bool) (*device, error) {
 	if err := swapio.Available(); err != nil {
 		return nil, err
 	}
-	d.guardNative()
+	s.guard()
 	nat, err := swapio.NewStore(r.Size, swapio.Options{Reserve: r.Reserve})
 	if err != nil {
 		return nil, fmt.Errorf("native swap store: %w", err)
 	}
-	pool := newPoolPages(d, swapPool(r.N))
+	pool := poolName(r.N)
 	path := fmt.Sprintf("/dev/ublkb%d", r.ID)
 	fresh := !trusted && !ublk.ActiveSwaps()[path]
 	var held uint64
 	t0 := time.Now()
 	switch {
 	case trusted:
-		if held, err = d.importNative(nat, pool, r.Size/4096); err != nil {
+		if held, err = importNative(nat, s.store.Pages(pool), r.Size/4096); err != nil {
 			nat.Close()
 			return nil, err
 		}
@@ -156,21 +156,21 @@ func (d *Daemon) takeOverNative(r swapRecord, trusted bool) (*swapDev, error) {
 		nat.MarkLost()
 	}
 	t1 := time.Now()
-	opts := ublk.Options{Size: r.Size, Queues: r.Queues, Depth: r.Depth, MaxIO: nativeMaxIO, Recovery: true, Log: d.log, Server: nat}
+	opts := ublk.Options{Size: r.Size, Queues: r.Queues, Depth: r.Depth, MaxIO: nativeMaxIO, Recovery: true, Log: s.log, Server: nat}
 	dev, err := ublk.Recover(r.ID, opts)
 	if err != nil {
 		nat.Close()
 		return nil, err
 	}
-	d.dropBlocks(pool.pool, 2*r.Size, 0) // the pages now live in the native store
-	d.log.Info("swap device taken over", "device", dev.BlockPath(), "pages", held,
+	s.store.Drop(pool, 2*r.Size/4096) // the pages now live in the native store
+	s.log.Info("swap device taken over", "device", dev.BlockPath(), "pages", held,
 		"every_page_served", trusted, "fresh", fresh, "import", t1.Sub(t0).Round(time.Millisecond), "recover", time.Since(t1).Round(time.Millisecond))
-	return &swapDev{n: r.N, dev: dev, nat: nat, prio: r.Prio, rec: r, fresh: fresh}, nil
+	return &device{n: r.N, dev: dev, nat: nat, prio: r.Prio, rec: r, fresh: fresh}, nil
 }
 
 // importNative puts the pool's pages of a device of n blocks into nat,
 // and the blocks recorded lost back as lost; it returns the pages put.
-func (d *Daemon) importNative(nat *swapio.Store, pool *poolPages, n uint64) (uint64, error) {
+func importNative(nat *swapio.Store, pool Pages, n uint64) (uint64, error) {
 	var held atomic.Uint64
 	err := inRanges(2*n, func(lo, hi uint64) error {
 		const batch = 1024

@@ -1,6 +1,6 @@
 //go:build s4dfault
 
-package daemon
+package swapdev
 
 import (
 	"os"
