@@ -62,6 +62,9 @@ func (s *Set) addNative(req Request, codec string, prio, spec int) (Device, erro
 	if err != nil {
 		return Device{}, errorf(Failed, "native swap store: %v", err)
 	}
+	if err := st.RefillRT(); err != nil {
+		s.log.Warn("the swap reserve's refill is not real-time: under a shortage it competes for memory with the swap-outs that wait for it", "err", err)
+	}
 	opts := ublk.Options{Size: req.Size, Queues: queues, Depth: req.Depth, MaxIO: nativeMaxIO, Recovery: s.cfg.Takeover, Log: s.log, Server: st}
 	dev, err := ublk.Create(opts)
 	if err != nil {

@@ -3,8 +3,10 @@ package swapio
 import (
 	"bytes"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -153,6 +155,6 @@ func TestReserveShrinks(t *testing.T) {
 		}
 	}
 	waitFor("the reserve did not grow", func(s Stats) bool { return s.Reserve > SlabSize && s.Ready > SlabSize })
-	shrinkAfter.Store(int64(20 * time.Millisecond))
+	atomic.StoreInt64((*int64)(unsafe.Pointer(&st.r.shrink_after_ns)), int64(20*time.Millisecond))
 	waitFor("the reserve did not shrink back to one slab", func(s Stats) bool { return s.Reserve == SlabSize && s.Ready <= SlabSize })
 }

@@ -19,7 +19,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <poll.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SETUP_COOP_TASKRUN (1u << 8)
@@ -363,10 +365,15 @@ void s4d_queue_join(struct s4d_queue *q) { pthread_join(q->th, NULL); }
 // s4d_code_range gives the addresses of this path's code (the functions of
 // store.c and queue.c), for Go to lock those pages only.
 void s4d_store_code(uintptr_t *lo, uintptr_t *hi);
+void s4d_refill_code(uintptr_t *lo, uintptr_t *hi);
 void s4d_code_range(uintptr_t *lo, uintptr_t *hi) {
 	uintptr_t fs[] = {(uintptr_t)ring_setup, (uintptr_t)ring_close, (uintptr_t)prep, (uintptr_t)prep_timer, (uintptr_t)submit, (uintptr_t)retry_held,
 	                  (uintptr_t)serve, (uintptr_t)run, (uintptr_t)start, (uintptr_t)s4d_queue_start, (uintptr_t)s4d_queue_join};
+	uintptr_t rlo, rhi;
 	s4d_store_code(lo, hi);
+	s4d_refill_code(&rlo, &rhi);
+	if (rlo < *lo) *lo = rlo;
+	if (rhi > *hi) *hi = rhi;
 	for (unsigned i = 0; i < sizeof fs / sizeof fs[0]; i++) {
 		if (fs[i] < *lo) *lo = fs[i];
 		if (fs[i] > *hi) *hi = fs[i];
@@ -388,7 +395,10 @@ int s4d_pin_addrs(uintptr_t *out, int max) {
 	for (ElfW(Dyn) *d = _DYNAMIC; d->d_tag != DT_NULL; d++)
 		if (d->d_tag == DT_PLTGOT) got = d->d_un.d_ptr;
 	uintptr_t more[] = {got, (uintptr_t)memcpy, (uintptr_t)memset, (uintptr_t)syscall,
-	                    (uintptr_t)write, (uintptr_t)__errno_location};
+	                    (uintptr_t)write, (uintptr_t)__errno_location,
+	                    // the refill's calls (refill.c)
+	                    (uintptr_t)mmap, (uintptr_t)munmap, (uintptr_t)mlock, (uintptr_t)munlock, (uintptr_t)madvise,
+	                    (uintptr_t)poll, (uintptr_t)read, (uintptr_t)nanosleep, (uintptr_t)clock_gettime};
 	for (unsigned i = 0; i < sizeof more / sizeof more[0] && n < max; i++) out[n++] = more[i];
 	return n;
 }

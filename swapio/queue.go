@@ -223,7 +223,7 @@ func LockCode() (uint64, error) {
 		total += uint64(hi - lo)
 	}
 	lock(from, to, "the swap path's code")
-	var pins [16]C.uintptr_t
+	var pins [32]C.uintptr_t
 	n := int(C.s4d_pin_addrs(&pins[0], C.int(len(pins))))
 	for i, a := range pins[:n] {
 		if a == 0 {

@@ -4,13 +4,13 @@ package swapio
 #cgo CFLAGS: -O2 -Wall -std=gnu11
 #cgo LDFLAGS: -ldl
 #include "store.h"
+#include "refill.h"
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,8 +23,8 @@ import (
 const (
 	PageSize  = C.S4D_PAGE
 	SlabSize  = C.S4D_SLAB
-	regionLen = 16 * SlabSize // what one refill maps at a time: 1 MiB
-	ringCap   = 4096          // slabs the ring holds: 256 MiB of reserve at most
+	regionLen = C.S4D_REGION_SLABS * SlabSize // what one refill maps at a time: 1 MiB
+	ringCap   = 4096                          // slabs the ring holds: 256 MiB of reserve at most
 )
 
 // Options size a store's reserve: slabs kept ready in the ring for
@@ -53,25 +53,19 @@ const (
 )
 
 // Store is the swap store of one device, in memory outside the Go heap:
-// the C side (store.c) writes, reads and discards blocks; Go maps its
-// memory, refills its slabs and reads its counters.
+// the C side writes, reads and discards blocks (store.c) and keeps the
+// ring of slabs at the reserve (refill.c, a thread of its own); Go maps
+// their memory, starts and stops the refill and reads the counters.
 type Store struct {
 	s      *C.struct_s4d_store
-	mem    [][]byte // the store's struct, slot table and ring: locked
+	r      *C.struct_s4d_refill
+	mem    [][]byte // the store's struct, slot table, ring, the refill's struct, region table and stack: locked
 	blocks uint64
 	efd    int
 
-	mu        sync.Mutex
-	regions   [][]byte         // arena memory mapped so far, given back by Close
-	idle      []unsafe.Pointer // slabs given back to the system, still mapped (reused first)
-	reserve   atomic.Uint64
-	max       uint64
-	lastNoMem uint64
-	base      uint64    // the reserve asked for: it shrinks back to it
-	lastGrow  time.Time // when writes last found the ring empty, or it last shrank
-	quit      chan struct{}
-	done      chan struct{}
-	closed    bool
+	mu      sync.Mutex
+	started bool // the refill's thread runs
+	closed  bool
 }
 
 // Available says why the native path cannot run here (nil: it can).
@@ -108,10 +102,13 @@ func NewStore(size uint64, o Options) (*Store, error) {
 		o.MaxReserve = max(o.Reserve, DefaultMaxReserve)
 	}
 	blocks := size / PageSize
-	st := &Store{blocks: blocks, max: min(o.MaxReserve, ringCap*SlabSize), quit: make(chan struct{}), done: make(chan struct{})}
-	st.reserve.Store(min(o.Reserve, st.max))
-	st.base, st.lastGrow = st.reserve.Load(), time.Now()
-	for _, n := range []int{int(unsafe.Sizeof(C.struct_s4d_store{})), int(blocks) * int(unsafe.Sizeof(C.struct_s4d_slot{})), ringCap * 8} {
+	maxReserve := min(o.MaxReserve, ringCap*SlabSize)
+	// The arena's bound: every block raw, twice the largest reserve
+	// (kept emptied slabs), and a region per size class of slack.
+	regions := (blocks*PageSize+2*maxReserve)/regionLen + C.S4D_NCLASS + 1
+	st := &Store{blocks: blocks}
+	for _, n := range []int{int(unsafe.Sizeof(C.struct_s4d_store{})), int(blocks) * int(unsafe.Sizeof(C.struct_s4d_slot{})), ringCap * 8,
+		int(unsafe.Sizeof(C.struct_s4d_refill{})), int(regions) * int(unsafe.Sizeof(C.struct_s4d_region{})), refillStack} {
 		b, err := lockedMap(n)
 		if err != nil {
 			st.unmap()
@@ -128,13 +125,30 @@ func NewStore(size uint64, o Options) (*Store, error) {
 	st.s = (*C.struct_s4d_store)(unsafe.Pointer(&st.mem[0][0]))
 	C.s4d_store_init(st.s, (*C.struct_s4d_slot)(unsafe.Pointer(&st.mem[1][0])), C.uint64_t(blocks),
 		(*C.uint64_t)(unsafe.Pointer(&st.mem[2][0])), ringCap, C.int(efd))
-	if err := st.fill(); err != nil {
+	r := (*C.struct_s4d_refill)(unsafe.Pointer(&st.mem[3][0]))
+	r.s = st.s
+	r.regions = (*C.struct_s4d_region)(unsafe.Pointer(&st.mem[4][0]))
+	r.cap = C.uint32_t(regions)
+	r.base = C.uint64_t(min(o.Reserve, maxReserve) / SlabSize)
+	r.max = C.uint64_t(maxReserve / SlabSize)
+	r.want = r.base
+	r.shrink_after_ns = C.int64_t(shrinkAfter.Load())
+	r.stack, r.stack_len = unsafe.Pointer(&st.mem[5][0]), refillStack
+	st.r = r
+	if e := C.s4d_refill_fill(r); e != 0 {
 		st.unmap()
-		return nil, err
+		return nil, fmt.Errorf("locking the swap reserve: %w", unix.Errno(-e))
 	}
-	go st.refill()
+	if e := C.s4d_refill_start(r); e != 0 {
+		st.unmap()
+		return nil, fmt.Errorf("starting the swap refill: %w", unix.Errno(-e))
+	}
+	st.started = true
 	return st, nil
 }
+
+// refillStack is the refill thread's stack, locked.
+const refillStack = 64 << 10
 
 // Blocks is the number of blocks the store serves.
 func (st *Store) Blocks() uint64 { return st.blocks }
@@ -142,162 +156,41 @@ func (st *Store) Blocks() uint64 { return st.blocks }
 // ptr is the store for the C queue threads (queue.go).
 func (st *Store) ptr() *C.struct_s4d_store { return st.s }
 
-// fill maps and hands in slabs until the ring holds the reserve, and
-// gives back emptied slabs beyond twice the reserve. It runs on the
-// refill's thread, or at NewStore.
-func (st *Store) fill() error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	want := st.reserve.Load() / SlabSize
-	// Woken once writes have taken an eighth: the ring stays nearly full,
-	// so a burst finds most of the reserve there while the refill waits
-	// for memory (at half, a 8 MiB reserve ran dry in the guest).
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&st.s.low)), want-max(want/8, 1))
-	for uint64(C.s4d_store_ring_free(st.s)) < want {
-		if len(st.idle) == 0 {
-			r, err := st.mapRegion() // address space only: nothing is present yet
-			if err != nil {
-				return err
-			}
-			for i := len(r) - SlabSize; i >= 0; i -= SlabSize {
-				st.idle = append(st.idle, unsafe.Pointer(&r[i]))
-			}
-		}
-		p := st.idle[len(st.idle)-1]
-		// Locking faults the slab in: this is where the refill may wait
-		// for memory, while reclaim swaps out to the device and its
-		// writes take from what the ring has left. A slab at a time, each
-		// handed in at once: every slab that reaches the ring stores the
-		// swap-outs that free the memory the next one needs (a 1 MiB
-		// region locked whole handed in nothing until all 256 pages were
-		// found, and the guest stalled with the ring empty).
-		if err := unix.Mlock(unsafe.Slice((*byte)(p), SlabSize)); err != nil {
-			return fmt.Errorf("mlock a slab: %w", err)
-		}
-		if C.s4d_store_push(st.s, p) != 0 {
-			break
-		}
-		st.idle = st.idle[:len(st.idle)-1]
-	}
-	// A reserve that shrank: the ring's surplus goes back.
-	for uint64(C.s4d_store_ring_free(st.s)) > want {
-		p := C.s4d_store_ring_take(st.s)
-		if p == nil {
-			break
-		}
-		st.release(p)
-	}
-	// Slabs emptied by discards and overwrites (the C side reuses them
-	// first): kept while the ring and they hold at most twice the
-	// reserve, else given back to the system (still mapped, reused first).
-	for uint64(C.s4d_store_ring_free(st.s))+uint64(st.s.nempty) > 2*want {
-		p := C.s4d_store_take_empty(st.s)
-		if p == nil {
-			break
-		}
-		st.release(p)
-	}
-	return nil
-}
-
-// release gives a slab's memory back to the system; it stays mapped.
-// Only a slab the C side no longer holds (not in the ring) is released.
-func (st *Store) release(p unsafe.Pointer) {
-	b := unsafe.Slice((*byte)(p), SlabSize)
-	unix.Munlock(b)
-	unix.Madvise(b, unix.MADV_DONTNEED)
-	st.idle = append(st.idle, p)
-}
-
-// mapRegion maps regionLen bytes aligned to a slab (a slab's header is
-// found from an object's address).
-func (st *Store) mapRegion() ([]byte, error) {
-	raw, err := unix.Mmap(-1, 0, regionLen+SlabSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
-	if err != nil {
-		return nil, fmt.Errorf("mapping swap slabs: %w", err)
-	}
-	base := uintptr(unsafe.Pointer(&raw[0]))
-	off := int((SlabSize - base%SlabSize) % SlabSize)
-	// The unaligned head and tail go back at once. By munmap itself:
-	// unix.Munmap frees only a slice unix.Mmap returned, whole.
-	if off > 0 {
-		munmap(raw[:off])
-	}
-	if tail := raw[off+regionLen:]; len(tail) > 0 {
-		munmap(tail)
-	}
-	r := raw[off : off+regionLen : off+regionLen]
-	st.regions = append(st.regions, r)
-	return r, nil
-}
-
-// refill runs until Close on a thread of its own, an I/O flusher: its
-// reclaim does no I/O. As a plain thread, with the ring empty and every
-// swap-out failing, its reclaim waited in swap_writepage for a bio from
-// the kernel's mempool, which the failing swap-outs of everyone else
-// kept taking, while 48 MiB were free (guest, 4 vCPUs, 3 processes of
-// 2x RAM): nothing refilled the ring for good. Writes that found the
-// ring empty double the reserve.
-func (st *Store) refill() {
-	defer close(st.done)
-	runtime.LockOSThread()
-	unix.Prctl(unix.PR_SET_IO_FLUSHER, 1, 0, 0, 0)
-	name := []byte("s4d-refill\x00")
-	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
-	var buf [8]byte
-	fds := []unix.PollFd{{Fd: int32(st.efd), Events: unix.POLLIN}}
-	for {
-		select {
-		case <-st.quit:
-			return
-		default:
-		}
-		unix.Poll(fds, 100)
-		unix.Read(st.efd, buf[:])
-		atomic.StoreInt32((*int32)(unsafe.Pointer(&st.s.wake_pending)), 0)
-		if n := uint64(st.s.st.nomem); n != st.lastNoMem {
-			st.lastNoMem, st.lastGrow = n, time.Now()
-			if r := st.reserve.Load(); r < st.max {
-				st.reserve.Store(min(2*r, st.max))
-			}
-		} else if r := st.reserve.Load(); r > st.base && time.Since(st.lastGrow) > time.Duration(shrinkAfter.Load()) {
-			// Swapping has calmed down: the memory a burst made the
-			// reserve grow to goes back, half at a time (fill).
-			st.reserve.Store(max(st.base, r/2))
-			st.lastGrow = time.Now()
-		}
-		if err := st.fill(); err != nil {
-			time.Sleep(10 * time.Millisecond) // memory is short: the next try
-		}
-	}
-}
-
 // PauseRefill keeps the refill from handing in slabs until resume is
 // called, as a refill waiting for memory would: for tests of what writes
 // do when the ring runs dry.
 func (st *Store) PauseRefill() (resume func()) {
-	st.mu.Lock()
-	return st.mu.Unlock
+	C.s4d_refill_pause(st.r, 1)
+	return func() { C.s4d_refill_pause(st.r, 0) }
+}
+
+// RefillRT says whether the refill runs real-time (nil), or why not: it
+// then competes for memory with the tasks whose swap-outs wait for it.
+func (st *Store) RefillRT() error {
+	if e := int(st.r.rt); e != 1 {
+		return fmt.Errorf("SCHED_FIFO for the swap refill (needs CAP_SYS_NICE): %w", unix.Errno(e))
+	}
+	return nil
 }
 
 // Close stops the refill and gives every byte back. The queues serving
 // the store must have stopped.
 func (st *Store) Close() {
 	st.mu.Lock()
+	defer st.mu.Unlock()
 	if st.closed {
-		st.mu.Unlock()
 		return
 	}
 	st.closed = true
-	st.mu.Unlock()
-	close(st.quit)
-	<-st.done
+	if st.started {
+		C.s4d_refill_stop(st.r)
+	}
 	st.unmap()
 }
 
 func (st *Store) unmap() {
-	for _, r := range st.regions {
-		munmap(r)
+	if st.r != nil {
+		C.s4d_refill_unmap(st.r)
 	}
 	for _, b := range st.mem {
 		unix.Munmap(b)
@@ -305,7 +198,7 @@ func (st *Store) unmap() {
 	if st.efd > 0 {
 		unix.Close(st.efd)
 	}
-	st.regions, st.idle, st.mem, st.s = nil, nil, nil, nil
+	st.mem, st.s, st.r = nil, nil, nil
 }
 
 // MarkLost makes every block not written since read as an I/O error: a
@@ -337,14 +230,12 @@ func (st *Store) Stats() Stats {
 	if l := ld(&c.ring_low); l > 0 {
 		s.RingLow = (l - 1) * SlabSize
 	}
-	s.Reserve = st.reserve.Load()
+	s.Reserve = atomic.LoadUint64((*uint64)(unsafe.Pointer(&st.r.want))) * SlabSize
 	s.Ready = uint64(C.s4d_store_ring_free(st.s)) * SlabSize
-	st.mu.Lock()
-	s.Mapped = uint64(len(st.regions)) * regionLen
+	s.Mapped = uint64(atomic.LoadUint32((*uint32)(unsafe.Pointer(&st.r.nregions)))) * regionLen
 	for _, b := range st.mem {
 		s.TableBytes += uint64(len(b))
 	}
-	st.mu.Unlock()
 	return s
 }
 

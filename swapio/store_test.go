@@ -105,26 +105,26 @@ func TestStoreRoundTrip(t *testing.T) {
 // refill has run, writes succeed again.
 func TestStoreFullFailsWrite(t *testing.T) {
 	st := newTestStore(t, 64<<20, Options{Reserve: SlabSize, MaxReserve: 4 * SlabSize})
-	st.mu.Lock() // the refill waits: only the one slab in the ring
+	resume := st.PauseRefill() // only the one slab in the ring
 	scratch := make([]byte, PageSize)
 	raw := randomPage(9)
 	cap := (SlabSize - 64) / PageSize // raw pages a slab holds
 	for b := range cap {
 		if err := st.write(uint64(b), randomPage(uint64(b)), scratch); err != nil {
-			st.mu.Unlock()
+			resume()
 			t.Fatalf("write %d of %d: %v", b, cap, err)
 		}
 	}
 	if err := st.write(100, raw, scratch); !errors.Is(err, unix.ENOMEM) {
-		st.mu.Unlock()
+		resume()
 		t.Fatalf("write with no slab left: %v, want ENOMEM", err)
 	}
 	// Same-filled pages need no slab.
 	if err := st.write(101, make([]byte, PageSize), scratch); err != nil {
-		st.mu.Unlock()
+		resume()
 		t.Fatalf("zero page with no slab left: %v", err)
 	}
-	st.mu.Unlock()
+	resume()
 	s := st.Stats()
 	if s.NoMem != 1 || s.Wakes == 0 {
 		t.Fatalf("stats %+v: want one failed write and a wake", s)
@@ -254,14 +254,32 @@ func TestStoreCloseUnmaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st.mu.Lock()
-	r := st.regions[0]
-	st.mu.Unlock()
+	addr := uintptr(st.r.regions.addr) // the first region (memory Go does not manage)
 	st.Close()
 	// mincore fails with ENOMEM on an address that is not mapped.
 	vec := make([]byte, 1)
-	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&r[0])), PageSize, uintptr(unsafe.Pointer(&vec[0])))
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, addr, PageSize, uintptr(unsafe.Pointer(&vec[0])))
 	if e != unix.ENOMEM {
 		t.Fatalf("a slab region still mapped after Close: mincore %v", e)
 	}
+}
+
+// The refill runs real-time where the process may (root, or RLIMIT_RTPRIO
+// of 1 as the swap drop-in gives): its allocations may then go below the
+// min watermark, which is what ends a shortage (refill.c).
+func TestRefillRealTime(t *testing.T) {
+	st := newTestStore(t, 1<<20, Options{})
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_RTPRIO, &lim)
+	err := st.RefillRT()
+	if unix.Geteuid() == 0 || lim.Cur >= 1 {
+		if err != nil {
+			t.Fatalf("allowed real-time priority (euid %d, RLIMIT_RTPRIO %d), yet: %v", unix.Geteuid(), lim.Cur, err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatal("real-time without root or RLIMIT_RTPRIO")
+	}
+	t.Logf("not allowed here, as expected: %v", err)
 }
