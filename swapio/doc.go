@@ -18,11 +18,16 @@
 //     and reclaim spun while the refill could not get its page.
 //   - queue.c: the ublk queue threads (pthreads made from C), each with
 //     its io_uring, serving FETCH/COMMIT_AND_FETCH from the store.
+//   - refill.c: the refill, a C thread too (its memory locked, real-time
+//     where allowed: refill.c says why), which maps arena memory, locks
+//     it a slab at a time into the ring, sizes the reserve (doubled while
+//     writes find it empty, halved back after calm) and gives back what
+//     a shrunk reserve or discards left over.
 //
 // Once serving, the C side allocates nothing, takes only its own spin
 // locks (held for a few instructions, never across a wait), and never
 // calls into Go. Go keeps the control plane: it maps and locks the
-// store's memory (only that: no mlockall of the runtime), refills and
-// trims the slabs from a thread of its own (an I/O flusher: its reclaim does no swap I/O), reads the
-// counters, and gives everything back at Close.
+// store's tables (only those: no mlockall of the runtime), starts and
+// stops the refill, reads the counters, and gives everything back at
+// Close.
 package swapio
