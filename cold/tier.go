@@ -79,7 +79,7 @@ func Open(cfg *settings.Config, store Store, router Compressor, busy func() bool
 // Seq is the backing file's checkpoint number as Open found it, and after
 // Close the number of the last checkpoint written (0: no file, or none).
 // Swap's records name it, so that a start trusts a device's pages only
-// with the very file state they were persisted in (daemon/swapkeep.go).
+// with the very file state they were persisted in (swapdev/keep.go).
 func (t *Tier) Seq() uint64 { return t.seq }
 
 // HasFile says whether there is a backing file.

@@ -73,7 +73,7 @@ type Config struct {
 	Persist         bool
 	CheckpointEvery time.Duration
 	// SwapTakeover makes swap devices outlive the daemon (ublk user
-	// recovery; daemon/swapkeep.go). On by default: shown in the guest
+	// recovery; swapdev/keep.go). On by default: shown in the guest
 	// (README, "Restarts and crashes"; tests/guest_recovery_test.go).
 	SwapTakeover bool
 	// Deprecated lists settings given that no longer do anything, for

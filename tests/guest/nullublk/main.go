@@ -42,7 +42,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxIO is the daemon's request size on the native path (daemon/swapnative.go).
+// maxIO is the daemon's request size on the native path (swapdev/native.go).
 const maxIO = 32 << 10
 
 // nullStore is store.c's, in memory outside the Go heap.
