@@ -57,7 +57,7 @@ var (
 
 // defaultToggles are the Dawn device toggles asked for unless
 // Tuning.WebGPUToggles (S4D_WEBGPU_TOGGLES: a comma-separated list, "-"
-// for none) says otherwise: the kernels index only within their arrays and zero the
+// for none, "!name" to disable one) says otherwise: the kernels index only within their arrays and zero the
 // workgroup memory they read first, so Dawn's bounds clamps and
 // zero-filling are left out (the compress kernel ran 11% faster on the
 // H100). Libraries other than Dawn ignore the descriptor.
@@ -376,7 +376,15 @@ func (d *device) init(allowCPU, noSubgroups bool, toggles string) error {
 		}
 	}
 	d.subgroups = nf > 0
-	tgl := deviceToggles(toggles)
+	// "!name" disables a toggle (tintgen's experiments); the rest enable.
+	var tgl, off []string
+	for _, t := range deviceToggles(toggles) {
+		if n, ok := strings.CutPrefix(t, "!"); ok {
+			off = append(off, n)
+		} else {
+			tgl = append(tgl, t)
+		}
+	}
 	ctg := (*[8]*C.char)(C.calloc(8, C.size_t(unsafe.Sizeof(uintptr(0)))))
 	defer C.free(unsafe.Pointer(ctg))
 	ntg := min(len(tgl), len(ctg))
@@ -384,8 +392,15 @@ func (d *device) init(allowCPU, noSubgroups bool, toggles string) error {
 		ctg[i] = C.CString(tgl[i])
 		defer C.free(unsafe.Pointer(ctg[i]))
 	}
+	coff := (*[8]*C.char)(C.calloc(8, C.size_t(unsafe.Sizeof(uintptr(0)))))
+	defer C.free(unsafe.Pointer(coff))
+	noff := min(len(off), len(coff))
+	for i := range noff {
+		coff[i] = C.CString(off[i])
+		defer C.free(unsafe.Pointer(coff[i]))
+	}
 	resetWait(w)
-	C.s4d_request_device(p, d.adapter, d.lim, w, d.st, &feats[0], C.size_t(nf), &ctg[0], C.size_t(ntg))
+	C.s4d_request_device(p, d.adapter, d.lim, w, d.st, &feats[0], C.size_t(nf), &ctg[0], C.size_t(ntg), &coff[0], C.size_t(noff))
 	if err := d.wait(w, "device"); err != nil {
 		return err
 	}

@@ -164,13 +164,14 @@ static inline uint32_t s4d_adapter_limits(s4d_procs* p, WGPUAdapter a, s4d_limit
 static inline int s4d_has_feature(s4d_procs* p, WGPUAdapter a, uint32_t f) { return p->adapterHasFeature(a, f) != 0; }
 
 static inline void s4d_request_device(s4d_procs* p, WGPUAdapter a, s4d_limits* lim, s4d_wait* w, s4d_devstate* st,
-                                      const uint32_t* feats, size_t nfeats, const char* const* toggles, size_t ntoggles) {
+                                      const uint32_t* feats, size_t nfeats, const char* const* toggles, size_t ntoggles,
+                                      const char* const* disabled, size_t ndisabled) {
     WGPUDeviceDescriptor d = {0};
     // Dawn's own extension (DawnTogglesDescriptor, sType 0x5000A in this
     // revision): device toggles by name; an unknown name is ignored.
     struct { WGPUChainedStruct chain; size_t enabledCount; const char* const* enabled;
-             size_t disabledCount; const char* const* disabled; } tg = {{NULL, 0x5000A}, ntoggles, toggles, 0, NULL};
-    if (ntoggles > 0) d.nextInChain = &tg.chain;
+             size_t disabledCount; const char* const* disabled; } tg = {{NULL, 0x5000A}, ntoggles, toggles, ndisabled, disabled};
+    if (ntoggles > 0 || ndisabled > 0) d.nextInChain = &tg.chain;
     d.requiredFeatureCount = nfeats;
     d.requiredFeatures = feats;
     d.requiredLimits = &lim->l;

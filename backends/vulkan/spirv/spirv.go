@@ -64,8 +64,14 @@ func Sets() []Set { return []Set{Tint, Naga} }
 // EnvCompiler picks the modules the Vulkan runtime runs: "tint" or "naga".
 const EnvCompiler = "S4D_VULKAN_SPIRV"
 
-// Default is the set the runtime runs unless EnvCompiler says otherwise.
-var Default = Naga
+// Default is the set the runtime runs unless EnvCompiler says otherwise:
+// Tint's. On an H200 its compress kernel ran 1.5x naga's (15.3 against
+// 10.1 GB/s), its decompress kernel 1.15x, and the daemon's PUT 1.3-1.6x
+// (docs/benchmarks/2026-12-02-vulkan-tint.md); lavapipe also compiles it
+// in under a minute where naga's compress module takes many. Naga's
+// modules keep their index clamps (Restrict); Tint's have none, as Dawn
+// runs them for the webgpu runtime.
+var Default = Tint
 
 // Selected returns the set EnvCompiler names, or Default.
 func Selected() (Set, error) {

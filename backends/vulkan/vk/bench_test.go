@@ -1,14 +1,17 @@
 package vk
 
 import (
+	"cmp"
 	"encoding/binary"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/backends/vulkan/spirv"
 )
 
 // cpuSeconds is the process's user+system time (every thread, the
@@ -61,7 +64,23 @@ func BenchmarkCompress(b *testing.B) {
 	binary.LittleEndian.PutUint32(aux[0:], batch)
 	binary.LittleEndian.PutUint32(aux[4:], threshold)
 	_, out := hostMem(b, d, depth*(batch*16+16+batch*ps))
-	for _, set := range testSets(b) {
+	sets := testSets(b)
+	// S4D_BENCH_SPV_DIR: one more set, DIR/compress.spv and
+	// DIR/compress_sg.spv with entry point dawn_entry_point (tintgen's
+	// output under other toggles), named S4D_BENCH_SPV_NAME.
+	if dir := os.Getenv("S4D_BENCH_SPV_DIR"); dir != "" {
+		x := spirv.Set{Name: cmp.Or(os.Getenv("S4D_BENCH_SPV_NAME"), "extra"), CompressEntry: "dawn_entry_point"}
+		for _, f := range []struct {
+			to   *[]byte
+			name string
+		}{{&x.Compress, "compress.spv"}, {&x.CompressSubgroups, "compress_sg.spv"}, {&x.CompressExact, "compress_exact.spv"}} {
+			if *f.to, err = os.ReadFile(filepath.Join(dir, f.name)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sets = append(sets, x)
+	}
+	for _, set := range sets {
 		code := set.Compress
 		if os.Getenv("S4D_BENCH_SG") == "1" {
 			code = set.CompressSubgroups

@@ -8,7 +8,7 @@
 // same text) and validate it. Tint's output depends on the device only
 // through toggles, see backends/vulkan/README.md.
 //
-// Usage: tintgen [-asm] [-dawn NAME] LIB DIR writes DIR/NAME.spv for
+// Usage: tintgen [-asm] [-dawn NAME] [-toggles T] LIB DIR writes DIR/NAME.spv for
 // each variant and DIR/inputs.sha256 (the WGSL's hashes, the toggles and
 // the Dawn package named by -dawn); -asm also writes the disassembly
 // Dawn logged (NAME.spvasm) and the device and toggles it used (dump.txt).
@@ -29,19 +29,20 @@ import (
 func main() {
 	asm := flag.Bool("asm", false, "also write the disassembly Dawn logged and dump.txt")
 	dawn := flag.String("dawn", "", "the Dawn package, recorded in inputs.sha256")
+	toggles := flag.String("toggles", wgslsrc.TintToggles, "Dawn toggles (!name disables one): for experiments only, the committed modules use the default")
 	flag.Parse()
 	if flag.NArg() != 2 {
 		fmt.Fprintln(os.Stderr, "usage: tintgen [-asm] [-dawn NAME] LIB DIR")
 		os.Exit(2)
 	}
 	lib, dir := flag.Arg(0), flag.Arg(1)
-	if err := run(lib, dir, *dawn, *asm); err != nil {
+	if err := run(lib, dir, *dawn, *toggles, *asm); err != nil {
 		fmt.Fprintln(os.Stderr, "tintgen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(lib, dir, dawn string, asm bool) error {
+func run(lib, dir, dawn, toggles string, asm bool) error {
 	vs := wgslsrc.TintVariants()
 	ks := make([]webgpu.DumpKernel, len(vs))
 	for i, v := range vs {
@@ -51,11 +52,14 @@ func run(lib, dir, dawn string, asm bool) error {
 		}
 		ks[i] = webgpu.DumpKernel{Name: v.Name, WGSL: v.WGSL, Entry: entry}
 	}
-	d, err := webgpu.DumpSPIRV(lib, strings.Split(wgslsrc.TintToggles, ","), ks)
+	d, err := webgpu.DumpSPIRV(lib, strings.Split(toggles, ","), ks)
 	if err != nil {
 		return err
 	}
 	sums := wgslsrc.TintInputs(dawn)
+	if toggles != wgslsrc.TintToggles {
+		sums = strings.Replace(sums, "# dawn toggles: "+wgslsrc.TintToggles, "# dawn toggles: "+toggles, 1)
+	}
 	for _, v := range vs {
 		text := d.Text[v.Name]
 		m, err := webgpu.AssembleDump(lib, text, "vulkan1.2")

@@ -2,6 +2,7 @@
 # Issue 41: Tint's SPIR-V beside naga's on the GPU machine, one call. Made
 # by `make vulkan-tint-carry`; run as `bash .carry/vktint/tint-run.sh`
 # (summary.txt, nv.tar.gz and logs.tar.gz to $OUT):
+# Each step can be left out (DUMP=0, TESTS=0, BENCH=0, DAEMON=0).
 #  1. tintgen with Dawn on this GPU: Tint's modules as Dawn generates them
 #     here, compared byte for byte with the committed ones (made on lavapipe),
 #     and the toggles the device used;
@@ -46,6 +47,9 @@ if [ "${TESTS:-1}" = 1 ]; then
 	done
 fi
 if [ "${BENCH:-1}" = 1 ]; then
+	# A third set for vk's BenchmarkCompress where the carry has one: Tint's
+	# modules under other toggles (tintgen -toggles), in $C/extra.
+	[ -f "$C"/extra/compress.spv ] && export S4D_BENCH_SPV_DIR=$C/extra S4D_BENCH_SPV_NAME=${EXTRA_NAME:-extra}
 	for sg in 1 0; do
 		(cd backends/vulkan/vk && S4D_BENCH_MIB=1024 S4D_BENCH_SG=$sg timeout 150 "$C"/vk.test -test.run XXX \
 			-test.bench Compress -test.benchtime 3x -test.count 3) > $L/ceiling-sg$sg.log 2>&1
