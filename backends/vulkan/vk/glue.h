@@ -99,6 +99,7 @@ typedef struct s4dvk_dev {
 	char driver[VK_MAX_DRIVER_NAME_SIZE + VK_MAX_DRIVER_INFO_SIZE + 2];
 	uint32_t api, vendor;
 	int cpu;
+	int robust;           // robustBufferAccess and robustBufferAccess2 enabled (Options.Robust)
 } s4dvk_dev;
 
 static int s4dvk_hasext(VkExtensionProperties *e, uint32_t n, const char *name)
@@ -114,7 +115,7 @@ static int s4dvk_hasext(VkExtensionProperties *e, uint32_t n, const char *name)
 // offered, and one queue of a transfer-only family (else of a compute
 // family) for copies. On failure why says what was missing; what was
 // created is left for s4dvk_close.
-static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, s4dvk_dev *d, char *why, size_t whyn)
+static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, s4dvk_dev *d, char *why, size_t whyn)
 {
 	PFN_vkEnumerateInstanceVersion ver = (PFN_vkEnumerateInstanceVersion)gipa(NULL, "vkEnumerateInstanceVersion");
 	PFN_vkCreateInstance create = (PFN_vkCreateInstance)gipa(NULL, "vkCreateInstance");
@@ -178,7 +179,12 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, s4dvk_dev *d, c
 	}
 	d->vkEnumerateDeviceExtensionProperties(d->pd, NULL, &ne, ext);
 	d->hostImport = s4dvk_hasext(ext, ne, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	int hasRobust2 = s4dvk_hasext(ext, ne, "VK_EXT_robustness2");
 	free(ext);
+	if (robust && !hasRobust2) {
+		snprintf(why, whyn, "%s has no VK_EXT_robustness2", d->name);
+		return -1;
+	}
 	// The property is defined only where the extension is.
 	d->minAlign = d->hostImport ? hp.minImportedHostPointerAlignment : 0;
 
@@ -209,10 +215,26 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, s4dvk_dev *d, c
 	    {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = compute, .queueCount = d->transferOnly ? 1 : shared, .pQueuePriorities = prio},
 	    {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = transfer, .queueCount = 1, .pQueuePriorities = prio},
 	};
-	const char *want[1] = {VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME};
+	const char *want[2];
+	uint32_t nwant = 0;
+	if (d->hostImport)
+		want[nwant++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	VkPhysicalDeviceTimelineSemaphoreFeatures tl = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES, .timelineSemaphore = 1};
+	// Robust buffer access (an experiment, Options.Robust): the driver
+	// bounds every buffer access, as Dawn's Vulkan backend has it do
+	// where Tint leaves runtime-sized arrays unclamped.
+	// VkPhysicalDeviceRobustness2FeaturesEXT, and VkPhysicalDeviceFeatures
+	// as its 55 VkBool32s, robustBufferAccess first.
+	struct { VkStructureType sType; void *pNext; VkBool32 buf2, img2, nullDesc; } rb2 = {(VkStructureType)1000286000, NULL, 1, 0, 0};
+	VkBool32 feats[55] = {0};
+	if (robust) {
+		tl.pNext = &rb2;
+		feats[0] = 1;
+		want[nwant++] = "VK_EXT_robustness2";
+	}
 	VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &tl, .queueCreateInfoCount = d->transferOnly ? 2 : 1, .pQueueCreateInfos = qci,
-				  .enabledExtensionCount = d->hostImport ? 1 : 0, .ppEnabledExtensionNames = want};
+				  .enabledExtensionCount = nwant, .ppEnabledExtensionNames = want, .pEnabledFeatures = robust ? feats : NULL};
+	d->robust = robust;
 	if ((r = d->vkCreateDevice(d->pd, &dci, NULL, &d->dev))) {
 		snprintf(why, whyn, "vkCreateDevice on %s: %d", d->name, r);
 		return -1;

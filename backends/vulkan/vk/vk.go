@@ -80,6 +80,11 @@ type Options struct {
 	// Device is the physical device index; -1 picks the first that is
 	// not a CPU (lavapipe only where nothing else is).
 	Device int
+	// Robust enables robustBufferAccess and robustBufferAccess2
+	// (VK_EXT_robustness2): the driver bounds every buffer access. An
+	// experiment (docs/benchmarks/2026-12-02-vulkan-tint.md); also set by
+	// S4D_VULKAN_ROBUST=1.
+	Robust bool
 }
 
 // Info describes an opened device.
@@ -93,6 +98,7 @@ type Info struct {
 	// address and size are multiples of it.
 	ImportAlign  int
 	TransferOnly bool // copies go to a transfer-only queue family
+	Robust       bool // robust buffer access enabled (Options.Robust)
 }
 
 // Device is one opened Vulkan device.
@@ -121,7 +127,11 @@ func Open(o Options) (*Device, error) {
 	}
 	d := (*C.s4dvk_dev)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4dvk_dev{}))))
 	var why [256]C.char
-	if C.s4dvk_open(C.PFN_vkGetInstanceProcAddr(gipa), C.int(o.Device), d, &why[0], C.size_t(len(why))) != 0 {
+	robust := 0
+	if o.Robust || os.Getenv("S4D_VULKAN_ROBUST") == "1" {
+		robust = 1
+	}
+	if C.s4dvk_open(C.PFN_vkGetInstanceProcAddr(gipa), C.int(o.Device), C.int(robust), d, &why[0], C.size_t(len(why))) != 0 {
 		C.s4dvk_close(d)
 		C.free(unsafe.Pointer(d))
 		return nil, &Unavailable{Reason: C.GoString(&why[0])}
@@ -135,6 +145,7 @@ func Open(o Options) (*Device, error) {
 		HostImport:   d.hostImport != 0,
 		ImportAlign:  int(d.minAlign),
 		TransferOnly: d.transferOnly != 0,
+		Robust:       d.robust != 0,
 	}}, nil
 }
 

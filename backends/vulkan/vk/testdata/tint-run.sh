@@ -2,7 +2,11 @@
 # Issue 41: Tint's SPIR-V beside naga's on the GPU machine, one call. Made
 # by `make vulkan-tint-carry`; run as `bash .carry/vktint/tint-run.sh`
 # (summary.txt, nv.tar.gz and logs.tar.gz to $OUT):
-# Each step can be left out (DUMP=0, TESTS=0, BENCH=0, DAEMON=0).
+# Each step can be left out (DUMP=0, TESTS=0, BENCH=0, DAEMON=0, DAWN_KERNELS=0);
+# ROBUST_MODES="0 1" repeats the kernel benchmarks on a device with robust
+# buffer access (S4D_VULKAN_ROBUST=1), SGS picks the compress modules
+# (1: subgroups, 0: workgroup memory), ROWS the daemon rows (cpu tint naga
+# tintrobust).
 #  1. tintgen with Dawn on this GPU: Tint's modules as Dawn generates them
 #     here, compared byte for byte with the committed ones (made on lavapipe),
 #     and the toggles the device used;
@@ -50,23 +54,29 @@ if [ "${BENCH:-1}" = 1 ]; then
 	# A third set for vk's BenchmarkCompress where the carry has one: Tint's
 	# modules under other toggles (tintgen -toggles), in $C/extra.
 	[ -f "$C"/extra/compress.spv ] && export S4D_BENCH_SPV_DIR=$C/extra S4D_BENCH_SPV_NAME=${EXTRA_NAME:-extra}
-	for sg in 1 0; do
-		(cd backends/vulkan/vk && S4D_BENCH_MIB=1024 S4D_BENCH_SG=$sg timeout 150 "$C"/vk.test -test.run XXX \
-			-test.bench Compress -test.benchtime 3x -test.count 3) > $L/ceiling-sg$sg.log 2>&1
-		say "== vk BenchmarkCompress S4D_BENCH_SG=$sg (kernel alone, 4096-page batches, 4 in flight, 1 GiB) rc $?"
-		grep -E '^Benchmark' $L/ceiling-sg$sg.log | sed -E 's/ +/ /g' | tee -a $SUM
+	# ROBUST_MODES="0 1" runs the kernels again on a device with robust
+	# buffer access (S4D_VULKAN_ROBUST=1).
+	for rb in ${ROBUST_MODES:-0}; do
+	for sg in ${SGS:-1 0}; do
+		(cd backends/vulkan/vk && S4D_VULKAN_ROBUST=$rb S4D_BENCH_MIB=1024 S4D_BENCH_SG=$sg timeout 150 "$C"/vk.test -test.run XXX \
+			-test.bench Compress -test.benchtime 3x -test.count 3) > $L/ceiling-sg$sg-rb$rb.log 2>&1
+		say "== vk BenchmarkCompress S4D_BENCH_SG=$sg S4D_VULKAN_ROBUST=$rb (kernel alone, 4096-page batches, 4 in flight, 1 GiB) rc $?"
+		grep -E '^Benchmark' $L/ceiling-sg$sg-rb$rb.log | sed -E 's/ +/ /g' | tee -a $SUM
 	done
 	for pass in 1 2; do
 		for s in tint naga; do
-			(cd backends/webgpu && S4D_VULKAN_SPIRV=$s S4D_VULKAN_KERNELS=1 timeout 120 "$C"/webgpu.test -test.run XXX \
-				-test.bench VulkanDecompress -test.benchtime 10x -test.count 1) > $L/vkdecomp-$s-$pass.log 2>&1
-			say "== webgpu BenchmarkVulkanDecompress S4D_VULKAN_SPIRV=$s pass $pass rc $?"
-			grep -E '^Benchmark' $L/vkdecomp-$s-$pass.log | sed -E 's/ +/ /g' | tee -a $SUM
+			(cd backends/webgpu && S4D_VULKAN_ROBUST=$rb S4D_VULKAN_SPIRV=$s S4D_VULKAN_KERNELS=1 timeout 120 "$C"/webgpu.test -test.run XXX \
+				-test.bench VulkanDecompress -test.benchtime 10x -test.count 1) > $L/vkdecomp-$s-$pass-rb$rb.log 2>&1
+			say "== webgpu BenchmarkVulkanDecompress S4D_VULKAN_SPIRV=$s S4D_VULKAN_ROBUST=$rb pass $pass rc $?"
+			grep -E '^Benchmark' $L/vkdecomp-$s-$pass-rb$rb.log | sed -E 's/ +/ /g' | tee -a $SUM
 		done
 	done
-	(cd backends/webgpu && timeout 120 "$C"/webgpu.test -test.run XXX -test.bench 'Kernel64MiB' -test.benchtime 10x -test.count 2) > $L/dawn-kernels.log 2>&1
-	say "== Dawn's own kernels (webgpu.h runtime): BenchmarkKernel64MiB, BenchmarkDecompressKernel64MiB rc $?"
-	grep -E '^Benchmark|webgpu_test.go' $L/dawn-kernels.log | sed -E 's/ +/ /g' | cut -c1-250 | tee -a $SUM
+	done
+	if [ "${DAWN_KERNELS:-1}" = 1 ]; then
+		(cd backends/webgpu && timeout 120 "$C"/webgpu.test -test.run XXX -test.bench 'Kernel64MiB' -test.benchtime 10x -test.count 2) > $L/dawn-kernels.log 2>&1
+		say "== Dawn's own kernels (webgpu.h runtime): BenchmarkKernel64MiB, BenchmarkDecompressKernel64MiB rc $?"
+		grep -E '^Benchmark|webgpu_test.go' $L/dawn-kernels.log | sed -E 's/ +/ /g' | cut -c1-250 | tee -a $SUM
+	fi
 fi
 if [ "${DAEMON:-1}" = 1 ]; then
 	# The corpus: 1 GiB of a live PyTorch process (as clients/python/bench/gpu-ratio.sh).
@@ -82,10 +92,10 @@ print("ready", flush=True); time.sleep(900)' > $L/py.log 2>&1 &
 	python3 clients/python/bench/dump_pid.py $PY $((1 << 30)) /tmp/corpus | tee -a $SUM
 	kill $PY
 	S4D=$C/s4d SOCK=/tmp/vktint.sock
-	row() { # name, spirv set, daemon flags...
-		local name=$1 set=$2; shift 2
+	row() { # name, spirv set, robust (0/1), daemon flags...
+		local name=$1 set=$2 rb=$3; shift 3
 		rm -f $SOCK
-		S4D_VULKAN_SPIRV=$set $S4D daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
+		S4D_VULKAN_ROBUST=$rb S4D_VULKAN_SPIRV=$set $S4D daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
 		local D=$!
 		for _ in $(seq 600); do $S4D ctl --socket $SOCK stats > /dev/null 2>&1 && break; sleep 0.1; done
 		for r in $(seq ${RUNS:-2}); do
@@ -98,9 +108,14 @@ print("ready", flush=True); time.sleep(900)' > $L/py.log 2>&1 &
 		kill -TERM $D; wait $D
 	}
 	for pass in $(seq ${PASSES:-2}); do
-		row cpu-$pass "" --backend cpu
-		row tint-$pass tint --backend webgpu --wgsl-runtime vulkan
-		row naga-$pass naga --backend webgpu --wgsl-runtime vulkan
+		# ROWS: cpu, tint, naga, tintrobust (Tint's modules, robust buffer access).
+		for r in ${ROWS:-cpu tint naga}; do
+			case $r in
+			cpu) row cpu-$pass "" 0 --backend cpu ;;
+			tint | naga) row $r-$pass $r 0 --backend webgpu --wgsl-runtime vulkan ;;
+			tintrobust) row $r-$pass tint 1 --backend webgpu --wgsl-runtime vulkan ;;
+			esac
+		done
 	done
 	python3 - $L/bench-*.json <<'PY' | tee -a $SUM
 import json, sys
