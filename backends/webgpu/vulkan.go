@@ -369,6 +369,9 @@ func (r *vkrt) describe() string {
 	if r.sg {
 		scan = "subgroup scans"
 	}
+	if r.info.Robust {
+		scan += ", robust buffer access"
+	}
 	r.mu.Lock()
 	pinned := r.pinned
 	r.mu.Unlock()

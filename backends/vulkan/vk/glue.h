@@ -181,9 +181,22 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, s4d
 	d->hostImport = s4dvk_hasext(ext, ne, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 	int hasRobust2 = s4dvk_hasext(ext, ne, "VK_EXT_robustness2");
 	free(ext);
-	if (robust && !hasRobust2) {
-		snprintf(why, whyn, "%s has no VK_EXT_robustness2", d->name);
-		return -1;
+	// robust: 1 must, -1 where the device has robustBufferAccess and
+	// robustBufferAccess2 (VkPhysicalDeviceFeatures2 with
+	// VkPhysicalDeviceRobustness2FeaturesEXT chained), 0 never.
+	if (robust != 0) {
+		struct { VkStructureType sType; void *pNext; VkBool32 buf2, img2, nullDesc; } q = {(VkStructureType)1000286000, NULL, 0, 0, 0};
+		struct { VkStructureType sType; void *pNext; VkBool32 f[55]; } f2 = {(VkStructureType)1000059000, &q, {0}};
+		typedef void (*s4dvk_features2)(VkPhysicalDevice, void *);
+		s4dvk_features2 get = (s4dvk_features2)gipa(d->inst, "vkGetPhysicalDeviceFeatures2");
+		if (hasRobust2 && get)
+			get(d->pd, &f2);
+		int can = hasRobust2 && get && f2.f[0] && q.buf2;
+		if (robust > 0 && !can) {
+			snprintf(why, whyn, "%s has no robustBufferAccess2 (VK_EXT_robustness2)", d->name);
+			return -1;
+		}
+		robust = can;
 	}
 	// The property is defined only where the extension is.
 	d->minAlign = d->hostImport ? hp.minImportedHostPointerAlignment : 0;
@@ -220,9 +233,9 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, s4d
 	if (d->hostImport)
 		want[nwant++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	VkPhysicalDeviceTimelineSemaphoreFeatures tl = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES, .timelineSemaphore = 1};
-	// Robust buffer access (an experiment, Options.Robust): the driver
-	// bounds every buffer access, as Dawn's Vulkan backend has it do
-	// where Tint leaves runtime-sized arrays unclamped.
+	// Robust buffer access (Options.Robust): the driver bounds every
+	// buffer access, as Dawn's Vulkan backend has it do where Tint leaves
+	// runtime-sized arrays unclamped.
 	// VkPhysicalDeviceRobustness2FeaturesEXT, and VkPhysicalDeviceFeatures
 	// as its 55 VkBool32s, robustBufferAccess first.
 	struct { VkStructureType sType; void *pNext; VkBool32 buf2, img2, nullDesc; } rb2 = {(VkStructureType)1000286000, NULL, 1, 0, 0};

@@ -80,12 +80,25 @@ type Options struct {
 	// Device is the physical device index; -1 picks the first that is
 	// not a CPU (lavapipe only where nothing else is).
 	Device int
-	// Robust enables robustBufferAccess and robustBufferAccess2
-	// (VK_EXT_robustness2): the driver bounds every buffer access. An
-	// experiment (docs/benchmarks/2026-12-02-vulkan-tint.md); also set by
-	// S4D_VULKAN_ROBUST=1.
-	Robust bool
+	// Robust is whether robustBufferAccess and robustBufferAccess2
+	// (VK_EXT_robustness2) are enabled: the driver then bounds every
+	// buffer access to its binding's range (out-of-range reads give
+	// zeros, writes are dropped), where Tint's modules have no clamps of
+	// their own. RobustAuto (the default) enables them where the device
+	// has them: they cost nothing measurable on an H200
+	// (docs/benchmarks/2026-12-02-vulkan-tint.md). S4D_VULKAN_ROBUST=0 or
+	// 1 overrides RobustAuto.
+	Robust Robustness
 }
+
+// Robustness says whether a device bounds buffer accesses.
+type Robustness int
+
+const (
+	RobustAuto Robustness = iota // where the device has robustBufferAccess2
+	RobustOff
+	RobustOn // Open fails without robustBufferAccess2
+)
 
 // Info describes an opened device.
 type Info struct {
@@ -127,10 +140,16 @@ func Open(o Options) (*Device, error) {
 	}
 	d := (*C.s4dvk_dev)(C.calloc(1, C.size_t(unsafe.Sizeof(C.s4dvk_dev{}))))
 	var why [256]C.char
-	robust := 0
-	if o.Robust || os.Getenv("S4D_VULKAN_ROBUST") == "1" {
-		robust = 1
+	r := o.Robust
+	if r == RobustAuto {
+		switch os.Getenv("S4D_VULKAN_ROBUST") {
+		case "0":
+			r = RobustOff
+		case "1":
+			r = RobustOn
+		}
 	}
+	robust := map[Robustness]int{RobustAuto: -1, RobustOff: 0, RobustOn: 1}[r]
 	if C.s4dvk_open(C.PFN_vkGetInstanceProcAddr(gipa), C.int(o.Device), C.int(robust), d, &why[0], C.size_t(len(why))) != 0 {
 		C.s4dvk_close(d)
 		C.free(unsafe.Pointer(d))

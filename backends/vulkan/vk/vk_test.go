@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +182,31 @@ func TestUnavailable(t *testing.T) {
 	var u *Unavailable
 	if !errors.As(err, &u) || u.Reason == "" {
 		t.Fatalf("Open(missing library) = %v, want *Unavailable with a reason", err)
+	}
+}
+
+// TestRobust: RobustOff opens without robust buffer access, RobustOn with
+// it or not at all, RobustAuto as the device allows.
+func TestRobust(t *testing.T) {
+	open(t) // skips without Vulkan
+	t.Setenv("S4D_VULKAN_ROBUST", "")
+	for _, c := range []struct {
+		r    Robustness
+		name string
+	}{{RobustOff, "off"}, {RobustOn, "on"}, {RobustAuto, "auto"}} {
+		d, err := Open(Options{Device: -1, Robust: c.r})
+		if err != nil {
+			if c.r == RobustOn && strings.Contains(err.Error(), "robustBufferAccess2") {
+				t.Logf("%s: %v", c.name, err)
+				continue
+			}
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got := d.Info().Robust
+		d.Close()
+		t.Logf("%s: robust buffer access %v", c.name, got)
+		if (c.r == RobustOff && got) || (c.r == RobustOn && !got) {
+			t.Errorf("%s: robust buffer access %v", c.name, got)
+		}
 	}
 }
