@@ -3,7 +3,9 @@ package daemon
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/s4d-project/s4d/ipc"
 	"github.com/s4d-project/s4d/swapdev"
@@ -19,7 +21,20 @@ import (
 // newSwaps is d's set of swap devices, empty until Start.
 func (d *Daemon) newSwaps() *swapdev.Set {
 	return swapdev.New(swapdev.Config{PageSize: d.cfg.PageSize, Persist: d.cfg.Persist, Takeover: d.cfg.SwapTakeover,
-		Specs: d.cfg.Swap, Dir: filepath.Dir(d.cfg.Socket), Log: d.log, Quit: d.quit}, swapStore{d})
+		Specs: d.cfg.Swap, Dir: filepath.Dir(d.cfg.Socket), Writeback: stateDir(), Log: d.log, Quit: d.quit}, swapStore{d})
+}
+
+// stateDir is the daemon's state directory: the unit's StateDirectory
+// (systemd's $STATE_DIRECTORY), else /var/lib/s4d where it exists; "" if
+// neither.
+func stateDir() string {
+	if v, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":"); v != "" {
+		return v
+	}
+	if fi, err := os.Stat("/var/lib/s4d"); err == nil && fi.IsDir() {
+		return "/var/lib/s4d"
+	}
+	return ""
 }
 
 // swap answers SWAP. Devices serve the whole machine, so only root may.
@@ -33,7 +48,8 @@ func (c *conn) swap(body []byte) ([]byte, error) {
 	}
 	switch req.Action {
 	case ipc.SwapAdd:
-		dev, err := c.d.swaps.Add(swapdev.Request{Size: req.Size, Queues: req.Queues, Depth: req.Depth, Reserve: req.Reserve})
+		dev, err := c.d.swaps.Add(swapdev.Request{Size: req.Size, Queues: req.Queues, Depth: req.Depth, Reserve: req.Reserve,
+			MemLimit: req.MemLimit, Writeback: req.Writeback})
 		if err != nil {
 			return nil, swapErr(err)
 		}

@@ -25,6 +25,11 @@ type SwapRequest struct {
 	// add: memory kept ready for its compressed pages, in bytes (0: 16
 	// MiB; it doubles, up to 128 MiB, while writes find none).
 	Reserve uint64 `json:"reserve,omitempty"`
+	// add: compressed bytes kept in RAM (0: all); past it the coldest
+	// pages go to Writeback, a directory (an unnamed file is made there;
+	// "": the daemon's state directory) or a block device used whole.
+	MemLimit  uint64 `json:"mem_limit,omitempty"`
+	Writeback string `json:"writeback,omitempty"`
 	// del: the device (/dev/ublkbN or ublkbN); "" for every device.
 	Device string `json:"device,omitempty"`
 }
@@ -62,12 +67,22 @@ type SwapDevice struct {
 	NoMem      uint64 `json:"nomem"`
 	Held       uint64 `json:"held"`
 	HeldFailed uint64 `json:"held_failed"`
-	Low        uint64 `json:"reserve_low"`       // the fewest bytes of the reserve left after a write took from it
-	Pinned     int    `json:"pinned_queues"`     // queue threads running on their queue's CPUs only
-	Requests   uint64 `json:"requests"`          // kernel requests served
-	Waits      uint64 `json:"waits"`             // ring waits that returned requests
-	Flusher    string `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
-	Error      string `json:"error,omitempty"`   // why a queue stopped serving
+	Low        uint64 `json:"reserve_low"` // the fewest bytes of the reserve left after a write took from it
+	// Writeback, as zram's bd_stat: MemLimit the compressed bytes kept in
+	// RAM (0: no writeback); BdCount the pages on Writeback now, BdReads
+	// those read back from it, BdWrites those written to it; BdError why
+	// the last write there failed.
+	MemLimit  uint64 `json:"mem_limit"`
+	BdCount   uint64 `json:"bd_count"`
+	BdReads   uint64 `json:"bd_reads"`
+	BdWrites  uint64 `json:"bd_writes"`
+	Writeback string `json:"writeback,omitempty"`
+	BdError   string `json:"bd_error,omitempty"`
+	Pinned    int    `json:"pinned_queues"`     // queue threads running on their queue's CPUs only
+	Requests  uint64 `json:"requests"`          // kernel requests served
+	Waits     uint64 `json:"waits"`             // ring waits that returned requests
+	Flusher   string `json:"flusher,omitempty"` // why the queue threads are not I/O flushers
+	Error     string `json:"error,omitempty"`   // why a queue stopped serving
 	// Fresh: created empty by this daemon, not reattached with pages
 	// in use (only a fresh device may get mkswap: `s4d swap on`).
 	Fresh bool `json:"fresh"`

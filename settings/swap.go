@@ -19,6 +19,8 @@ import (
 //	depth = 64        # requests in flight per queue
 //	priority = 100    # for swapon (`s4d swap on` reads it); default 100
 //	codec = "lz4"     # the only codec swap devices store; "" = lz4
+//	mem_limit = "1G"  # compressed bytes kept in RAM, the coldest past it written back
+//	writeback = "/var/lib/s4d"  # where: a directory or a block device
 const swapKey = "swap"
 
 // DefaultSwapPriority is a device's swap priority unless its table names
@@ -35,17 +37,21 @@ var SwapKeys = []struct{ Key, Usage, Default string }{
 	{"depth", "requests in flight per queue, 0-1024; 0 = 64", "0"},
 	{"priority", "the swap priority s4d swap on gives the device, 0-32767 (higher is used first; disk swap has -2 and below)", "100"},
 	{"codec", "lz4 or empty: swap devices store LZ4 only (a device with zstd, which the removed Go swap path took, is not created)", "lz4"},
+	{"mem_limit", "compressed bytes kept in RAM, bytes with K/M/G/T suffix; past it the coldest pages are written back to writeback", "none: every page in RAM"},
+	{"writeback", "with mem_limit: a directory on a disk (an unnamed file as large as the device is made there) or a block device used whole", "the daemon's state directory"},
 }
 
 // SwapSpec is one [[swap]] table.
 type SwapSpec struct {
-	Size     uint64  // bytes; 0 when Percent is used
-	Percent  float64 // of physical memory
-	MaxSize  uint64  // cap on a Percent size; 0 = none
-	Queues   int
-	Depth    int
-	Priority int
-	Codec    string
+	Size      uint64  // bytes; 0 when Percent is used
+	Percent   float64 // of physical memory
+	MaxSize   uint64  // cap on a Percent size; 0 = none
+	Queues    int
+	Depth     int
+	Priority  int
+	Codec     string
+	MemLimit  uint64
+	Writeback string
 }
 
 // Bytes is the device's size on a machine with ram bytes of memory.
@@ -80,10 +86,18 @@ var swapFields = map[string]func(*SwapSpec, string) error{
 		s.Size = n
 		return err
 	},
-	"max_size": func(s *SwapSpec, v string) (err error) { s.MaxSize, err = bytesize.Parse(v); return err },
-	"queues":   swapInt(func(s *SwapSpec) *int { return &s.Queues }, 0, 64),
-	"depth":    swapInt(func(s *SwapSpec) *int { return &s.Depth }, 0, 1024),
-	"priority": swapInt(func(s *SwapSpec) *int { return &s.Priority }, 0, 32767),
+	"max_size":  func(s *SwapSpec, v string) (err error) { s.MaxSize, err = bytesize.Parse(v); return err },
+	"queues":    swapInt(func(s *SwapSpec) *int { return &s.Queues }, 0, 64),
+	"depth":     swapInt(func(s *SwapSpec) *int { return &s.Depth }, 0, 1024),
+	"priority":  swapInt(func(s *SwapSpec) *int { return &s.Priority }, 0, 32767),
+	"mem_limit": func(s *SwapSpec, v string) (err error) { s.MemLimit, err = bytesize.Parse(v); return err },
+	"writeback": func(s *SwapSpec, v string) error {
+		if !strings.HasPrefix(v, "/") {
+			return fmt.Errorf("%q: want an absolute path", v)
+		}
+		s.Writeback = v
+		return nil
+	},
 	"codec": func(s *SwapSpec, v string) error {
 		if v != "" && v != "lz4" && v != "zstd" {
 			return fmt.Errorf("%q: want lz4 or zstd", v)
@@ -121,7 +135,7 @@ func ParseSwap(v any) ([]SwapSpec, error) {
 		for _, k := range keys {
 			f := swapFields[k]
 			if f == nil {
-				return nil, fmt.Errorf("swap %d: unknown key %s (want size, max_size, queues, depth, priority, codec)", i+1, k)
+				return nil, fmt.Errorf("swap %d: unknown key %s (want size, max_size, queues, depth, priority, codec, mem_limit, writeback)", i+1, k)
 			}
 			var val string
 			switch x := t[k].(type) {

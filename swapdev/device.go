@@ -16,6 +16,11 @@ type Request struct {
 	// Reserve: memory kept ready for its compressed pages, in bytes
 	// (0: swapio's default).
 	Reserve uint64
+	// MemLimit: compressed bytes kept in RAM, the coldest pages past it
+	// written back to Writeback (a directory, "": Config.Writeback, or a
+	// block device); 0: every page in RAM.
+	MemLimit  uint64
+	Writeback string
 }
 
 // Device describes one device, in the manner of zramctl's columns. Its
@@ -46,6 +51,12 @@ type Device struct {
 	Held       uint64
 	HeldFailed uint64
 	Low        uint64
+	MemLimit   uint64
+	BdCount    uint64
+	BdReads    uint64
+	BdWrites   uint64
+	Writeback  string
+	BdError    string
 	Pinned     int
 	Requests   uint64
 	Waits      uint64

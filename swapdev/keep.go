@@ -40,9 +40,13 @@ type record struct {
 	Queues  int    `json:"queues"`
 	Depth   int    `json:"depth"`
 	Reserve uint64 `json:"reserve,omitempty"`
-	Codec   string `json:"codec,omitempty"`
-	Prio    int    `json:"prio"`
-	Spec    int    `json:"spec"` // the [[swap]] table it came from, -1 for `swap add`
+	// MemLimit and Writeback: a new file there at a takeover (the old
+	// one's pages came through the daemon's store, as the others).
+	MemLimit  uint64 `json:"mem_limit,omitempty"`
+	Writeback string `json:"writeback,omitempty"`
+	Codec     string `json:"codec,omitempty"`
+	Prio      int    `json:"prio"`
+	Spec      int    `json:"spec"` // the [[swap]] table it came from, -1 for `swap add`
 	// IO: the path that served it, "native". "go" or "" (older
 	// daemons): the Go path, removed (issue 40); such a device is not
 	// taken over (recover).

@@ -15,9 +15,10 @@ import (
 // runtime is neither locked nor on that path, and `swap del` gives every
 // byte back. Takeover and persist: nativekeep.go.
 //
-// What it does not do: write its pages back to the backing file while it
-// serves, per-device codecs (LZ4 only), empty a device that is still swap
-// (discards free what the kernel reports; swapoff or `swap del` the rest).
+// With a memory limit its coldest pages go to a file or a block device
+// while it serves (swapio's writeback). What it does not do: per-device
+// codecs (LZ4 only), empty a device that is still swap (discards free
+// what the kernel reports; swapoff or `swap del` the rest).
 
 // nativeMaxIO is the largest request a native queue takes: with the
 // default depth of 64, 2 MiB of I/O buffers per queue.
@@ -58,7 +59,16 @@ func (s *Set) addNative(req Request, codec string, prio, spec int) (Device, erro
 	if queues == 0 {
 		queues = min(runtime.NumCPU(), ublk.MaxQueues)
 	}
-	st, err := swapio.NewStore(req.Size, swapio.Options{Reserve: req.Reserve})
+	wb := req.Writeback
+	if req.MemLimit > 0 && wb == "" {
+		if wb = s.cfg.Writeback; wb == "" {
+			return Device{}, errorf(Malformed, "a memory limit needs somewhere to write pages back: name a directory or a block device (the daemon has no state directory)")
+		}
+	}
+	if req.MemLimit == 0 {
+		wb = ""
+	}
+	st, err := swapio.NewStore(req.Size, swapio.Options{Reserve: req.Reserve, MemLimit: req.MemLimit, Writeback: wb})
 	if err != nil {
 		return Device{}, errorf(Failed, "native swap store: %v", err)
 	}
@@ -73,13 +83,13 @@ func (s *Set) addNative(req Request, codec string, prio, spec int) (Device, erro
 	}
 	s.next++
 	sd := &device{n: s.next, dev: dev, nat: st, fresh: true, prio: prio, rec: record{ID: dev.ID, N: s.next,
-		Size: dev.Size(), Queues: dev.Queues(), Depth: dev.Depth(), Reserve: req.Reserve, Codec: codec, Prio: prio, Spec: spec, IO: "native"}}
+		Size: dev.Size(), Queues: dev.Queues(), Depth: dev.Depth(), Reserve: req.Reserve, MemLimit: req.MemLimit, Writeback: wb, Codec: codec, Prio: prio, Spec: spec, IO: "native"}}
 	s.devs = append(s.devs, sd)
 	if err := s.save(false, 0); err != nil {
 		s.log.Error("swap records not written: after a crash the next start would not take this device over", "err", err)
 	}
 	s.log.Info("swap device added", "device", dev.BlockPath(), "size", dev.Size(), "queues", dev.Queues(),
-		"depth", dev.Depth(), "io_buffers", dev.BufferBytes(), "reserve", st.Stats().Reserve)
+		"depth", dev.Depth(), "io_buffers", dev.BufferBytes(), "reserve", st.Stats().Reserve, "mem_limit", req.MemLimit, "writeback", wb)
 	return s.describe(sd), nil
 }
 
@@ -97,6 +107,10 @@ func describeNative(sd *device, out *Device) {
 	out.Requests, out.Waits = qs.Requests, qs.Waits
 	out.Reserve, out.NoMem, out.Low, out.Pinned = st.Reserve, st.NoMem, st.RingLow, sd.dev.PinnedQueues()
 	out.Held, out.HeldFailed = qs.Held, qs.HeldFailed
+	out.MemLimit, out.BdCount, out.BdReads, out.BdWrites, out.Writeback = st.MemLimit, st.FilePages, st.FileReads, st.FileWrites, sd.rec.Writeback
+	if err := sd.nat.WritebackErr(); err != nil {
+		out.BdError = err.Error()
+	}
 }
 
 // release, after a device is removed: with no device left, the code

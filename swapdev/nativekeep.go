@@ -137,7 +137,7 @@ func (s *Set) takeOverNative(r record, trusted bool) (*device, error) {
 		return nil, err
 	}
 	s.guard()
-	nat, err := swapio.NewStore(r.Size, swapio.Options{Reserve: r.Reserve})
+	nat, err := swapio.NewStore(r.Size, swapio.Options{Reserve: r.Reserve, MemLimit: r.MemLimit, Writeback: r.Writeback})
 	if err != nil {
 		return nil, fmt.Errorf("native swap store: %w", err)
 	}

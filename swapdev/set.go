@@ -39,9 +39,12 @@ type Config struct {
 	Persist, Takeover bool
 	Specs             []settings.SwapSpec // the [[swap]] tables, made at Start
 	// Dir is where the records live (keep.go): the socket's directory.
-	Dir  string
-	Log  *slog.Logger
-	Quit <-chan struct{} // closed when the daemon starts stopping
+	Dir string
+	// Writeback is where a device with a memory limit writes its pages
+	// back when its request names no place: the daemon's state directory.
+	Writeback string
+	Log       *slog.Logger
+	Quit      <-chan struct{} // closed when the daemon starts stopping
 }
 
 // Set is the daemon's swap devices.
@@ -246,7 +249,7 @@ func (s *Set) Start(seq uint64) {
 			continue
 		}
 		size := spec.Bytes(settings.RAM())
-		dev, err := s.add(Request{Size: size, Queues: spec.Queues, Depth: spec.Depth}, spec.Codec, spec.Priority, i)
+		dev, err := s.add(Request{Size: size, Queues: spec.Queues, Depth: spec.Depth, MemLimit: spec.MemLimit, Writeback: spec.Writeback}, spec.Codec, spec.Priority, i)
 		if err != nil {
 			s.log.Error("swap device from the configuration not created", "swap", i+1, "size", size, "err", err)
 			continue

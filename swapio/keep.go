@@ -45,7 +45,7 @@ func (st *Store) Export(lo, hi uint64, fn func(keys []uint64, pages []byte, lost
 	}
 	for b := lo; b < min(hi, st.blocks); b++ {
 		switch C.s4d_store_kind(st.s, C.uint64_t(b)) {
-		case C.S4D_SAME, C.S4D_LZ4, C.S4D_RAW:
+		case C.S4D_SAME, C.S4D_LZ4, C.S4D_RAW, C.S4D_FILE:
 			if err := st.read(b, pages[len(keys)*PageSize:(len(keys)+1)*PageSize]); err != nil {
 				// A page that fails its hash is not handed on as if good.
 				lost = append(lost, b)

@@ -31,6 +31,7 @@
 #define FEAT_SINGLE_MMAP 1u
 #define ENTER_GETEVENTS 1u
 #define OP_TIMEOUT 11
+#define OP_READ 22
 #define OP_URING_CMD 46
 #define OFF_SQ_RING 0ull
 #define OFF_CQ_RING 0x8000000ull
@@ -141,6 +142,24 @@ static void prep_timer(struct ring *r, const struct kts *ts) {
 	r->tail++;
 }
 
+// File reads (a page written back, writeback.c) complete with this bit
+// in user_data, the tag and the page's index below it.
+#define FILE_DATA (1ull << 33)
+
+static void prep_read(struct ring *r, const struct s4d_fref *ref, void *page, uint64_t data) {
+	uint32_t i = r->tail & r->sq_mask;
+	unsigned char *sqe = (unsigned char *)r->sqes + (size_t)i * SQE_SIZE;
+	memset(sqe, 0, SQE_SIZE);
+	sqe[0] = OP_READ;
+	*(int32_t *)(sqe + 4) = ref->fd;
+	*(uint64_t *)(sqe + 8) = ref->off;
+	*(uint64_t *)(sqe + 16) = (uint64_t)(uintptr_t)page;
+	*(uint32_t *)(sqe + 24) = S4D_PAGE;
+	*(uint64_t *)(sqe + 32) = data;
+	r->sq_array[i] = i;
+	r->tail++;
+}
+
 // submit publishes the queued SQEs and, with wait, waits for a completion.
 static int submit(struct ring *r, int wait) {
 	atomic_store_explicit(r->sq_tail, r->tail, memory_order_release);
@@ -159,11 +178,45 @@ static int submit(struct ring *r, int wait) {
 	}
 }
 
+// read_file starts the read of page i of tag's request from the store's
+// file, on the queue's own ring: the thread goes on serving meanwhile.
+static int read_file(struct s4d_queue *q, struct ring *r, uint16_t tag, uint64_t block, uint64_t i) {
+	struct s4d_fref ref;
+	if (!q->fr || !q->ops.file || i >= S4D_IO_PAGES) return -EIO;
+	int e = q->ops.file(q->store, block, &ref);
+	if (e) return e;
+	struct s4d_fread *f = &q->fr[tag];
+	f->pend++;
+	f->mask |= 1u << i;
+	f->hash[i] = ref.hash;
+	prep_read(r, &ref, q->bufs + (size_t)tag * q->max_io + i * S4D_PAGE, FILE_DATA | (uint64_t)tag << 8 | i);
+	return 0;
+}
+
+// file_done counts one file read of tag's request done and, with the
+// last, answers the request: each page read checked against its hash.
+static void file_done(struct s4d_queue *q, struct ring *r, uint16_t tag, int32_t res, int detached) {
+	struct s4d_fread *f = &q->fr[tag];
+	if (res != S4D_PAGE && f->res >= 0) f->res = -EIO;
+	if (--f->pend) return;
+	int32_t out = f->res;
+	const char *buf = q->bufs + (size_t)tag * q->max_io;
+	for (uint32_t i = 0; out >= 0 && i < S4D_IO_PAGES; i++)
+		if ((f->mask >> i & 1) && s4d_hash(buf + i * S4D_PAGE) != f->hash[i]) out = -EIO;
+	f->mask = 0;
+	f->res = 0;
+	if (detached) return;  // unanswered, as every request after a detach
+	if (out < 0) atomic_fetch_add_explicit(&q->st.errors, 1, memory_order_relaxed);
+	prep(q, r, IO_COMMIT_AND_FETCH_REQ, tag, out);
+}
+
 // serve answers one request from the store: the bytes done, or -errno.
 // A write starts at page *done and, refused for want of memory, leaves
 // there the first page not stored (a held write resumes from it; retry:
 // it was counted when first served).
-static int32_t serve(struct s4d_queue *q, uint16_t tag, uint16_t *done, int retry) {
+#define PENDING INT32_MIN  // serve: answered once its file reads are done (file_done)
+
+static int32_t serve(struct s4d_queue *q, struct ring *r, uint16_t tag, uint16_t *done, int retry) {
 	const struct io_desc *d = (const struct io_desc *)q->descs + tag;
 	uint32_t op = d->op_flags & 0xff;
 	uint64_t first = d->start_sector >> 3, n = d->nr_sectors >> 3;
@@ -175,7 +228,18 @@ static int32_t serve(struct s4d_queue *q, uint16_t tag, uint16_t *done, int retr
 		atomic_fetch_add_explicit(&q->st.read_pages, n, memory_order_relaxed);
 		for (uint64_t i = 0; i < n; i++) {
 			int e = q->ops.read(q->store, first + i, buf + i * S4D_PAGE);
-			if (e) return e;
+			if (e == S4D_IN_FILE) e = read_file(q, r, tag, first + i, i);
+			if (e) {
+				if (q->fr && q->fr[tag].pend) {  // answered once the reads in flight are done
+					q->fr[tag].res = e;
+					return PENDING;
+				}
+				return e;
+			}
+		}
+		if (q->fr && q->fr[tag].pend) {
+			q->fr[tag].res = (int32_t)(d->nr_sectors << 9);
+			return PENDING;
 		}
 		break;
 	case 1:  // WRITE
@@ -222,7 +286,7 @@ static uint32_t retry_held(struct s4d_queue *q, struct ring *r, uint32_t nheld, 
 		struct s4d_held h = q->held[i];
 		int32_t res = -ENOMEM;
 		if (room) {
-			res = serve(q, h.tag, &h.done, 1);
+			res = serve(q, r, h.tag, &h.done, 1);
 			room = res != -ENOMEM;  // refused: the rest would be too
 		}
 		if (res == -ENOMEM && ticks - h.since < q->hold_ticks) {
@@ -247,9 +311,11 @@ static void *run(void *arg) {
 	struct ring r;
 	memset(&r, 0, sizeof r);
 	uint32_t flags = q->plain_ring ? 0 : SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN;
-	// An SQE for every tag's command and one for the timer.
-	int e = ring_setup(&r, q->depth + 1u, flags);
-	if (e == -EINVAL && flags) flags = 0, e = ring_setup(&r, q->depth + 1u, 0);
+	// An SQE for every tag's command and one for the timer, and with a
+	// file, one for each page a request may read from it.
+	uint32_t entries = q->depth + 1u + (q->fr ? (uint32_t)q->depth * S4D_IO_PAGES : 0);
+	int e = ring_setup(&r, entries, flags);
+	if (e == -EINVAL && flags) flags = 0, e = ring_setup(&r, entries, 0);
 	if (e) {
 		atomic_store(&q->ready, e);
 		atomic_store(&q->done, 1);
@@ -286,6 +352,10 @@ static void *run(void *arg) {
 				ticks++;
 				continue;
 			}
+			if (c.user_data & FILE_DATA) {
+				file_done(q, &r, (uint16_t)(c.user_data >> 8), c.res, detached);
+				continue;
+			}
 			uint16_t tag = (uint16_t)c.user_data;
 			if (c.res == 0) {
 				// Detached: unanswered, the kernel sends it again to the
@@ -293,7 +363,8 @@ static void *run(void *arg) {
 				if (detached) continue;
 				atomic_fetch_add_explicit(&q->st.requests, 1, memory_order_relaxed);
 				uint16_t done = 0;
-				int32_t res = serve(q, tag, &done, 0);
+				int32_t res = serve(q, &r, tag, &done, 0);
+				if (res == PENDING) continue;
 				if (res == -ENOMEM && q->hold_ticks && q->ops.room) {
 					q->held[nheld++] = (struct s4d_held){.tag = tag, .done = done, .since = ticks};
 					atomic_fetch_add_explicit(&q->st.held, 1, memory_order_relaxed);
@@ -358,6 +429,7 @@ void s4d_store_ops(struct s4d_ops *o) {
 	o->write = (int (*)(void *, uint64_t, const void *, void *))s4d_store_write;
 	o->discard = (void (*)(void *, uint64_t, uint64_t))s4d_store_discard;
 	o->room = (int (*)(void *))s4d_store_room;
+	o->file = (int (*)(void *, uint64_t, struct s4d_fref *))s4d_store_file;
 }
 
 void s4d_queue_join(struct s4d_queue *q) { pthread_join(q->th, NULL); }
@@ -368,7 +440,7 @@ void s4d_store_code(uintptr_t *lo, uintptr_t *hi);
 void s4d_refill_code(uintptr_t *lo, uintptr_t *hi);
 void s4d_code_range(uintptr_t *lo, uintptr_t *hi) {
 	uintptr_t fs[] = {(uintptr_t)ring_setup, (uintptr_t)ring_close, (uintptr_t)prep, (uintptr_t)prep_timer, (uintptr_t)submit, (uintptr_t)retry_held,
-	                  (uintptr_t)serve, (uintptr_t)run, (uintptr_t)start, (uintptr_t)s4d_queue_start, (uintptr_t)s4d_queue_join};
+	                  (uintptr_t)serve, (uintptr_t)prep_read, (uintptr_t)read_file, (uintptr_t)file_done, (uintptr_t)run, (uintptr_t)start, (uintptr_t)s4d_queue_start, (uintptr_t)s4d_queue_join};
 	uintptr_t rlo, rhi;
 	s4d_store_code(lo, hi);
 	s4d_refill_code(&rlo, &rhi);

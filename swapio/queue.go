@@ -40,7 +40,8 @@ type Server interface{ Ops() Ops }
 // and the pointer they take. The functions must neither block on Go nor
 // allocate: they run on the queue threads.
 // Room may be nil: the store's writes never wait for memory.
-type Ops struct{ Store, Read, Write, Discard, Room unsafe.Pointer }
+// File may be nil: the store keeps every page in memory.
+type Ops struct{ Store, Read, Write, Discard, Room, File unsafe.Pointer }
 
 // HoldWrites is how long a queue holds a write its store refused for want
 // of memory (Ops.Room says when to try again) before failing it: long
@@ -54,7 +55,11 @@ const tick = 2 * time.Millisecond // queue.c's TICK_NS
 func (st *Store) Ops() Ops {
 	var o C.struct_s4d_ops
 	C.s4d_store_ops(&o)
-	return Ops{Store: unsafe.Pointer(st.ptr()), Read: unsafe.Pointer(o.read), Write: unsafe.Pointer(o.write), Discard: unsafe.Pointer(o.discard), Room: unsafe.Pointer(o.room)}
+	ops := Ops{Store: unsafe.Pointer(st.ptr()), Read: unsafe.Pointer(o.read), Write: unsafe.Pointer(o.write), Discard: unsafe.Pointer(o.discard), Room: unsafe.Pointer(o.room)}
+	if st.wb != nil {
+		ops.File = unsafe.Pointer(o.file)
+	}
+	return ops
 }
 
 // Queue is one ublk queue served by a C thread from a Server.
@@ -70,7 +75,15 @@ type Queue struct {
 func StartQueue(srv Server, spec QueueSpec) (*Queue, error) {
 	q := &Queue{done: make(chan struct{})}
 	qlen := int(unsafe.Sizeof(C.struct_s4d_queue{})) + spec.Depth*int(unsafe.Sizeof(C.struct_s4d_held{}))
-	for _, n := range []int{qlen, spec.Depth * spec.MaxIO, PageSize, stackLen} {
+	o := srv.Ops()
+	sizes := []int{qlen, spec.Depth * spec.MaxIO, PageSize, stackLen}
+	if o.File != nil {
+		if spec.MaxIO > C.S4D_IO_PAGES*PageSize {
+			return nil, fmt.Errorf("queue %d: requests of %d bytes: a store with writeback takes at most %d", spec.ID, spec.MaxIO, C.S4D_IO_PAGES*PageSize)
+		}
+		sizes = append(sizes, spec.Depth*int(unsafe.Sizeof(C.struct_s4d_fread{})))
+	}
+	for _, n := range sizes {
 		b, err := lockedMap(n)
 		if err != nil {
 			q.unmap()
@@ -79,12 +92,15 @@ func StartQueue(srv Server, spec QueueSpec) (*Queue, error) {
 		q.mem = append(q.mem, b)
 	}
 	c := (*C.struct_s4d_queue)(unsafe.Pointer(&q.mem[0][0]))
-	o := srv.Ops()
 	c.store = o.Store
 	c.ops.read = (*[0]byte)(o.Read)
 	c.ops.write = (*[0]byte)(o.Write)
 	c.ops.discard = (*[0]byte)(o.Discard)
 	c.ops.room = (*[0]byte)(o.Room)
+	if o.File != nil {
+		c.ops.file = (*[0]byte)(o.File)
+		c.fr = (*C.struct_s4d_fread)(unsafe.Pointer(&q.mem[4][0]))
+	}
 	if o.Room != nil {
 		c.hold_ticks = C.uint32_t(HoldWrites / tick)
 	}

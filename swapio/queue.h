@@ -17,6 +17,12 @@ struct s4d_qstats {
 // stored so far, and the timer tick it was held at.
 struct s4d_held { uint16_t tag, done; uint32_t since; };
 
+// A read with pages in the store's file (writeback.c): the file reads in
+// flight, the pages they fill and those pages' hashes, checked when the
+// last is done, and the result so far.
+#define S4D_IO_PAGES 8  // pages a request has at most (the native path's max_io: 32 KiB)
+struct s4d_fread { uint32_t pend, mask; int32_t res; uint32_t hash[S4D_IO_PAGES]; };
+
 // s4d_ops is the store a queue serves from: s4d_store_* by default;
 // tests/guest/nullublk plugs in the cheapest store that gives pages back
 // (the floor a swap-in through ublk can reach). A function is called
@@ -28,6 +34,9 @@ struct s4d_ops {
 	// room says whether a write may now find memory; NULL: a store whose
 	// writes never wait for memory (a write it refuses fails at once).
 	int (*room)(void *store);
+	// file says where a block that read answered S4D_IN_FILE lies; NULL:
+	// a store that keeps every page in memory.
+	int (*file)(void *store, uint64_t block, struct s4d_fref *ref);
 };
 
 struct s4d_queue {
@@ -46,6 +55,7 @@ struct s4d_queue {
 	size_t stack_len;
 	int plain_ring;       // 1: no COOP/DEFER_TASKRUN flags
 	uint32_t hold_ticks;  // a write refused -ENOMEM is held this many ticks (queue.c) before it fails
+	struct s4d_fread *fr; // depth entries where ops.file is set; NULL: no file
 
 	// The thread's state, read by Go.
 	_Atomic int ready;    // 0 starting, 1 serving, <0 -errno: setup failed

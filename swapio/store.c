@@ -15,6 +15,7 @@
 #define LOCK_BIT 8ull
 #define SIZE_SHIFT 4
 #define SIZE_MASK 0x1fffull
+#define YOUNG_BIT (1ull << 17)
 #define HASH_SHIFT 32
 #define SLAB_MAGIC 0x53344453u  // "S4DS"
 
@@ -76,6 +77,7 @@ void s4d_store_init(struct s4d_store *s, struct s4d_slot *slots, uint64_t blocks
 	s->ring = ring;
 	s->ring_cap = ring_cap;
 	s->efd = efd;
+	s->wb_fd = -1;
 	atomic_flag_clear(&s->empty_lock);
 	for (int i = 0; i < S4D_NCLASS; i++) {
 		atomic_flag_clear(&s->cls[i].lock);
@@ -237,6 +239,8 @@ static uint64_t drop(struct s4d_store *s, struct s4d_slot *sl, uint64_t m) {
 		atomic_fetch_sub(&s->st.zero, 1);
 	} else if (kind == S4D_SAME) {
 		atomic_fetch_sub(&s->st.same, 1);
+	} else if (kind == S4D_FILE) {
+		atomic_fetch_sub(&s->st.file_pages, 1);  // its place in the file is overwritten if it comes back
 	}
 	if (kind != S4D_EMPTY && kind != S4D_LOST) atomic_fetch_sub(&s->st.pages, 1);
 	return S4D_EMPTY;
@@ -279,7 +283,7 @@ static int store_write(struct s4d_store *s, uint64_t block, const void *page, vo
 	uint64_t m = slot_lock(sl);
 	drop(s, sl, m);
 	atomic_store_explicit(&sl->obj, obj, memory_order_relaxed);
-	slot_unlock(sl, kind | size << SIZE_SHIFT | hash << HASH_SHIFT);
+	slot_unlock(sl, kind | size << SIZE_SHIFT | hash << HASH_SHIFT | YOUNG_BIT);
 	atomic_fetch_add(&s->st.pages, 1);
 	atomic_fetch_add(kind == S4D_ZERO ? &s->st.zero : kind == S4D_SAME ? &s->st.same : kind == S4D_LZ4 ? &s->st.lz4 : &s->st.raw, 1);
 	if (size) atomic_fetch_add(&s->st.compr_bytes, size);
@@ -316,6 +320,9 @@ int s4d_store_read(struct s4d_store *s, uint64_t block, void *page) {
 		err = -EIO;
 		atomic_fetch_add(&s->st.lost_reads, 1);
 		break;
+	case S4D_FILE:
+		err = S4D_IN_FILE;
+		break;
 	default: {
 		int size = (int)((m >> SIZE_SHIFT) & SIZE_MASK);
 		const char *o = (const char *)(uintptr_t)v;
@@ -327,6 +334,71 @@ int s4d_store_read(struct s4d_store *s, uint64_t block, void *page) {
 	}
 	slot_unlock(sl, m);
 	return err;
+}
+
+// s4d_store_file says where a block that read answered S4D_IN_FILE lies.
+// The kernel neither writes nor discards a swap slot while it reads it,
+// so the answer holds until the read is done.
+int s4d_store_file(struct s4d_store *s, uint64_t block, struct s4d_fref *ref) {
+	if (block >= s->blocks) return -EINVAL;
+	struct s4d_slot *sl = &s->slots[block];
+	uint64_t m = atomic_load(&sl->meta);
+	if ((m & KIND_MASK) != S4D_FILE || s->wb_fd < 0) return -EIO;
+	ref->fd = s->wb_fd;
+	ref->hash = (uint32_t)(m >> HASH_SHIFT);
+	ref->off = atomic_load(&sl->obj);
+	atomic_fetch_add_explicit(&s->st.file_reads, 1, memory_order_relaxed);
+	return 0;
+}
+
+int s4d_store_wb_pick(struct s4d_store *s, uint64_t *hand, uint64_t scan, uint64_t *blocks, uint64_t *tokens, char *pages, int max) {
+	int n = 0;
+	uint64_t b = *hand;
+	for (uint64_t i = 0; i < scan && n < max; i++, b++) {
+		if (b >= s->blocks) b = 0;
+		struct s4d_slot *sl = &s->slots[b];
+		uint64_t k = atomic_load_explicit(&sl->meta, memory_order_relaxed) & KIND_MASK;
+		if (k != S4D_LZ4 && k != S4D_RAW) continue;
+		uint64_t m = slot_lock(sl);
+		k = m & KIND_MASK;
+		if ((k != S4D_LZ4 && k != S4D_RAW) || (m & YOUNG_BIT)) {
+			slot_unlock(sl, m & ~YOUNG_BIT);  // a second chance: old when the hand comes round again
+			continue;
+		}
+		// Copied out under the slot's lock, decoded after it: a queue
+		// reading the block waits for a copy, not a decode.
+		uint64_t v = atomic_load_explicit(&sl->obj, memory_order_relaxed);
+		int size = (int)((m >> SIZE_SHIFT) & SIZE_MASK);
+		char *dst = pages + (size_t)n * S4D_PAGE;
+		char tmp[S4D_RAW_OVER];
+		memcpy(k == S4D_RAW ? dst : tmp, (const char *)(uintptr_t)v, (size_t)size);
+		slot_unlock(sl, m);
+		if (k == S4D_LZ4 && lz4_decompress(tmp, dst, size, S4D_PAGE) != S4D_PAGE) continue;
+		if (s4d_hash(dst) != (uint32_t)(m >> HASH_SHIFT)) continue;  // a bad page stays where its read fails
+		blocks[n] = b;
+		tokens[n] = v;
+		n++;
+	}
+	*hand = b;
+	return n;
+}
+
+int s4d_store_wb_commit(struct s4d_store *s, uint64_t block, uint64_t token) {
+	struct s4d_slot *sl = &s->slots[block];
+	uint64_t m = slot_lock(sl), k = m & KIND_MASK;
+	// Written again since the pick: young (only the writeback's hand makes
+	// a slot old), so an object at the same address is not mistaken for it.
+	if ((k != S4D_LZ4 && k != S4D_RAW) || (m & YOUNG_BIT) || atomic_load_explicit(&sl->obj, memory_order_relaxed) != token) {
+		slot_unlock(sl, m);
+		return 0;
+	}
+	drop(s, sl, m);
+	atomic_store_explicit(&sl->obj, block * S4D_PAGE, memory_order_relaxed);
+	slot_unlock(sl, S4D_FILE | (m & (0xffffffffull << HASH_SHIFT)));
+	atomic_fetch_add(&s->st.pages, 1);
+	atomic_fetch_add(&s->st.file_pages, 1);
+	atomic_fetch_add(&s->st.file_writes, 1);
+	return 1;
 }
 
 void s4d_store_discard(struct s4d_store *s, uint64_t block, uint64_t n) {
@@ -391,7 +463,7 @@ void *s4d_store_object(struct s4d_store *s, uint64_t block) {
 void s4d_store_code(uintptr_t *lo, uintptr_t *hi) {
 	uintptr_t fs[] = {(uintptr_t)s4d_hash, (uintptr_t)slot_lock, (uintptr_t)slot_unlock, (uintptr_t)wake_refill, (uintptr_t)s4d_store_room,
 	                  (uintptr_t)ring_pop, (uintptr_t)new_slab, (uintptr_t)obj_alloc, (uintptr_t)obj_free, (uintptr_t)drop,
-	                  (uintptr_t)s4d_store_write, (uintptr_t)store_write, (uintptr_t)s4d_store_fence, (uintptr_t)s4d_store_read, (uintptr_t)s4d_store_discard,
+	                  (uintptr_t)s4d_store_write, (uintptr_t)store_write, (uintptr_t)s4d_store_fence, (uintptr_t)s4d_store_read, (uintptr_t)s4d_store_discard, (uintptr_t)s4d_store_file,
 	                  (uintptr_t)s4d_store_init, (uintptr_t)s4d_store_push, (uintptr_t)s4d_store_take_empty};
 	*lo = *hi = fs[0];
 	for (unsigned i = 1; i < sizeof fs / sizeof fs[0]; i++) {

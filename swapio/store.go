@@ -33,6 +33,12 @@ type Options struct {
 	// Reserve is the memory kept ready, in bytes; 0: DefaultReserve. It
 	// doubles, up to MaxReserve, each time writes find it empty.
 	Reserve, MaxReserve uint64
+	// MemLimit, with Writeback: compressed bytes kept in RAM; past it
+	// the coldest pages go to Writeback, a directory (an unnamed file is
+	// made there) or a block device (writeback.go). 0: every page stays
+	// in RAM.
+	MemLimit  uint64
+	Writeback string
 }
 
 // shrinkAfter: a reserve grown by a burst of writes halves after this long
@@ -66,6 +72,9 @@ type Store struct {
 	mu      sync.Mutex
 	started bool // the refill's thread runs
 	closed  bool
+
+	wb   *writeback // nil: every page stays in RAM
+	wbMu sync.Mutex // Go's reads of the writeback file (readFile)
 }
 
 // Available says why the native path cannot run here (nil: it can).
@@ -144,6 +153,16 @@ func NewStore(size uint64, o Options) (*Store, error) {
 		return nil, fmt.Errorf("starting the swap refill: %w", unix.Errno(-e))
 	}
 	st.started = true
+	if o.MemLimit > 0 {
+		if o.Writeback == "" {
+			st.Close()
+			return nil, errors.New("a memory limit needs somewhere to write pages back")
+		}
+		if err := st.startWriteback(o.Writeback, o.MemLimit); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	return st, nil
 }
 
@@ -182,10 +201,16 @@ func (st *Store) Close() {
 		return
 	}
 	st.closed = true
+	if st.wb != nil {
+		st.wb.stop()
+	}
 	if st.started {
 		C.s4d_refill_stop(st.r)
 	}
 	st.unmap()
+	if st.wb != nil {
+		st.wb.close()
+	}
 }
 
 func (st *Store) unmap() {
@@ -218,6 +243,9 @@ type Stats struct {
 	RingLow                     uint64 // fewest bytes of slabs the ring held after a write took one (the reserve's margin)
 	BadHash, LostReads          uint64 // reads failed: a page that came back different, a block lost with a crash
 	Wakes                       uint64 // refills woken by the I/O path
+	// Writeback: pages in the file now, read back from it, written to it;
+	// MemLimit the compressed bytes kept in RAM (0: no writeback).
+	FilePages, FileReads, FileWrites, MemLimit uint64
 }
 
 // Stats returns a snapshot.
@@ -227,6 +255,10 @@ func (st *Store) Stats() Stats {
 	s := Stats{Pages: ld(&c.pages), Zero: ld(&c.zero), Same: ld(&c.same), Raw: ld(&c.raw), LZ4: ld(&c.lz4),
 		ComprBytes: ld(&c.compr_bytes), SlabBytes: ld(&c.slab_bytes), Writes: ld(&c.writes), Reads: ld(&c.reads),
 		Discards: ld(&c.discards), NoMem: ld(&c.nomem), BadHash: ld(&c.bad_hash), LostReads: ld(&c.lost_reads), Wakes: ld(&c.wakes)}
+	s.FilePages, s.FileReads, s.FileWrites = ld(&c.file_pages), ld(&c.file_reads), ld(&c.file_writes)
+	if st.wb != nil {
+		s.MemLimit = atomic.LoadUint64((*uint64)(unsafe.Pointer(&st.wb.w.limit)))
+	}
 	if l := ld(&c.ring_low); l > 0 {
 		s.RingLow = (l - 1) * SlabSize
 	}
@@ -254,7 +286,11 @@ func (st *Store) write(block uint64, page, scratch []byte) error {
 }
 
 func (st *Store) read(block uint64, page []byte) error {
-	return errno(C.s4d_store_read(st.s, C.uint64_t(block), unsafe.Pointer(&page[0])))
+	r := C.s4d_store_read(st.s, C.uint64_t(block), unsafe.Pointer(&page[0]))
+	if r == C.S4D_IN_FILE {
+		return st.readFile(block, page)
+	}
+	return errno(r)
 }
 
 func (st *Store) discard(block, n uint64) {

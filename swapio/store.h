@@ -16,11 +16,24 @@
 #define S4D_NCLASS (S4D_RAW_OVER / S4D_CLASS_STEP + 1)
 
 // Slot kinds (the low bits of a slot's meta word).
-enum { S4D_EMPTY = 0, S4D_ZERO = 1, S4D_SAME = 2, S4D_LZ4 = 3, S4D_RAW = 4, S4D_LOST = 5 };
+enum { S4D_EMPTY = 0, S4D_ZERO = 1, S4D_SAME = 2, S4D_LZ4 = 3, S4D_RAW = 4, S4D_LOST = 5, S4D_FILE = 6 };
 
-// A slot: one per block, 16 bytes. obj is the object's address (LZ4, RAW)
-// or the repeated 8-byte word (SAME). meta: bits 0-2 kind, bit 3 the
-// slot's lock, bits 4-16 the compressed size, bits 32-63 the page's hash.
+// s4d_store_read's answer for a block written back to the store's file
+// (writeback.c): the caller reads it from there (s4d_store_file).
+#define S4D_IN_FILE 1
+
+// Where a written-back block lies: the page at off of fd, and its hash.
+struct s4d_fref {
+	int fd;
+	uint32_t hash;
+	uint64_t off;
+};
+
+// A slot: one per block, 16 bytes. obj is the object's address (LZ4, RAW),
+// the repeated 8-byte word (SAME) or the page's offset in the file (FILE).
+// meta: bits 0-2 kind, bit 3 the slot's lock, bits 4-16 the compressed
+// size, bit 17 young (written since the writeback's hand last passed),
+// bits 32-63 the page's hash.
 struct s4d_slot {
 	_Atomic uint64_t obj;
 	_Atomic uint64_t meta;
@@ -43,6 +56,8 @@ struct s4d_stats {  // counters, read by Go at any time
 	_Atomic uint64_t pages, zero, same, raw, lz4, compr_bytes, slab_bytes;
 	_Atomic uint64_t writes, reads, discards, nomem, bad_hash, lost_reads, wakes;
 	_Atomic uint64_t ring_low;  // fewest slabs the ring held after a write took one (+1; 0: none taken yet)
+	// Writeback (writeback.c): pages in the file now, read from it, written to it.
+	_Atomic uint64_t file_pages, file_reads, file_writes;
 };
 
 struct s4d_store {
@@ -65,6 +80,7 @@ struct s4d_store {
 	// that finds the fence up fails (-EAGAIN: the kernel keeps the page);
 	// writers counts those inside, for the emptier to wait out.
 	_Atomic int fence, writers;
+	int wb_fd;  // the writeback's file (O_DIRECT); -1: none
 	struct s4d_stats st;
 };
 
@@ -76,7 +92,8 @@ void s4d_store_init(struct s4d_store *s, struct s4d_slot *slots, uint64_t blocks
 // refill is woken, the kernel keeps the page), -EIO (a lost block or a
 // hash that does not match), -EINVAL (past the end).
 int s4d_store_write(struct s4d_store *s, uint64_t block, const void *page, void *scratch);
-int s4d_store_read(struct s4d_store *s, uint64_t block, void *page);
+int s4d_store_read(struct s4d_store *s, uint64_t block, void *page);  // or S4D_IN_FILE
+int s4d_store_file(struct s4d_store *s, uint64_t block, struct s4d_fref *ref);  // 0 or -EIO
 void s4d_store_discard(struct s4d_store *s, uint64_t block, uint64_t n);
 
 // The control plane (Go). Each is quick and takes only the store's own
@@ -99,6 +116,13 @@ int s4d_store_empty(struct s4d_store *s, uint64_t writes_seen, int keep0);
 // Fails every write from now on (-EAGAIN), once those inside are done:
 // reads go on being served while the pages are copied for a persist.
 void s4d_store_fence(struct s4d_store *s);
+// Writeback (writeback.c's thread, never the I/O path): pick copies up
+// to max cold pages (LZ4 or raw, not young; young ones are made old as the
+// hand passes) from *hand on, scanning at most scan slots, into pages
+// (decompressed), with their blocks and tokens; commit makes one of them
+// FILE if the slot still holds what was picked (1), else leaves it (0).
+int s4d_store_wb_pick(struct s4d_store *s, uint64_t *hand, uint64_t scan, uint64_t *blocks, uint64_t *tokens, char *pages, int max);
+int s4d_store_wb_commit(struct s4d_store *s, uint64_t block, uint64_t token);
 void *s4d_store_object(struct s4d_store *s, uint64_t block);  // LZ4 or raw object, else NULL (tests)          // every empty block reads as EIO (after a crash)
 
 // LZ4 from the system's liblz4.so.1, loaded at run time (dlopen):

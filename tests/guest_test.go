@@ -275,7 +275,16 @@ func TestGuest(t *testing.T) {
 		}
 		cpus = v
 	}
-	args := append([]string{"--mem", guestMem, "--smp", cpus, "--bin", guestWorkload(t)}, guestLZ4(t)...)
+	// A disk (sparse, /dev/nvme0n1 in the guest): where the ublk-device
+	// scenario's store writes pages back; the guest's root is RAM.
+	disk := filepath.Join(dir, "disk.img")
+	if err := os.WriteFile(disk, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(disk, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--mem", guestMem, "--smp", cpus, "--disk", disk, "--bin", guestWorkload(t)}, guestLZ4(t)...)
 	var script strings.Builder
 	// The standard workload's shape for every scenario alike, so ratios
 	// hold: S4D_GUEST_JOBS=3 runs three processes at once (same total).

@@ -82,7 +82,7 @@ var ublkDeviceScenario = guestScenario{
 	// A test that skips here (no ublk, no liblz4, no memlock) fails the
 	// scenario: this guest is where they must run.
 	Script: `guest_load ublk_drv
-ublk.test -test.run 'DeviceUnderKernel|DeviceHolds|RingNop' -test.v >/tmp/ublk.out 2>&1 || { cat /tmp/ublk.out; exit 1; }
+S4D_TEST_WRITEBACK=/dev/nvme0n1 ublk.test -test.run 'DeviceUnderKernel|DeviceHolds|DeviceWriteback|RingNop' -test.v >/tmp/ublk.out 2>&1 || { cat /tmp/ublk.out; exit 1; }
 cat /tmp/ublk.out
 if grep -- '--- SKIP' /tmp/ublk.out; then echo "ublk-device: a test skipped under the guest's kernel"; exit 1; fi
 `,

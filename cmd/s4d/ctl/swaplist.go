@@ -45,6 +45,10 @@ var swapTable = &table[swapRow]{
 		{"LOST", "reads failed since a crash lost their pages", count, func(r swapRow) any { return r.d.Lost }},
 		{"FRESH", "created empty by this daemon (only then does s4d swap on run mkswap)", text, func(r swapRow) any { return yesNo(r.d.Fresh) }},
 		{"KEPT", "left in place across the daemon's stops (persist)", text, func(r swapRow) any { return yesNo(r.d.Kept) }},
+		{"MEM-LIMIT", "compressed bytes kept in RAM, the coldest pages past it written back (0: none)", size, func(r swapRow) any { return r.d.MemLimit }},
+		{"BD-COUNT", "pages written back, on the file or device now", count, func(r swapRow) any { return r.d.BdCount }},
+		{"BD-READS", "pages read back from there", count, func(r swapRow) any { return r.d.BdReads }},
+		{"BD-WRITES", "pages written there", count, func(r swapRow) any { return r.d.BdWrites }},
 	},
 	defaults: []string{"NAME", "DISKSIZE", "DATA", "COMPR", "TOTAL", "STREAMS", "MOUNTPOINT"},
 }

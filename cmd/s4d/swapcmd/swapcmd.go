@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -41,12 +42,14 @@ var Command = &cli.Command{
 var addCommand = &cli.Command{
 	Name:      "add",
 	Usage:     "create a swap device and print its name",
-	UsageText: "s4d swap add --size SIZE [--queues N] [--depth N] [--reserve SIZE]",
+	UsageText: "s4d swap add --size SIZE [--queues N] [--depth N] [--reserve SIZE] [--mem-limit SIZE [--writeback DIR|DEVICE]]",
 	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "size", Required: true, Usage: "the device's size, bytes with K/M/G/T suffix (at least 1M)"},
 		&cli.IntFlag{Name: "queues", Usage: "hardware queues, each served by its own thread; 0 = one per CPU"},
 		&cli.IntFlag{Name: "depth", Usage: "requests in flight per queue; 0 = 64"},
 		&cli.StringFlag{Name: "reserve", Usage: "memory kept ready for its compressed pages (once the machine swaps there is none to be had); default 12 MiB, doubled up to 128 MiB while writes find none"},
+		&cli.StringFlag{Name: "mem-limit", Usage: "compressed bytes kept in RAM; past it the coldest pages are written back to --writeback, whole, and read from there when swapped in; default: none, every page stays in RAM"},
+		&cli.StringFlag{Name: "writeback", Usage: "with --mem-limit: a directory on a disk, where an unnamed file as large as the device is made (sparse, gone with the device or the daemon), or a block device used whole; default the daemon's state directory (/var/lib/s4d)"},
 	}, flags...),
 	Action: func(cx *cli.Context) error {
 		if cx.NArg() > 0 {
@@ -69,7 +72,26 @@ var addCommand = &cli.Command{
 				return exitcode.UsageErr(fmt.Errorf("--reserve: %w", err))
 			}
 		}
-		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapAdd, Size: size, Queues: q, Depth: depth, Reserve: reserve})
+		var limit uint64
+		if cx.IsSet("mem-limit") {
+			if limit, err = bytesize.Parse(cx.String("mem-limit")); err != nil {
+				return exitcode.UsageErr(fmt.Errorf("--mem-limit: %w", err))
+			}
+			if limit == 0 {
+				return exitcode.UsageErr(fmt.Errorf("--mem-limit 0: leave it out to keep every page in RAM"))
+			}
+		}
+		wb := cx.String("writeback")
+		if wb != "" && limit == 0 {
+			return exitcode.UsageErr(fmt.Errorf("--writeback needs --mem-limit: pages are written back only past a limit"))
+		}
+		if wb != "" && !filepath.IsAbs(wb) {
+			// The daemon resolves paths from its own directory, not the caller's.
+			if wb, err = filepath.Abs(wb); err != nil {
+				return exitcode.UsageErr(fmt.Errorf("--writeback: %w", err))
+			}
+		}
+		devs, err := call(cx, ipc.SwapRequest{Action: ipc.SwapAdd, Size: size, Queues: q, Depth: depth, Reserve: reserve, MemLimit: limit, Writeback: wb})
 		if err != nil {
 			return err
 		}
