@@ -1,5 +1,5 @@
 #!/bin/bash
-# swapmem.sh [--mem 2G] [--smp 2] [--size 1G] [--x 1.3] [--jobs 1] [--fork] [--log FILE]
+# swapmem.sh [--mem 2G] [--smp 2] [--size 1G] [--x 1.3] [--jobs 1] [--fork] [--mem-limit M] [--log FILE]
 # What a swap device costs in memory (issue 40), in one guest boot
 # (QEMU/TCG, by hand: a boot takes minutes): MemAvailable and Mlocked
 # around a zram device of --size (nothing written), then around
@@ -11,9 +11,12 @@
 # S4D-RESULT and MEM lines; the whole console goes to --log FILE (default
 # /tmp/s4d-swapmem.log). The workload must fit in RAM plus the device's
 # size: at --mem 2G --size 1G, --x 1.3 does; 1.75 does not (mmap fails).
+# --mem-limit M: the guest gets a disk (ext2, mounted on /var/lib/s4d,
+# the daemon's state directory) and the device is added with
+# `--mem-limit M`: its coldest pages past M go to a file there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mem=2G smp=2 size=1G x=1.3 jobs=1 fork=0 log=/tmp/s4d-swapmem.log
+mem=2G smp=2 size=1G x=1.3 jobs=1 fork=0 limit="" log=/tmp/s4d-swapmem.log
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mem) mem=${2:?}; shift 2;;
@@ -22,6 +25,7 @@ while [ $# -gt 0 ]; do
 	--x) x=${2:?}; shift 2;;
 	--jobs) jobs=${2:?}; shift 2;;
 	--fork) fork=1; shift;;
+	--mem-limit) limit=${2:?}; shift 2;;
 	--log) log=${2:?}; shift 2;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
 	*) echo "swapmem.sh: unknown argument $1 (see --help)" >&2; exit 2;;
@@ -32,13 +36,24 @@ trap 'rm -rf "$tmp"' EXIT
 (cd "$here/../.." && go build -ldflags="-s -w" -o "$tmp/s4d" ./cmd/s4d)
 cc -static -O2 -o "$tmp/workload" "$here/workload.c"
 cc -static -O2 -o "$tmp/lockwatch" "$here/lockwatch.c"
+disk=()
+if [ -n "$limit" ]; then
+	truncate -s "$size" "$tmp/disk.img"
+	truncate -s +64M "$tmp/disk.img"  # the file and ext2's own
+	disk=(--disk "$tmp/disk.img")
+fi
 lz4=$(readlink -f "$(ldconfig -p | awk '/liblz4.so.1 .*x86-64/ { print $NF; exit }')")
 "$here/run.sh" --bin "$tmp/s4d" --bin "$tmp/workload" --bin "$tmp/lockwatch" \
-	--file "$lz4:/lib/x86_64-linux-gnu/liblz4.so.1" --mem "$mem" --smp "$smp" --timeout 900 -- "
-SIZE=$size WLX=$x JOBS=$jobs FORK=$fork
+	--file "$lz4:/lib/x86_64-linux-gnu/liblz4.so.1" --mem "$mem" --smp "$smp" --timeout 900 ${disk[@]+"${disk[@]}"} -- "
+SIZE=$size WLX=$x JOBS=$jobs FORK=$fork LIMIT=$limit
 $(cat <<'SCRIPT'
 guest_load ublk_drv
 guest_load zram
+if [ -n "$LIMIT" ]; then
+	mke2fs -q /dev/nvme0n1
+	mkdir -p /var/lib/s4d
+	mount -t ext2 /dev/nvme0n1 /var/lib/s4d
+fi
 ma() { awk '/^MemAvailable/ { print int($2/1024) }' /proc/meminfo; }
 ml() { awk '/^Mlocked/ { print int($2/1024) }' /proc/meminfo; }
 echo "MEM boot avail=$(ma) mlocked=$(ml)"
@@ -55,7 +70,7 @@ for i in $(seq 100); do [ -S /run/s4d.sock ] && break; sleep 0.1; done
 export S4D_SOCKET=/run/s4d.sock
 sleep 2
 b0=$(ma); l0=$(ml)
-dev=$(s4d swap add --size $SIZE) || { cat /tmp/s4d.log; exit 1; }
+dev=$(s4d swap add --size $SIZE ${LIMIT:+--mem-limit $LIMIT}) || { cat /tmp/s4d.log; exit 1; }
 sleep 1
 b1=$(ma); l1=$(ml)
 echo "S4D-RESULT tag=s4d-add size=$SIZE delta_mib=$((b1-b0)) mlocked_before=$l0 mlocked_after=$l1"
@@ -72,7 +87,7 @@ rc=0
 S4D_WL_JOBS=$JOBS S4D_WL_MIB=$(awk -v x="$WLX" -v j="$JOBS" '/^MemTotal/ { printf "%d", $2 * x / 1024 / j }' /proc/meminfo) guest_workload s4d-swapmem || rc=$?
 kill $watch $forks || true
 s4d ctl swap || true
-echo "S4D-RESULT tag=s4d-counters $(s4d ctl swap --json | tr -d ' \n' | grep -o '"\(reserve\|reserve_low\|nomem\|held\|held_failed\|errors\|pinned_queues\|streams\)":[0-9]*' | tr -d '"' | tr ':' '=' | tr '\n' ' ')"
+echo "S4D-RESULT tag=s4d-counters $(s4d ctl swap --json | tr -d ' \n' | grep -o '"\(reserve\|reserve_low\|nomem\|held\|held_failed\|errors\|pinned_queues\|streams\|compr\|total\|mem_limit\|bd_count\|bd_reads\|bd_writes\)":[0-9]*' | tr -d '"' | tr ':' '=' | tr '\n' ' ')"
 b2=$(ma); l2=$(ml)
 echo "MEM after-workload avail=$b2 mlocked=$l2"
 echo "S4D-RESULT tag=s4d-after-workload delta_vs_before_add_mib=$((b2-b0)) mlocked=$l2"
