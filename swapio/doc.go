@@ -8,7 +8,7 @@
 //     others compressed with the system's liblz4 (dlopen of liblz4.so.1,
 //     a dependency of the .deb) into size-classed objects (64-byte steps
 //     to 3 KiB, then raw pages) in 64 KiB slabs; a 32-bit hash of each
-//     page checked on every read. Slabs come from a ring Go's refill
+//     page checked on every read. Slabs come from a ring the refill
 //     fills; a write that finds none is refused with ENOMEM and wakes the
 //     refill through an eventfd, the one system call the path makes
 //     besides io_uring's.
@@ -23,6 +23,12 @@
 //     it a slab at a time into the ring, sizes the reserve (doubled while
 //     writes find it empty, halved back after calm) and gives back what
 //     a shrunk reserve or discards left over.
+//   - writeback.c: with a memory limit, a C thread that moves the
+//     coldest pages (a second-chance clock over the slots) whole to a
+//     file or block device opened O_DIRECT; the queue reads them back with
+//     an io_uring read of its own into the request's buffer and checks
+//     the hash when it is in (queue.c), so the I/O path makes no other
+//     system call for them.
 //
 // Once serving, the C side allocates nothing, takes only its own spin
 // locks (held for a few instructions, never across a wait), and never

@@ -64,17 +64,17 @@ struct s4d_store {
 	uint64_t blocks;
 	struct s4d_slot *slots;
 	struct s4d_class cls[S4D_NCLASS];
-	// Slabs handed in by Go's refill: a ring with one producer (Go) and
+	// Slabs handed in by the refill (refill.c): a ring with one producer and
 	// many consumers (the queue threads); entries are slab addresses.
 	uint64_t *ring;
 	uint32_t ring_cap;  // a power of two
 	_Atomic uint64_t head, tail;
-	_Atomic uint64_t low;  // fewer slabs than this in the ring: wake the refill (Go sets it)
+	_Atomic uint64_t low;  // fewer slabs than this in the ring: wake the refill (it sets it)
 	// Slabs emptied by frees, reused first; Go takes the surplus back.
 	atomic_flag empty_lock;
 	struct s4d_slab *empty;
 	uint64_t nempty;
-	int efd;                     // eventfd that wakes Go's refill; -1: none
+	int efd;                     // eventfd that wakes the refill; -1: none
 	_Atomic int wake_pending;    // a wake written and not yet read
 	// Emptying after swapoff (s4d_store_empty) fences writes off: one
 	// that finds the fence up fails (-EAGAIN: the kernel keeps the page);
