@@ -402,6 +402,12 @@ func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pag
 	if err := b.usable(); err != nil {
 		return err
 	}
+	if b.vk != nil {
+		pp := &b.vk.prof.put
+		pp.calls.Add(1)
+		pp.active.enter()
+		defer pp.active.leave()
+	}
 	per := min(maxRound, max(minRound, (n+roundSplit-1)/roundSplit))
 	busy := b.active.Add(1) > 1
 	defer b.active.Add(-1)
@@ -417,7 +423,7 @@ func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pag
 		mu    sync.Mutex
 		next  atomic.Int64
 		wg    sync.WaitGroup
-		errs  = make([]error, numSlots+extraSlots)
+		errs  = make([]error, numSlots+cap(b.extra))
 		turns = make([]*turn, rounds)
 	)
 	if copyTurns && !busy {
@@ -437,6 +443,7 @@ func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pag
 		defer wg.Done()
 		var s *slot
 		ok := true
+		ts := time.Now()
 		if busy {
 			select {
 			case s, ok = <-b.slots:
@@ -448,6 +455,9 @@ func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pag
 		if !ok {
 			errs[g] = errClosed
 			return
+		}
+		if b.vk != nil {
+			b.vk.prof.put.add(pSlot, &ts)
 		}
 		defer func() {
 			if s.extra {
@@ -488,7 +498,7 @@ func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pag
 	}
 	g := min(rounds, numSlots)
 	if busy {
-		g = min(rounds, numSlots+extraSlots)
+		g = min(rounds, numSlots+cap(b.extra))
 	}
 	wg.Add(g)
 	for k := 1; k < g; k++ {

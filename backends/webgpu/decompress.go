@@ -59,6 +59,12 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 	}
 	d.Failed = d.Failed[:n]
 	clear(d.Failed)
+	if b.vk != nil {
+		pg := &b.vk.prof.get
+		pg.calls.Add(1)
+		pg.active.enter()
+		defer pg.active.leave()
+	}
 	var lz []int
 	for i, s := range d.Src {
 		if s.Class == pagefmt.ClassLZ4 {
@@ -90,8 +96,12 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 	if err := b.usable(); err != nil {
 		return err
 	}
+	ts := time.Now()
 	s := <-b.dslots
 	defer func() { b.dslots <- s }()
+	if b.vk != nil {
+		b.vk.prof.get.add(pSlot, &ts)
+	}
 	if err := b.usable(); err != nil {
 		return err // closed while waiting for the buffers
 	}

@@ -25,7 +25,8 @@ import (
 // to SPIR-V by a pinned naga or by Tint as Dawn runs it (package spirv;
 // S4D_VULKAN_SPIRV picks), run through our own Vulkan
 // binding (package vk). Client memory is imported with
-// VK_EXT_external_memory_host once per mapping (Pin), and the compress
+// VK_EXT_external_memory_host once per mapping (Pin, imported when a
+// compress round first reads from it), and the compress
 // kernel reads a batch's pages straight from it and writes its results
 // into host memory the engine imported for itself: no staging copy and no
 // readback copy. A batch whose pages lie in no imported mapping is copied
@@ -56,8 +57,8 @@ type vkrt struct {
 	noImport bool
 	note     string // why auto took this runtime, for Describe
 
-	// life: pins hold it shared while they import; close holds it
-	// alone, so no import runs into a closing device.
+	// life: importNow holds it shared while it imports; close holds
+	// it alone, so no import runs into a closing device.
 	life     sync.RWMutex
 	mu       sync.Mutex
 	closed   bool // the device is closed: imports are gone with it
@@ -66,6 +67,7 @@ type vkrt struct {
 	pinned   int64 // bytes imported now
 
 	nImports, nRefused, nStaged, nDirect atomic.Int64
+	prof                                 vkProf
 	// wait bounds a dispatch's wait: waitTimeout, but minutes on a CPU
 	// device, where lavapipe compiles a kernel at its first dispatch
 	// (naga's compress module: minutes, see backends/vulkan/README.md).
@@ -76,8 +78,10 @@ type vkrt struct {
 // device may read it; unpin waits for them.
 type vkImport struct {
 	base, size uintptr
-	buf        *vk.Buffer
-	alias      unsafe.Pointer // a writable second mapping of the same pages, imported instead (pin)
+	mem        []byte         // the mapping, until imported
+	once       sync.Once      // the driver import (importNow)
+	buf        *vk.Buffer     // nil until imported, or refused; under vkrt.mu
+	alias      unsafe.Pointer // a writable second mapping of the same pages, imported instead (importNow)
 	users      int            // batches using it, under vkrt.mu
 	gone       bool           // unpinned: no new users
 	idle       *sync.Cond
@@ -178,6 +182,9 @@ func (r *vkrt) close() {
 	r.mu.Lock()
 	r.closed = true
 	for _, im := range r.imports {
+		if im.buf == nil {
+			continue // never imported
+		}
 		im.buf.Release()
 		if im.alias != nil {
 			unix.MunmapPtr(im.alias, im.size)
@@ -197,11 +204,13 @@ func (r *vkrt) close() {
 // errPinLimit refuses an import past --gpu-pin-limit.
 var errPinLimit = errors.New("vulkan: --gpu-pin-limit reached")
 
-// pin imports mem (a client's memfd mapping, or a slab) once. NVIDIA
-// refuses read-only mappings, which is how the daemon maps a PUT's memfd:
-// where the file allows writing, a second, writable mapping of the same
-// shared pages is made and imported instead (writableAlias). The daemon
-// never writes through it; the kernels bind the pages read-only.
+// pin registers mem (a client's memfd mapping, or a slab) for import,
+// counted against --gpu-pin-limit at once. The driver import itself waits
+// for the first compress round that reads pages from it (lookup): only a
+// PUT's pages are read in place, so a GET's destination or a store slab
+// is never imported. On an H200 importing pinned about 7 GB/s (1 GiB in
+// 125-170 ms), and when done at pin time a first bench call imported 52
+// slabs besides the client's two mappings (2026-12-03-vulkan-limits.md).
 func (r *vkrt) pin(mem []byte) (func(), error) {
 	if len(mem) == 0 {
 		return nil, errors.New("vulkan: nothing to import")
@@ -213,51 +222,73 @@ func (r *vkrt) pin(mem []byte) (func(), error) {
 	if r.noImport {
 		return fail(fmt.Errorf("%w: %s=1", vk.ErrImportRefused, envNoImport))
 	}
-	r.life.RLock()
-	defer r.life.RUnlock()
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
 		return fail(errClosed)
 	}
 	if r.pinned+int64(len(mem)) > r.pinLimit {
-		r.mu.Unlock()
 		return fail(fmt.Errorf("%w: %d bytes imported, %d more asked, limit %d", errPinLimit, r.pinned, len(mem), r.pinLimit))
 	}
-	r.pinned += int64(len(mem)) // reserved while importing
-	r.mu.Unlock()
-	// A read-only mapping is never offered to the driver: on NVIDIA one
-	// refused import made every later one of the device fail (H200,
-	// TestImportKinds), the engine's own buffers included.
-	var (
-		buf   *vk.Buffer
-		err   error
-		alias unsafe.Pointer
-	)
-	if writable(mem) {
-		buf, err = r.d.Import(mem)
-	} else if alias, err = writableAlias(mem); err == nil {
-		if buf, err = r.d.Import(unsafe.Slice((*byte)(alias), len(mem))); err != nil {
-			unix.MunmapPtr(alias, uintptr(len(mem)))
-			alias = nil
-		}
-	} else {
-		err = fmt.Errorf("%w: a read-only mapping of a file not open for writing: %w", vk.ErrImportRefused, err)
-	}
-	if err != nil {
-		r.mu.Lock()
-		r.pinned -= int64(len(mem))
-		r.mu.Unlock()
-		return fail(err)
-	}
-	r.nImports.Add(1)
-	im := &vkImport{base: uintptr(unsafe.Pointer(&mem[0])), size: uintptr(len(mem)), buf: buf, alias: alias}
+	r.pinned += int64(len(mem))
+	im := &vkImport{base: uintptr(unsafe.Pointer(&mem[0])), size: uintptr(len(mem)), mem: mem}
 	im.idle = sync.NewCond(&r.mu)
-	r.mu.Lock()
 	r.imports = append(r.imports, im)
-	r.mu.Unlock()
 	var once sync.Once
 	return func() { once.Do(func() { r.unpin(im) }) }, nil
+}
+
+// importNow imports im with the driver, once; the caller holds it (a
+// user), so neither unpin nor close runs meanwhile. NVIDIA refuses
+// read-only mappings, which is how the daemon maps a PUT's memfd: where
+// the file allows writing, a second, writable mapping of the same shared
+// pages is made and imported instead (writableAlias). The daemon never
+// writes through it; the kernels bind the pages read-only. A refusal
+// leaves the mapping staged from then on (counted).
+func (r *vkrt) importNow(im *vkImport) bool {
+	im.once.Do(func() {
+		r.life.RLock()
+		defer r.life.RUnlock()
+		t0 := time.Now()
+		defer func() { r.prof.importN.Add(1); r.prof.importNs.Add(int64(time.Since(t0))) }()
+		if r.isClosed() {
+			return
+		}
+		mem := im.mem
+		// A read-only mapping is never offered to the driver: on NVIDIA one
+		// refused import made every later one of the device fail (H200,
+		// TestImportKinds), the engine's own buffers included.
+		var (
+			buf   *vk.Buffer
+			err   error
+			alias unsafe.Pointer
+		)
+		if writable(mem) {
+			buf, err = r.d.Import(mem)
+		} else if alias, err = writableAlias(mem); err == nil {
+			if buf, err = r.d.Import(unsafe.Slice((*byte)(alias), len(mem))); err != nil {
+				unix.MunmapPtr(alias, uintptr(len(mem)))
+				alias = nil
+			}
+		}
+		if err != nil {
+			r.nRefused.Add(1)
+			return
+		}
+		r.nImports.Add(1)
+		r.mu.Lock()
+		im.buf, im.alias = buf, alias
+		r.mu.Unlock()
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return im.buf != nil
+}
+
+func (r *vkrt) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 // unpin releases an import once no batch uses it.
@@ -276,8 +307,8 @@ func (r *vkrt) unpin(im *vkImport) {
 	r.pinned -= int64(im.size)
 	closed := r.closed
 	r.mu.Unlock()
-	if closed {
-		return // released with the device
+	if closed || im.buf == nil {
+		return // released with the device, or never imported
 	}
 	im.buf.Release()
 	if im.alias != nil {
@@ -286,21 +317,27 @@ func (r *vkrt) unpin(im *vkImport) {
 }
 
 // lookup returns the import holding all of mem and mem's offset in it,
-// held for a batch (done lets it go), or nil.
+// held for a batch (done lets it go), or nil. The first lookup of a
+// mapping imports it (importNow); one the driver refused gives nil.
 func (r *vkrt) lookup(mem []byte) (im *vkImport, off int64) {
 	if len(mem) == 0 {
 		return nil, 0
 	}
 	p := uintptr(unsafe.Pointer(&mem[0]))
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, x := range r.imports {
 		if !x.gone && p >= x.base && p+uintptr(len(mem)) <= x.base+x.size {
 			x.users++
-			return x, int64(p - x.base)
+			im, off = x, int64(p-x.base)
+			break
 		}
 	}
-	return nil, 0
+	r.mu.Unlock()
+	if im != nil && !r.importNow(im) {
+		r.done(im)
+		return nil, 0
+	}
+	return im, off
 }
 
 func (r *vkrt) done(im *vkImport) {
@@ -380,6 +417,9 @@ func (r *vkrt) describe() string {
 	if r.note != "" {
 		d += "; " + r.note
 	}
+	if profShown {
+		d += "; " + r.prof.String()
+	}
 	return d
 }
 
@@ -416,10 +456,11 @@ func (h *hostBuf) free() {
 // constants are the ones the SPIR-V was compiled with.
 func (b *Backend) setupVulkan() error {
 	b.kp = wgsl.Params{PageWords: PageSize / 4, Subgroups: b.vk.sg, Depth: wgslsrc.EngineDepth}
-	if numSlots+extraSlots > vk.Sets || numDSlots > vk.Sets {
-		return fmt.Errorf("vulkan: %d slots, %d descriptor sets", numSlots+extraSlots, vk.Sets)
+	all := numSlots + cap(b.extra)
+	if all > vk.Sets || cap(b.dslots) > vk.Sets {
+		return fmt.Errorf("vulkan: %d slots, %d decompression slots, %d descriptor sets", all, cap(b.dslots), vk.Sets)
 	}
-	for i := range numSlots + extraSlots {
+	for i := range all {
 		s := &slot{extra: i >= numSlots, vs: &vkSlot{set: i}}
 		b.all = append(b.all, s)
 		if s.extra {
@@ -428,8 +469,7 @@ func (b *Backend) setupVulkan() error {
 			b.slots <- s
 		}
 	}
-	b.dslots = make(chan *dslot, numDSlots)
-	for i := range numDSlots {
+	for i := range cap(b.dslots) {
 		ds := &dslot{vs: &vkDSlot{set: i}}
 		b.dall = append(b.dall, ds)
 		b.dslots <- ds

@@ -57,7 +57,9 @@ func newVulkan(o backends.Options, allowCPU, auto bool) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{vk: r, slots: make(chan *slot, numSlots), extra: make(chan *slot, extraSlots)}
+	extra, dslots := vkSlotCounts()
+	b := &Backend{vk: r, slots: make(chan *slot, numSlots), extra: make(chan *slot, extra)}
+	b.dslots = make(chan *dslot, dslots)
 	if err := b.setupVulkan(); err != nil {
 		r.close()
 		return nil, err
@@ -94,6 +96,9 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 	defer tn.release()
 	rt, v, m := b.vk, s.vs, hi-lo
 	t0 := time.Now()
+	pp, tp := &rt.prof.put, t0
+	pp.rounds.Add(1)
+	pp.pages.Add(int64(m))
 	if m > v.capPages {
 		v.free()
 		c := 64
@@ -127,6 +132,7 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 		rt.nStaged.Add(1)
 	}
 	lap(1, &t0)
+	pp.add(pStage, &tp)
 	o := v.out.mem
 	binary.LittleEndian.PutUint32(o[vkParamsOff:], uint32(m))
 	binary.LittleEndian.PutUint32(o[vkParamsOff+4:], uint32(in.Threshold))
@@ -146,11 +152,17 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 	if err != nil {
 		return err
 	}
+	pp.gpu.enter()
 	lap(2, &t0)
-	if err := rt.d.Wait(t, rt.wait); err != nil {
+	pp.add(pSubmit, &tp)
+	err = rt.d.Wait(t, rt.wait)
+	pp.gpu.leave()
+	if err != nil {
 		return err
 	}
 	lap(3, &t0)
+	pp.add(pWait, &tp)
+	defer pp.add(pDeliver, &tp)
 	s.n = m
 	s.meta32 = pagefmt.Resize(s.meta32, m*metaWords)
 	for i := range s.meta32 {
@@ -203,9 +215,13 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	}
 	b.dlast.Store(s)
 	s.lastN = n
+	pg, tp := &rt.prof.get, time.Now()
+	pg.rounds.Add(1)
+	pg.pages.Add(int64(n))
 	in, o := v.in.mem, v.out.mem
 	dr := vkDescRoom(v.cap)
 	packBlocks(in[:8*n], in[dr:], d, idx)
+	pg.add(pPack, &tp)
 	binary.LittleEndian.PutUint32(o[vkParamsOff:], uint32(n))
 	po := vkPagesOff(v.cap)
 	k := rt.decomp
@@ -222,13 +238,20 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	if err != nil {
 		return err
 	}
+	pg.gpu.enter()
+	pg.add(pSubmit, &tp)
 	if meanwhile != nil {
 		meanwhile()
+		pg.add(pOther, &tp)
 	}
-	if err := rt.d.Wait(t, rt.wait); err != nil {
+	err = rt.d.Wait(t, rt.wait)
+	pg.gpu.leave()
+	if err != nil {
 		return err
 	}
+	pg.add(pWait, &tp)
 	copyOut(o[po:po+n*PageSize], o[vkTotalOff:vkTotalOff+4*n], d, idx)
+	pg.add(pDeliver, &tp)
 	return nil
 }
 
@@ -255,6 +278,7 @@ func vkPagesOff(capPages int) int { return (vkTotalOff + 4*capPages + 4095) &^ 4
 // mapping and the store's slabs.
 type pinBackend struct{ *Backend }
 
-// Pin imports mem with the device (counted against --gpu-pin-limit);
+// Pin registers mem for import (counted against --gpu-pin-limit; imported
+// by the first compress round that reads from it);
 // batches whose pages lie inside it are read by the kernel in place.
 func (p pinBackend) Pin(mem []byte) (func(), error) { return p.vk.pin(mem) }

@@ -32,6 +32,9 @@ func cpuSeconds() float64 {
 // subgroup kernel, S4D_BENCH_EXACT=1 pagelz4's chain depth (default: the
 // engine's, as backends/webgpu's benchmarks run). Each compiler's module
 // runs in turn (tint/..., naga/...; S4D_VULKAN_SPIRV picks one).
+// S4D_BENCH_FILE takes the pages from a file (the daemon benchmarks'
+// corpus compresses slower), S4D_BENCH_HOSTOUT=1 adds "hostout" and
+// S4D_BENCH_DEPTH the batches in flight (see benchCompress).
 // Reports GB/s of pages and core-s/GB.
 func BenchmarkCompress(b *testing.B) {
 	d, err := Open(Options{Device: -1})
@@ -50,8 +53,15 @@ func BenchmarkCompress(b *testing.B) {
 		total = batch * ps
 	}
 	pages, in := hostMem(b, d, total)
-	// The webgpu benchmarks' pages (64 MiB of corpus.Mixed, repeated).
+	// The webgpu benchmarks' pages (64 MiB of corpus.Mixed, repeated), or
+	// S4D_BENCH_FILE's (the daemon benchmarks' corpus, say).
 	mix := corpus.Pages(corpus.Mixed, 16384, ps, 5)
+	if f := os.Getenv("S4D_BENCH_FILE"); f != "" {
+		if mix, err = os.ReadFile(f); err != nil || len(mix) < ps {
+			b.Fatalf("S4D_BENCH_FILE: %d bytes, %v", len(mix), err)
+		}
+		mix = mix[:min(len(mix), total)/ps*ps]
+	}
 	for off := 0; off < total; off += len(mix) {
 		copy(pages[off:], mix)
 	}
@@ -88,23 +98,39 @@ func BenchmarkCompress(b *testing.B) {
 		if os.Getenv("S4D_BENCH_EXACT") == "1" {
 			code = set.CompressExact
 		}
-		for _, where := range []string{"imported", "device"} {
-			benchCompress(b, d, set.Name+"/"+where, code, set.CompressEntry, where == "device", in, devPages, prm, out, total)
+		wheres := []string{"imported", "device"}
+		if os.Getenv("S4D_BENCH_HOSTOUT") == "1" {
+			wheres = append(wheres, "hostout")
+		}
+		for _, where := range wheres {
+			benchCompress(b, d, set.Name+"/"+where, code, set.CompressEntry, where, in, devPages, prm, out, total)
 		}
 	}
 }
 
-func benchCompress(b *testing.B, d *Device, name string, code []byte, entry string, onDevice bool, in, devPages, prm, out *Buffer, total int) {
-	const ps, batch, depth = 4096, 4096, 4
+// where: "imported" (pages in imported host memory), "device" (pages in
+// device memory), or "hostout": pages imported and the kernel writing its
+// results straight into imported host memory, nothing copied, as the
+// engine's Vulkan runtime does. S4D_BENCH_DEPTH sets the batches in
+// flight (default 4).
+func benchCompress(b *testing.B, d *Device, name string, code []byte, entry string, where string, in, devPages, prm, out *Buffer, total int) {
+	const ps, batch = 4096, 4096
+	depth := 4
+	if v, err := strconv.Atoi(os.Getenv("S4D_BENCH_DEPTH")); err == nil && v > 0 {
+		depth = v
+	}
 	type slot struct {
 		k                    *Kernel
 		packed, info, counts *Buffer
+		countsOff            int64
 		last                 Ticket
 	}
 	slotOut := int64(batch*16 + 16 + batch*ps)
+	// hostout's layout in a slot's own host buffer: info, counts, packed.
+	const hInfo, hCounts, hPacked = 0, batch * 16, batch*16 + 256
 	b.Run(name, func(b *testing.B) {
 		src := in
-		if onDevice {
+		if where == "device" {
 			src = devPages
 		}
 		slots := make([]slot, depth)
@@ -115,11 +141,19 @@ func benchCompress(b *testing.B, d *Device, name string, code []byte, entry stri
 				b.Fatal(err)
 			}
 			defer s.k.Release()
-			s.packed, s.info, s.counts = devMem(b, d, batch*ps), devMem(b, d, batch*16), devMem(b, d, 16)
-			s.k.Bind(1, s.packed, 0, s.packed.Size)
-			s.k.Bind(2, s.info, 0, s.info.Size)
+			if where == "hostout" {
+				_, h := hostMem(b, d, hPacked+batch*ps)
+				s.packed, s.info, s.counts, s.countsOff = h, h, h, hCounts
+				s.k.Bind(1, h, hPacked, batch*ps)
+				s.k.Bind(2, h, hInfo, batch*16)
+				s.k.Bind(4, h, hCounts, 16)
+			} else {
+				s.packed, s.info, s.counts = devMem(b, d, batch*ps), devMem(b, d, batch*16), devMem(b, d, 16)
+				s.k.Bind(1, s.packed, 0, s.packed.Size)
+				s.k.Bind(2, s.info, 0, s.info.Size)
+				s.k.Bind(4, s.counts, 0, 16)
+			}
 			s.k.Bind(3, prm, 0, 16)
-			s.k.Bind(4, s.counts, 0, 16)
 		}
 		nb := total / (batch * ps)
 		b.SetBytes(int64(total))
@@ -132,7 +166,7 @@ func benchCompress(b *testing.B, d *Device, name string, code []byte, entry stri
 					b.Fatal(err)
 				}
 				s.k.Bind(0, src, int64(i*batch*ps), batch*ps)
-				z, err := d.Copy(s.counts, prm, []Region{{1024, 0, 16}}, Ticket{})
+				z, err := d.Copy(s.counts, prm, []Region{{1024, s.countsOff, 16}}, Ticket{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -143,8 +177,10 @@ func benchCompress(b *testing.B, d *Device, name string, code []byte, entry stri
 				// The metadata and counter, then packed bytes: half a page
 				// a page, about what a ratio of 2 needs (the runtime would
 				// read the counter first and copy what was written).
-				o := int64(i%depth) * slotOut
-				if _, err = d.Copy(out, s.info, []Region{{0, o, batch * 16}}, ran); err == nil {
+				o := int64(i%4) * slotOut // out holds 4 slots: deeper ones share (nothing reads them)
+				if where == "hostout" {
+					s.last = ran // the results are in host memory already
+				} else if _, err = d.Copy(out, s.info, []Region{{0, o, batch * 16}}, ran); err == nil {
 					if _, err = d.Copy(out, s.counts, []Region{{0, o + batch*16, 16}}, ran); err == nil {
 						s.last, err = d.Copy(out, s.packed, []Region{{0, o + batch*16 + 16, batch * ps / 2}}, ran)
 					}

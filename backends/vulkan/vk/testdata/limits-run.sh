@@ -1,0 +1,116 @@
+#!/bin/bash
+# Where the Vulkan runtime's daemon PUT and GET lose time (2026-12-03,
+# docs/benchmarks/2026-12-03-vulkan-limits.md), one call on the GPU machine.
+# Here: make vulkan-tint-carry, then cp this script into .carry/vktint/;
+# there: bash .carry/vktint/limits-run.sh (summary.txt, logs.tar.gz to $OUT).
+#  1. the kernels alone (vk BenchmarkCompress on corpus.Mixed and on the
+#     daemon's corpus, webgpu BenchmarkVulkanDecompress);
+#  2. the daemon table (ROWS: cpu, vk: vulkan with the default slots, vk4 /
+#     vk8: with 4 / SLOTS compress slots, DSLOTS decompression slots for
+#     vk8; vkprof / cpuprof: with --cpuprofile), PASSES times, each row
+#     its own daemon with S4D_VULKAN_PROF=1: the runtime's per-stage
+#     profile is read from `s4d ctl stats` before and after every bench
+#     call and the difference kept beside the call's figures;
+#  3. the profiled calls: one batch size each, --repeat 1.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+C=$PWD/.carry/vktint
+OUT=${OUT:-/tmp/s4d-vklim}; mkdir -p "$OUT"
+L=/tmp/vklim-logs; mkdir -p $L
+SUM=$OUT/summary.txt
+. backends/webgpu/testdata/gpu-env.sh
+say "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) cores $(nproc) $(date -u)"
+python3 -c '
+import torch, time, json
+w = [torch.nn.Linear(2048, 2048) for _ in range(48)]
+x = torch.randn(16384, 2048)
+d = {str(i): [i, str(i) * 3, {"k": i}] for i in range(400000)}
+s = json.dumps(d)[:50_000_000]
+print("ready", flush=True); time.sleep(900)' > $L/py.log 2>&1 &
+PY=$!
+for _ in $(seq 120); do grep -q ready $L/py.log 2>/dev/null && break; sleep 1; done
+python3 clients/python/bench/dump_pid.py $PY $((1 << 30)) /tmp/corpus | tee -a $SUM
+kill $PY
+if [ "${BENCH:-1}" = 1 ]; then
+	# The compress kernel alone on corpus.Mixed and on the daemon's corpus,
+	# 4 and 8 batches in flight, writing to device memory (then copied) or
+	# straight into host memory as the engine does (hostout).
+	for f in mixed corpus; do for dp in 4 8; do
+		file=; [ $f = corpus ] && file=/tmp/corpus
+		(cd backends/vulkan/vk && S4D_VULKAN_SPIRV=tint S4D_BENCH_FILE=$file S4D_BENCH_HOSTOUT=1 S4D_BENCH_DEPTH=$dp S4D_BENCH_MIB=1024 \
+			S4D_BENCH_SG=1 timeout 120 "$C"/vk.test -test.run XXX -test.bench Compress -test.benchtime 3x -test.count 2) > $L/ceiling-$f-$dp.log 2>&1
+		say "== vk BenchmarkCompress pages $f, depth $dp (kernel alone, 4096-page batches, 1 GiB) rc $?"
+		grep -E '^Benchmark' $L/ceiling-$f-$dp.log | sed -E 's/ +/ /g' | tee -a $SUM
+	done; done
+	(cd backends/webgpu && S4D_VULKAN_KERNELS=1 timeout 120 "$C"/webgpu.test -test.run XXX \
+		-test.bench VulkanDecompress -test.benchtime 10x -test.count 2) > $L/vkdecomp.log 2>&1
+	say "== webgpu BenchmarkVulkanDecompress rc $?"
+	grep -E '^Benchmark' $L/vkdecomp.log | sed -E 's/ +/ /g' | tee -a $SUM
+fi
+S4D=$C/s4d SOCK=/tmp/vklim.sock
+snap() { $S4D ctl --socket $SOCK stats 2>&1 | grep -o 'prof{[^}]*}' | head -1 > $L/$1.prof; }
+bench() { # name, batches, repeat
+	snap $1.before
+	timeout 120 $S4D bench --socket $SOCK --file /tmp/corpus --max-bytes 1G --clients 16 --batch $2 \
+		--repeat $3 --memfd --json > $L/bench-$1.json 2> $L/bench-$1.err
+	say "== $1 rc $?"
+	snap $1.after
+}
+row() { # name, env..., -- daemon flags...
+	local name=$1; shift
+	local envs=()
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	rm -f $SOCK
+	env S4D_VULKAN_PROF=1 "${envs[@]}" $S4D daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
+	local D=$!
+	for _ in $(seq 600); do $S4D ctl --socket $SOCK stats > /dev/null 2>&1 && break; sleep 0.1; done
+	for r in $(seq ${RUNS:-2}); do bench $name-std$r 4096,16384 2; done
+	for b in 4096 16384; do for r in 1 2; do bench $name-b$b-$r $b 1; done; done
+	$S4D ctl --socket $SOCK stats > $L/stats-$name.txt 2>&1
+	grep -E 'webgpu' $L/stats-$name.txt | head -1 | cut -c1-600 | tee -a $SUM
+	kill -TERM $D; wait $D
+}
+for pass in $(seq ${PASSES:-2}); do
+	for r in ${ROWS:-cpu vk vk4}; do
+		case $r in
+		cpu) row cpu-$pass -- --backend cpu ;;
+		vk) row vk-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
+		vk4) row vk4-$pass S4D_VULKAN_SLOTS=4 -- --backend webgpu --wgsl-runtime vulkan ;;
+		vk8) row vk8-$pass S4D_VULKAN_SLOTS=${SLOTS:-8} S4D_VULKAN_DSLOTS=${DSLOTS:-8} -- --backend webgpu --wgsl-runtime vulkan ;;
+		vkprof) row vkprof-$pass -- --backend webgpu --wgsl-runtime vulkan --cpuprofile $OUT/cpu-vk-$pass.pprof ;;
+		cpuprof) row cpuprof-$pass -- --backend cpu --cpuprofile $OUT/cpu-cpu-$pass.pprof ;;
+		esac
+	done
+done
+python3 - $L <<'PY' | tee -a $SUM
+import json, sys, glob, re, os
+L = sys.argv[1]
+def prof(path):
+    try:
+        s = open(path).read()
+    except OSError:
+        return {}
+    out = {}
+    for part in re.findall(r'(put|get|import): ([^;}]*)', s):
+        for k, v in re.findall(r'(\w+)=([\d.]+)', part[1]):
+            out[part[0] + "." + k] = float(v)
+    return out
+for f in sorted(glob.glob(L + "/bench-*.json")):
+    name = os.path.basename(f)[6:-5]
+    try:
+        r = json.load(open(f))
+    except Exception as e:
+        print(name, "unreadable:", e); continue
+    for x in r.get("results", []):
+        print(name, x["batch_pages"], "put %.2f get %.2f cpu %.3f/%.3f ratio %.2f put_s %.4f get_s %.4f" % (
+            x["put_gb_per_s"], x["get_gb_per_s"], x["put_cpu_s_per_gb"], x["get_cpu_s_per_gb"], x["ratio"],
+            x.get("put_seconds", 0), x.get("get_seconds", 0)))
+    a, b = prof(L + "/" + name + ".before.prof"), prof(L + "/" + name + ".after.prof")
+    if b:
+        d = {k: b[k] - a.get(k, 0) for k in b if not k.endswith("maxflight")}
+        d.update({k: b[k] for k in b if k.endswith("maxflight")})
+        print("  prof", " ".join("%s=%g" % (k, round(v, 1)) for k, v in sorted(d.items())))
+PY
+tar -czf $OUT/logs.tar.gz -C $L .
+say "done $(date -u)"

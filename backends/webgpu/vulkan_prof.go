@@ -1,0 +1,142 @@
+package webgpu
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/s4d-project/s4d/backends/vulkan/vk"
+)
+
+// A per-stage profile of the Vulkan runtime, for finding where the daemon
+// loses time against the kernels alone (docs/benchmarks/
+// 2026-12-03-vulkan-limits.md). The counters are always kept (a few
+// atomic adds a round); S4D_VULKAN_PROF=1 appends them to Describe, which
+// `s4d ctl stats` shows, so that a harness can diff two snapshots.
+const envProf = "S4D_VULKAN_PROF"
+
+// Steps of a compress round and of a decompression. wait runs from the
+// dispatch until Wait returns: queueing behind other slots' dispatches,
+// the kernel, and waking up.
+const (
+	pSlot    = iota // waiting for a free slot (descriptor set)
+	pStage          // looking the pages up, or copying them into staging
+	pSubmit         // parameters, descriptor set, dispatch
+	pWait           // the dispatch's completion
+	pDeliver        // PUT: the metadata checks and the caller's deliver (the store); GET: copy out
+	pPack           // GET: packing the LZ4 blocks into the slot's input
+	pOther          // GET: the other classes on the CPU, while the kernel runs
+	nSteps
+)
+
+var stepNames = [nSteps]string{"slot", "stage", "submit", "wait", "deliver", "pack", "other"}
+
+// busyClock sums the time during which at least one holder is in.
+type busyClock struct {
+	mu    sync.Mutex
+	n     int
+	since time.Time
+	total time.Duration
+	max   int // most holders at once
+}
+
+func (c *busyClock) enter() {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.since = time.Now()
+	}
+	c.n++
+	c.max = max(c.max, c.n)
+	c.mu.Unlock()
+}
+
+func (c *busyClock) leave() {
+	c.mu.Lock()
+	if c.n--; c.n == 0 {
+		c.total += time.Since(c.since)
+	}
+	c.mu.Unlock()
+}
+
+func (c *busyClock) read() (time.Duration, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.total
+	if c.n > 0 {
+		t += time.Since(c.since)
+	}
+	return t, c.max
+}
+
+// dirProf is one direction's profile.
+type dirProf struct {
+	calls, rounds, pages atomic.Int64
+	step                 [nSteps]atomic.Int64 // nanoseconds, summed over rounds
+	active               busyClock            // a call of this direction under way
+	gpu                  busyClock            // a dispatch of this direction outstanding
+}
+
+func (p *dirProf) add(k int, t0 *time.Time) {
+	now := time.Now()
+	p.step[k].Add(int64(now.Sub(*t0)))
+	*t0 = now
+}
+
+func (p *dirProf) String() string {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/1e6) }
+	act, _ := p.active.read()
+	gpu, flight := p.gpu.read()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "calls=%d rounds=%d pages=%d active_ms=%s gpu_ms=%s maxflight=%d", p.calls.Load(), p.rounds.Load(),
+		p.pages.Load(), ms(act), ms(gpu), flight)
+	for k, name := range stepNames {
+		if v := p.step[k].Load(); v != 0 {
+			fmt.Fprintf(&sb, " %s_ms=%s", name, ms(time.Duration(v)))
+		}
+	}
+	return sb.String()
+}
+
+// vkProf is the runtime's profile: both directions and the imports.
+type vkProf struct {
+	put, get          dirProf
+	importN, importNs atomic.Int64
+}
+
+func (p *vkProf) String() string {
+	return fmt.Sprintf("prof{put: %s; get: %s; import: n=%d ms=%.1f}", &p.put, &p.get, p.importN.Load(), float64(p.importNs.Load())/1e6)
+}
+
+var profShown = os.Getenv(envProf) == "1"
+
+// Rounds in flight on the Vulkan runtime. S4D_VULKAN_SLOTS sets the
+// compress slots in all (numSlots of them for a lone batch, the rest for
+// overlapping batches) and S4D_VULKAN_DSLOTS the decompression slots,
+// each at most vk.Sets, for measuring how many the daemon needs.
+const (
+	envSlots  = "S4D_VULKAN_SLOTS"
+	envDSlots = "S4D_VULKAN_DSLOTS"
+)
+
+// The defaults: every descriptor set for compression (8), since each
+// slot is held from dispatch through the store's copy of its results; on
+// an H200 through the daemon, 8 slots against 4 raised PUT from 8.5 to
+// 10.4-10.8 GB/s at batch 4096 and from 10.6-11.8 to 11.5-12.5 at 16384
+// (2026-12-03-vulkan-limits.md). GET keeps numDSlots: 8 gained nothing
+// measurable there, and each set holds up to 128 MiB of host memory.
+// vkSlotCounts returns the extra compress slots and the decompression
+// slots to make.
+func vkSlotCounts() (extra, dslots int) {
+	extra, dslots = max(0, vk.Sets-numSlots), numDSlots
+	if n, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && n >= numSlots && n <= vk.Sets {
+		extra = n - numSlots
+	}
+	if n, err := strconv.Atoi(os.Getenv(envDSlots)); err == nil && n >= 1 && n <= vk.Sets {
+		dslots = n
+	}
+	return extra, dslots
+}
