@@ -11,7 +11,9 @@
 #     its own daemon with S4D_VULKAN_PROF=1: the runtime's per-stage
 #     profile is read from `s4d ctl stats` before and after every bench
 #     call and the difference kept beside the call's figures;
-#  3. the profiled calls: one batch size each, --repeat 1.
+#  3. the profiled calls: one batch size each, --repeat 1 (CLEAN=1: only
+#     calls of 1 and of 3 repeats per batch size, whose difference is the
+#     steady state without the import of the client's fresh mapping).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 C=$PWD/.carry/vktint
@@ -65,8 +67,15 @@ row() { # name, env..., -- daemon flags...
 	env S4D_VULKAN_PROF=1 "${envs[@]}" $S4D daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
 	local D=$!
 	for _ in $(seq 600); do $S4D ctl --socket $SOCK stats > /dev/null 2>&1 && break; sleep 0.1; done
-	for r in $(seq ${RUNS:-2}); do bench $name-std$r 4096,16384 2; done
-	for b in 4096 16384; do for r in 1 2; do bench $name-b$b-$r $b 1; done; done
+	if [ "${CLEAN:-0}" = 1 ]; then
+		# Steady state: a call of 1 repeat and one of 3 per batch size;
+		# each call's first repeat imports its fresh memfd, so the
+		# difference of the two profiles is 2 repeats without an import.
+		for b in 4096 16384; do for r in 1 3; do bench $name-c$b-r$r $b $r; done; done
+	else
+		for r in $(seq ${RUNS:-2}); do bench $name-std$r 4096,16384 2; done
+		for b in 4096 16384; do for r in 1 2; do bench $name-b$b-$r $b 1; done; done
+	fi
 	$S4D ctl --socket $SOCK stats > $L/stats-$name.txt 2>&1
 	grep -E 'webgpu' $L/stats-$name.txt | head -1 | cut -c1-600 | tee -a $SUM
 	kill -TERM $D; wait $D
