@@ -122,16 +122,18 @@ const (
 	envDSlots = "S4D_VULKAN_DSLOTS"
 )
 
-// The defaults: every descriptor set for compression (8), since each
-// slot is held from dispatch through the store's copy of its results; on
-// an H200 through the daemon, 8 slots against 4 raised PUT from 8.5 to
-// 10.4-10.8 GB/s at batch 4096 and from 10.6-11.8 to 11.5-12.5 at 16384
-// (2026-12-03-vulkan-limits.md). GET keeps numDSlots: 8 gained nothing
-// measurable there, and each set holds up to 128 MiB of host memory.
+// The defaults: every descriptor set of each kernel (8), since a slot is
+// held from its dispatch until the store has copied its results (PUT) or
+// the pages are in place (GET). On an H200 through the daemon, 8
+// compress slots against 4 raised PUT from 8.7 to 11.4 GB/s at batch
+// 4096, and 8 decompression slots against 4 raised GET from 18.8 / 22.2
+// to 20.5 / 24.7 GB/s at batch 4096 / 16384; a set grows to up to 128
+// MiB of host memory (2026-12-03-vulkan-limits.md).
+//
 // vkSlotCounts returns the extra compress slots and the decompression
 // slots to make.
 func vkSlotCounts() (extra, dslots int) {
-	extra, dslots = max(0, vk.Sets-numSlots), numDSlots
+	extra, dslots = max(0, vk.Sets-numSlots), vk.Sets
 	if n, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && n >= numSlots && n <= vk.Sets {
 		extra = n - numSlots
 	}
