@@ -107,20 +107,26 @@ static void ring_close(struct ring *r) {
 	close(r->fd);
 }
 
-// prep queues a FETCH_REQ or COMMIT_AND_FETCH_REQ; the ring has an SQE
-// for every tag and a tag has one command at a time, so it never fills.
-static void prep(struct s4d_queue *q, struct ring *r, uint32_t nr, uint16_t tag, int32_t result) {
+// sqe_next is the next SQE, zeroed and queued (published at submit).
+// The ring is sized for every SQE that can be queued at once (run).
+static unsigned char *sqe_next(struct ring *r) {
 	uint32_t i = r->tail & r->sq_mask;
 	unsigned char *sqe = (unsigned char *)r->sqes + (size_t)i * SQE_SIZE;
 	memset(sqe, 0, SQE_SIZE);
+	r->sq_array[i] = i;
+	r->tail++;
+	return sqe;
+}
+
+// prep queues a FETCH_REQ or COMMIT_AND_FETCH_REQ.
+static void prep(struct s4d_queue *q, struct ring *r, uint32_t nr, uint16_t tag, int32_t result) {
+	unsigned char *sqe = sqe_next(r);
 	sqe[0] = OP_URING_CMD;
 	*(int32_t *)(sqe + 4) = q->cdev;
 	*(uint32_t *)(sqe + 8) = IOWR(nr, sizeof(struct io_cmd));
 	*(uint64_t *)(sqe + 32) = tag;
 	struct io_cmd c = {.q_id = q->qid, .tag = tag, .result = result, .addr = (uint64_t)(uintptr_t)(q->bufs + (size_t)tag * q->max_io)};
 	memcpy(sqe + 48, &c, sizeof c);
-	r->sq_array[i] = i;
-	r->tail++;
 }
 
 // The timer that ages held writes: a relative timeout, one in flight at
@@ -130,16 +136,12 @@ static void prep(struct s4d_queue *q, struct ring *r, uint32_t nr, uint16_t tag,
 struct kts { int64_t sec, nsec; };
 
 static void prep_timer(struct ring *r, const struct kts *ts) {
-	uint32_t i = r->tail & r->sq_mask;
-	unsigned char *sqe = (unsigned char *)r->sqes + (size_t)i * SQE_SIZE;
-	memset(sqe, 0, SQE_SIZE);
+	unsigned char *sqe = sqe_next(r);
 	sqe[0] = OP_TIMEOUT;
 	*(int32_t *)(sqe + 4) = -1;
 	*(uint64_t *)(sqe + 16) = (uint64_t)(uintptr_t)ts;  // the kernel reads it at submit
 	*(uint32_t *)(sqe + 24) = 1;
 	*(uint64_t *)(sqe + 32) = TIMER_DATA;
-	r->sq_array[i] = i;
-	r->tail++;
 }
 
 // File reads (a page written back, writeback.c) complete with this bit
@@ -147,17 +149,13 @@ static void prep_timer(struct ring *r, const struct kts *ts) {
 #define FILE_DATA (1ull << 33)
 
 static void prep_read(struct ring *r, const struct s4d_fref *ref, void *page, uint64_t data) {
-	uint32_t i = r->tail & r->sq_mask;
-	unsigned char *sqe = (unsigned char *)r->sqes + (size_t)i * SQE_SIZE;
-	memset(sqe, 0, SQE_SIZE);
+	unsigned char *sqe = sqe_next(r);
 	sqe[0] = OP_READ;
 	*(int32_t *)(sqe + 4) = ref->fd;
 	*(uint64_t *)(sqe + 8) = ref->off;
 	*(uint64_t *)(sqe + 16) = (uint64_t)(uintptr_t)page;
 	*(uint32_t *)(sqe + 24) = S4D_PAGE;
 	*(uint64_t *)(sqe + 32) = data;
-	r->sq_array[i] = i;
-	r->tail++;
 }
 
 // submit publishes the queued SQEs and, with wait, waits for a completion.
@@ -439,7 +437,7 @@ void s4d_queue_join(struct s4d_queue *q) { pthread_join(q->th, NULL); }
 void s4d_store_code(uintptr_t *lo, uintptr_t *hi);
 void s4d_refill_code(uintptr_t *lo, uintptr_t *hi);
 void s4d_code_range(uintptr_t *lo, uintptr_t *hi) {
-	uintptr_t fs[] = {(uintptr_t)ring_setup, (uintptr_t)ring_close, (uintptr_t)prep, (uintptr_t)prep_timer, (uintptr_t)submit, (uintptr_t)retry_held,
+	uintptr_t fs[] = {(uintptr_t)ring_setup, (uintptr_t)ring_close, (uintptr_t)sqe_next, (uintptr_t)prep, (uintptr_t)prep_timer, (uintptr_t)submit, (uintptr_t)retry_held,
 	                  (uintptr_t)serve, (uintptr_t)prep_read, (uintptr_t)read_file, (uintptr_t)file_done, (uintptr_t)run, (uintptr_t)start, (uintptr_t)s4d_queue_start, (uintptr_t)s4d_queue_join};
 	uintptr_t rlo, rhi;
 	s4d_store_code(lo, hi);
