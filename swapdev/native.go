@@ -60,13 +60,13 @@ func (s *Set) addNative(req Request, codec string, prio, spec int) (Device, erro
 		queues = min(runtime.NumCPU(), ublk.MaxQueues)
 	}
 	wb := req.Writeback
+	if req.MemLimit == 0 && wb != "" {
+		return Device{}, errorf(Malformed, "writeback %s without a memory limit: pages are written back only past one", wb)
+	}
 	if req.MemLimit > 0 && wb == "" {
 		if wb = s.cfg.Writeback; wb == "" {
 			return Device{}, errorf(Malformed, "a memory limit needs somewhere to write pages back: name a directory or a block device (the daemon has no state directory)")
 		}
-	}
-	if req.MemLimit == 0 {
-		wb = ""
 	}
 	st, err := swapio.NewStore(req.Size, swapio.Options{Reserve: req.Reserve, MemLimit: req.MemLimit, Writeback: wb})
 	if err != nil {

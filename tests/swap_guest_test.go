@@ -77,8 +77,8 @@ kill $daemon; wait $daemon || true
 
 // The ublk package's own device test, under the guest's kernel.
 var ublkDeviceScenario = guestScenario{
-	Name:   "ublk-device",
-	Limit:  60 * time.Second,
+	Name:  "ublk-device",
+	Limit: 60 * time.Second,
 	// A test that skips here (no ublk, no liblz4, no memlock) fails the
 	// scenario: this guest is where they must run.
 	Script: `guest_load ublk_drv
