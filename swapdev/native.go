@@ -51,14 +51,6 @@ func (s *Set) addNative(req Request, codec string, prio, spec int) (Device, erro
 	if codec != "" && codec != "lz4" {
 		return Device{}, errorf(Malformed, "codec %q: the native swap path stores LZ4 only", codec)
 	}
-	if err := swapio.Available(); err != nil {
-		return Device{}, errorf(Failed, "native swap path: %v", err)
-	}
-	s.guard()
-	queues := req.Queues
-	if queues == 0 {
-		queues = min(runtime.NumCPU(), ublk.MaxQueues)
-	}
 	wb := req.Writeback
 	if req.MemLimit == 0 && wb != "" {
 		return Device{}, errorf(Malformed, "writeback %s without a memory limit: pages are written back only past one", wb)
@@ -67,6 +59,14 @@ func (s *Set) addNative(req Request, codec string, prio, spec int) (Device, erro
 		if wb = s.cfg.Writeback; wb == "" {
 			return Device{}, errorf(Malformed, "a memory limit needs somewhere to write pages back: name a directory or a block device (the daemon has no state directory)")
 		}
+	}
+	if err := swapio.Available(); err != nil {
+		return Device{}, errorf(Failed, "native swap path: %v", err)
+	}
+	s.guard()
+	queues := req.Queues
+	if queues == 0 {
+		queues = min(runtime.NumCPU(), ublk.MaxQueues)
 	}
 	st, err := swapio.NewStore(req.Size, swapio.Options{Reserve: req.Reserve, MemLimit: req.MemLimit, Writeback: wb})
 	if err != nil {
