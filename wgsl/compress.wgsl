@@ -73,6 +73,7 @@ var<workgroup> rl: array<u32, WG>;
 var<workgroup> bcast: u32;
 var<workgroup> flag: atomic<u32>;
 var<workgroup> crcAcc: atomic<u32>; // storedSum's
+var<workgroup> nhit: atomic<u32>;   // step 1b's repeated windows
 
 // The page's first word in pages (the helpers read the page there).
 var<private> pbase: u32;
@@ -101,8 +102,8 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     // Workgroup memory that is read before it is written starts zeroed
     // here (the device may be opened without Dawn's zero-initialization):
     // heads and round tables.
-    if (t == 0u) { atomicStore(&flag, 0u); atomicStore(&crcAcc, 0u); }
-    for (var i = t; i < PS / 2u; i = i + WG) { hd[i] = 0u; }
+    if (t == 0u) { atomicStore(&flag, 0u); atomicStore(&crcAcc, 0u); atomicStore(&nhit, 0u); }
+    for (var i = t; i < PS / 2u; i = i + WG) { hd[i] = 0u; atomicStore(&lk[i], 0u); }
     for (var i = t; i < 2u * NB; i = i + WG) { atomicStore(&tb[i], 0u); }
     // 1. Test every 8-byte word against the first.
     var differ = false;
@@ -134,6 +135,36 @@ fn compress(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let useSG = (fl & 2u) == 0u;
     if (STOP == 1u) { storeRaw(pageIdx, t); return; }
+
+    // 1b. Pages that cannot reach the threshold skip the search. A match
+    // of length L at s with offset d makes each window (4 bytes) at s ..
+    // s+L-4 equal to the one d earlier, and matches do not overlap, so
+    // the covered bytes are at most R + 3 per sequence, R the windows
+    // equal to an earlier one; as each sequence costs at least 3 bytes
+    // beside its literals, a block is at least PS + 1 - R bytes. Hits
+    // of a 16-bit hash bound R from above: every window sets its bit in
+    // a bitmap (lk, not yet in use), and all but the first of a hash's
+    // windows find it set, in whatever order they run. So a page with
+    // PS + 1 - hits above the threshold is the raw page the search would
+    // store, byte for byte, and random or float data (mostly raw) costs a
+    // pass over the page instead of the whole search.
+    {
+        var hit = 0u;
+        for (var x = t; x + 4u <= PS; x = x + WG) {
+            let h = (load32(x) * 2654435761u) >> 16u;
+            let bit = 1u << (h & 31u);
+            let old = atomicOr(&lk[h >> 5u], bit);
+            if ((old & bit) != 0u) { hit = hit + 1u; }
+        }
+        atomicAdd(&nhit, hit);
+    }
+    workgroupBarrier();
+    if (t == 0u) { bcast = atomicLoad(&nhit); }
+    let hits = workgroupUniformLoad(&bcast);
+    if (hits + min(params.threshold, PS) < PS + 1u) {
+        storeRaw(pageIdx, t);
+        return;
+    }
 
     // 2. Chains. Round r holds positions r*RP + x, x = 2t and 2t+1. The
     // link of a position is the nearest lower one of the round with the
