@@ -5,7 +5,9 @@
 # there: bash .carry/vktint/limits-run.sh (summary.txt, logs.tar.gz to $OUT).
 #  1. the kernels alone (vk BenchmarkCompress on corpus.Mixed and on the
 #     daemon's corpus, webgpu BenchmarkVulkanDecompress);
-#  2. the daemon table (ROWS: cpu, vk: vulkan with the default slots, vk4 /
+#  2. the daemon table (ROWS: cpu, vk: vulkan with the default slots,
+#     vkold / vkalt: the same with s4d-old / s4d-alt, other builds
+#     carried beside; vk4 /
 #     vk8: with 4 / SLOTS compress slots, DSLOTS decompression slots for
 #     vk8; vkprof / cpuprof: with --cpuprofile), PASSES times, each row
 #     its own daemon with S4D_VULKAN_PROF=1: the runtime's per-stage
@@ -37,13 +39,14 @@ if [ "${BENCH:-1}" = 1 ]; then
 	# The compress kernel alone on corpus.Mixed and on the daemon's corpus,
 	# 4 and 8 batches in flight, writing to device memory (then copied) or
 	# straight into host memory as the engine does (hostout).
-	for f in mixed corpus; do for dp in 4 8; do
+	# OLD=1: vk-old.test (an older build, carried beside) in the same call.
+	for f in mixed corpus; do for dp in ${DEPTHS:-4 8}; do for t in vk $([ "${OLD:-0}" = 1 ] && echo vk-old); do
 		file=; [ $f = corpus ] && file=/tmp/corpus
 		(cd backends/vulkan/vk && S4D_VULKAN_SPIRV=tint S4D_BENCH_FILE=$file S4D_BENCH_HOSTOUT=1 S4D_BENCH_DEPTH=$dp S4D_BENCH_MIB=1024 \
-			S4D_BENCH_SG=1 timeout 120 "$C"/vk.test -test.run XXX -test.bench Compress -test.benchtime 3x -test.count 2) > $L/ceiling-$f-$dp.log 2>&1
-		say "== vk BenchmarkCompress pages $f, depth $dp (kernel alone, 4096-page batches, 1 GiB) rc $?"
-		grep -E '^Benchmark' $L/ceiling-$f-$dp.log | sed -E 's/ +/ /g' | tee -a $SUM
-	done; done
+			S4D_BENCH_SG=1 timeout 120 "$C"/$t.test -test.run XXX -test.bench Compress -test.benchtime 3x -test.count 2) > $L/ceiling-$t-$f-$dp.log 2>&1
+		say "== $t BenchmarkCompress pages $f, depth $dp (kernel alone, 4096-page batches, 1 GiB) rc $?"
+		grep -E '^Benchmark' $L/ceiling-$t-$f-$dp.log | sed -E 's/ +/ /g' | tee -a $SUM
+	done; done; done
 	(cd backends/webgpu && S4D_VULKAN_KERNELS=1 timeout 120 "$C"/webgpu.test -test.run XXX \
 		-test.bench VulkanDecompress -test.benchtime 10x -test.count 2) > $L/vkdecomp.log 2>&1
 	say "== webgpu BenchmarkVulkanDecompress rc $?"
@@ -64,7 +67,9 @@ row() { # name, env..., -- daemon flags...
 	while [ "$1" != -- ]; do envs+=("$1"); shift; done
 	shift
 	rm -f $SOCK
-	env S4D_VULKAN_PROF=1 "${envs[@]}" $S4D daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
+	local bin=$S4D
+	case $name in vkold*) bin=$C/s4d-old ;; vkalt*) bin=$C/s4d-alt ;; esac
+	env S4D_VULKAN_PROF=1 "${envs[@]}" $bin daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
 	local D=$!
 	for _ in $(seq 600); do $S4D ctl --socket $SOCK stats > /dev/null 2>&1 && break; sleep 0.1; done
 	if [ "${CLEAN:-0}" = 1 ]; then
@@ -85,6 +90,8 @@ for pass in $(seq ${PASSES:-2}); do
 		case $r in
 		cpu) row cpu-$pass -- --backend cpu ;;
 		vk) row vk-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
+		vkold) row vkold-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
+		vkalt) row vkalt-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
 		vk4) row vk4-$pass S4D_VULKAN_SLOTS=4 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vk8) row vk8-$pass S4D_VULKAN_SLOTS=${SLOTS:-8} S4D_VULKAN_DSLOTS=${DSLOTS:-8} -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkprof) row vkprof-$pass -- --backend webgpu --wgsl-runtime vulkan --cpuprofile $OUT/cpu-vk-$pass.pprof ;;
