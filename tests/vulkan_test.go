@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/vulkan/vk"
@@ -43,12 +44,21 @@ func TestVulkanRuntimeDaemon(t *testing.T) {
 	}
 	defer buf.Close()
 	copy(buf.Bytes(), pages)
-	for round := range 2 { // the second round finds the mapping imported
+	// The first round is staged while the mapping imports in the
+	// background; the second, once the import is in, reads in place.
+	for round := range 2 {
 		codes, err := c.PutBuffer(ctx(t), "vk", keys(uint64(round*m), m), buf, 0, ps)
 		if err != nil {
 			t.Fatal(err)
 		}
 		allOK(t, "put from memfd", keys(uint64(round*m), m), codes)
+		for deadline := time.Now().Add(time.Minute); round == 0; time.Sleep(10 * time.Millisecond) {
+			if desc := webgpuDescribe(t, c); !strings.Contains(desc, "imports 0 ") {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the client's mapping was not imported within a minute: %s", desc)
+			}
+		}
 	}
 	got, codes, err := c.Get(ctx(t), "vk", keys(0, m))
 	if err != nil || ipc.PageError(keys(0, m), codes) != nil || !bytes.Equal(got, pages) {
@@ -63,19 +73,25 @@ func TestVulkanRuntimeDaemon(t *testing.T) {
 	if err != nil || ipc.PageError(keys(uint64(m), m), codes) != nil || !bytes.Equal(back.Bytes(), pages) {
 		t.Fatalf("get into a memfd: %v", err)
 	}
+	desc := webgpuDescribe(t, c)
+	t.Log(desc)
+	if !strings.Contains(desc, "runtime vulkan") || strings.Contains(desc, "batches from imported memory 0,") {
+		t.Fatalf("stats do not show the Vulkan runtime reading pages in place: %s", desc)
+	}
+}
+
+// webgpuDescribe is the webgpu engine's description in the daemon's stats.
+func webgpuDescribe(t *testing.T, c *client.Client) string {
+	t.Helper()
 	st, err := c.Stats(ctx(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range st.Backends {
-		if b.Name != "webgpu" {
-			continue
+		if b.Name == "webgpu" {
+			return b.Describe
 		}
-		t.Log(b.Describe)
-		if !strings.Contains(b.Describe, "runtime vulkan") || strings.Contains(b.Describe, "batches from imported memory 0,") {
-			t.Fatalf("stats do not show the Vulkan runtime reading pages in place: %s", b.Describe)
-		}
-		return
 	}
 	t.Fatalf("no webgpu engine in the stats: %+v", st.Backends)
+	return ""
 }

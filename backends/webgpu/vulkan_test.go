@@ -108,6 +108,12 @@ func TestVulkanPin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read-only memfd mapping: %v", err)
 	}
+	// The first lookup starts the import and stages; once it is in, the
+	// pages are read in place.
+	if im, _ := rt.lookup(ro[5*PageSize : 9*PageSize]); im != nil {
+		t.Fatal("the first lookup waited for the import")
+	}
+	rt.importing.Wait()
 	im, off := rt.lookup(ro[5*PageSize : 9*PageSize])
 	if im == nil || off != 5*PageSize {
 		t.Fatalf("lookup inside the import: %v at %d", im, off)
@@ -221,6 +227,13 @@ func TestVulkanImportedRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unpin()
+	// A fresh mapping's first rounds are staged while it imports.
+	staged0 := b.vk.nStaged.Load()
+	checkRoundTrip(t, b, mem[:PageSize*minRound], PageSize*3/4)
+	if b.vk.nStaged.Load() == staged0 || b.vk.nDirect.Load() != 0 {
+		t.Fatalf("the first round of a fresh mapping: staged %d, direct %d", b.vk.nStaged.Load()-staged0, b.vk.nDirect.Load())
+	}
+	b.vk.importing.Wait()
 	direct, staged := b.vk.nDirect.Load(), b.vk.nStaged.Load()
 	var wg sync.WaitGroup
 	for g, pages := range [][]byte{mem, mem[PageSize*100:], src, mem[:PageSize*(minRound+7)]} {

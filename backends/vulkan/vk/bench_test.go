@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/s4d-project/s4d/backends/corpus"
 	"github.com/s4d-project/s4d/backends/vulkan/spirv"
 )
@@ -34,7 +36,10 @@ func cpuSeconds() float64 {
 // runs in turn (tint/..., naga/...; S4D_VULKAN_SPIRV picks one).
 // S4D_BENCH_FILE takes the pages from a file (the daemon benchmarks'
 // corpus compresses slower), S4D_BENCH_HOSTOUT=1 adds "hostout" and
-// S4D_BENCH_DEPTH the batches in flight (see benchCompress).
+// S4D_BENCH_DEPTH the batches in flight (see benchCompress),
+// S4D_BENCH_MEMFD=1 puts the pages in a shared memfd mapping, as a
+// client's buffer is, instead of anonymous memory (which may get huge
+// pages).
 // Reports GB/s of pages and core-s/GB.
 func BenchmarkCompress(b *testing.B) {
 	d, err := Open(Options{Device: -1})
@@ -53,6 +58,9 @@ func BenchmarkCompress(b *testing.B) {
 		total = batch * ps
 	}
 	pages, in := hostMem(b, d, total)
+	if os.Getenv("S4D_BENCH_MEMFD") == "1" {
+		pages, in = memfdMem(b, d, total)
+	}
 	// The webgpu benchmarks' pages (64 MiB of corpus.Mixed, repeated), or
 	// S4D_BENCH_FILE's (the daemon benchmarks' corpus, say).
 	mix := corpus.Pages(corpus.Mixed, 16384, ps, 5)
@@ -198,4 +206,31 @@ func benchCompress(b *testing.B, d *Device, name string, code []byte, entry stri
 		b.StopTimer()
 		b.ReportMetric((cpuSeconds()-c0)/(float64(total)*float64(b.N)/1e9), "core-s/GB")
 	})
+}
+
+// memfdMem is n bytes of a shared memfd mapping, imported.
+func memfdMem(t testing.TB, d *Device, n int) ([]byte, *Buffer) {
+	t.Helper()
+	fd, err := unix.MemfdCreate("s4d-bench", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, int64(n)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i += 4096 {
+		m[i] = 0 // allocated before the import, as a client's filled buffer is
+	}
+	buf, err := d.Import(m)
+	if err != nil {
+		unix.Munmap(m)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Release(); unix.Munmap(m) })
+	return m, buf
 }

@@ -40,13 +40,15 @@ if [ "${BENCH:-1}" = 1 ]; then
 	# 4 and 8 batches in flight, writing to device memory (then copied) or
 	# straight into host memory as the engine does (hostout).
 	# OLD=1: vk-old.test (an older build, carried beside) in the same call.
-	for f in mixed corpus; do for dp in ${DEPTHS:-4 8}; do for t in vk $([ "${OLD:-0}" = 1 ] && echo vk-old); do
+	# MEMFDS="0 1": the pages in anonymous memory, then in a shared memfd.
+	say "THP $(cat /sys/kernel/mm/transparent_hugepage/enabled) shmem $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>&1)"
+	for f in ${FILES:-mixed corpus}; do for dp in ${DEPTHS:-4 8}; do for t in vk $([ "${OLD:-0}" = 1 ] && echo vk-old); do for mf in ${MEMFDS:-0}; do
 		file=; [ $f = corpus ] && file=/tmp/corpus
 		(cd backends/vulkan/vk && S4D_VULKAN_SPIRV=tint S4D_BENCH_FILE=$file S4D_BENCH_HOSTOUT=1 S4D_BENCH_DEPTH=$dp S4D_BENCH_MIB=1024 \
-			S4D_BENCH_SG=1 timeout 120 "$C"/$t.test -test.run XXX -test.bench Compress -test.benchtime 3x -test.count 2) > $L/ceiling-$t-$f-$dp.log 2>&1
-		say "== $t BenchmarkCompress pages $f, depth $dp (kernel alone, 4096-page batches, 1 GiB) rc $?"
-		grep -E '^Benchmark' $L/ceiling-$t-$f-$dp.log | sed -E 's/ +/ /g' | tee -a $SUM
-	done; done; done
+			S4D_BENCH_MEMFD=$mf S4D_BENCH_SG=1 timeout 120 "$C"/$t.test -test.run XXX -test.bench Compress -test.benchtime 3x -test.count 2) > $L/ceiling-$t-$f-$dp-$mf.log 2>&1
+		say "== $t BenchmarkCompress pages $f, depth $dp, memfd $mf (kernel alone, 4096-page batches, 1 GiB) rc $?"
+		grep -E '^Benchmark' $L/ceiling-$t-$f-$dp-$mf.log | sed -E 's/ +/ /g' | tee -a $SUM
+	done; done; done; done
 	(cd backends/webgpu && S4D_VULKAN_KERNELS=1 timeout 120 "$C"/webgpu.test -test.run XXX \
 		-test.bench VulkanDecompress -test.benchtime 10x -test.count 2) > $L/vkdecomp.log 2>&1
 	say "== webgpu BenchmarkVulkanDecompress rc $?"
