@@ -2,7 +2,9 @@
 // workgroup of 128 invocations. The algorithm is backends/pagelz4's (the
 // reference the CUDA kernel follows too), so every block is byte for byte
 // the one pagelz4 writes:
-//  1. zero / same-filled test (zram's rule);
+//  1. zero / same-filled test (zram's rule); then a page with too few
+//     repeated 4-byte windows to fit under the threshold is stored raw
+//     without the search (step 1b: the same bytes, proven there);
 //  2. hash chains: each position linked to the nearest earlier one with
 //     the same 4-byte hash, in 16 rounds of 256 positions (two per
 //     invocation);

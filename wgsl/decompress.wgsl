@@ -5,9 +5,12 @@
 // sources are already final; then the whole workgroup copies the chunk's
 // literals at once, and each wave's matches at once (overlapping matches
 // read only bytes before their start: byte j of a match at op with offset
-// d is byte op-d+(j mod d)). Chunks keep the workgroup memory small (6
+// d is byte op-d+(j mod d)). Chunks keep the workgroup memory small (4.6
 // KiB), so that many workgroups fit an SM: the parse is serial, and the
-// kernel's speed is how many pages are parsed at once.
+// kernel's speed is how many pages are parsed at once. On an H200 the
+// kernel decoded 9.1-9.2 GB/s of LZ4 pages with chunks of 128 sequences
+// (6 KiB), 10.5-10.6 with 64, 11.5-11.7 with 32
+// (docs/benchmarks/2026-12-03-vulkan-raw-skip.md).
 // desc[2*i] is the block's byte offset in src (4-byte aligned), desc[2*i+1]
 // its length; status[i] is 1 when the block decoded to exactly one page.
 
@@ -27,7 +30,7 @@ struct Params {
 const PAGE_WORDS: u32 = PAGE_WORDS_V;
 const PS: u32 = PAGE_WORDS * 4u;
 const WG: u32 = 64u;
-const CH: u32 = 128u; // sequences per chunk
+const CH: u32 = 32u; // sequences per chunk
 
 var<workgroup> page: array<atomic<u32>, PAGE_WORDS>;
 var<workgroup> litSrc: array<u32, CH>;  // byte offset in src
