@@ -153,3 +153,18 @@ vulkan-tint-carry: deps-dawn
 		cd $(VKTINT_CARRY)/debs && apt-get $(APT_AMD64) download libvulkan1 libglvnd0 libglx0 libegl1 libgl1 libgles2 libopengl0; }
 	ls $(VKTINT_CARRY)/whl/lz4-*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 		--implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d $(VKTINT_CARRY)/whl lz4
+
+# The Vulkan runtime's kernels on lavapipe, so CI covers them: the
+# engine's round trips, imports and staging, its fallback when imports
+# are refused, the raw-page skip against the webgpu.h runtime,
+# FuzzDifferential's seeds with the Vulkan engine among the engines (C
+# liblz4 decodes its pages), and the daemon on it. `go test ./...` skips
+# these on a CPU device; lavapipe compiles Tint's modules at the first
+# dispatch, about 80 s in all with Mesa's shader cache empty, 35 s
+# with it filled. REQUIRE turns a missing Vulkan into a failure.
+.PHONY: test-vulkan-kernels
+test: test-vulkan-kernels
+test-vulkan-kernels: deps
+	S4D_VULKAN_KERNELS=1 S4D_REQUIRE_VULKAN=1 $(GO) test -count=1 -run 'TestVulkan|TestAuto|TestRawSkip' ./backends/webgpu
+	S4D_VULKAN_KERNELS=1 S4D_REQUIRE_VULKAN=1 $(GO) test -count=1 -run '^FuzzDifferential$$' ./backends/all
+	S4D_VULKAN_KERNELS=1 S4D_REQUIRE_VULKAN=1 $(GO) test -count=1 -run '^TestVulkanRuntimeDaemon$$' ./tests

@@ -58,6 +58,11 @@ func FuzzDifferential(f *testing.F) {
 			f.Logf("engine %s on the Vulkan runtime: %s %s %s", st.Name, st.State, st.Reason, st.Describe)
 		}
 		engines = append(engines, vs.Usable()...)
+		if len(vs.Usable()) == 0 && os.Getenv("S4D_REQUIRE_VULKAN") == "1" {
+			f.Fatal("S4D_REQUIRE_VULKAN=1, and the Vulkan runtime is not usable")
+		}
+	} else if os.Getenv("S4D_REQUIRE_VULKAN") == "1" {
+		f.Fatal("S4D_REQUIRE_VULKAN=1, and the Vulkan runtime does not join (no Vulkan device, or lavapipe without S4D_VULKAN_KERNELS=1)")
 	}
 	ref := refc.Open()
 	if len(ref.Missing) > 0 {
