@@ -180,6 +180,11 @@ func (r *vkrt) importWorks() error {
 // close releases every import (the mappings' unpins, which may come
 // later, then only forget them) and the device.
 func (r *vkrt) close() {
+	// Closed first, so that no lookup starts an import once Wait runs;
+	// an import under way then ends early (importNow checks).
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	r.importing.Wait()
 	r.life.Lock()
 	defer r.life.Unlock()
