@@ -167,4 +167,4 @@ test: test-vulkan-kernels
 test-vulkan-kernels: deps
 	S4D_VULKAN_KERNELS=1 S4D_REQUIRE_VULKAN=1 $(GO) test -count=1 -run 'TestVulkan|TestAuto|TestRawSkip' ./backends/webgpu
 	S4D_VULKAN_KERNELS=1 S4D_REQUIRE_VULKAN=1 $(GO) test -count=1 -run '^FuzzDifferential$$' ./backends/all
-	S4D_VULKAN_KERNELS=1 S4D_REQUIRE_VULKAN=1 $(GO) test -count=1 -run '^TestVulkanRuntimeDaemon$$' ./tests
+	S4D_VULKAN_KERNELS=1 S4D_REQUIRE_VULKAN=1 $(GO) test -count=1 -run '^TestVulkanRuntime(Daemon|DeviceLost)$$' ./tests

@@ -444,13 +444,15 @@ func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pag
 		var s *slot
 		ok := true
 		ts := time.Now()
-		if busy {
-			select {
-			case s, ok = <-b.slots:
-			case s, ok = <-b.extra:
-			}
-		} else {
-			s, ok = <-b.slots
+		extra := b.extra
+		if !busy {
+			extra = nil // a nil channel: never chosen
+		}
+		select {
+		case s = <-b.slots:
+		case s = <-extra:
+		case <-b.gone:
+			ok = false
 		}
 		if !ok {
 			errs[g] = errClosed

@@ -97,7 +97,12 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 		return err
 	}
 	ts := time.Now()
-	s := <-b.dslots
+	var s *dslot
+	select {
+	case s = <-b.dslots:
+	case <-b.gone:
+		return errClosed
+	}
 	defer func() { b.dslots <- s }()
 	if b.vk != nil {
 		b.vk.prof.get.add(pSlot, &ts)

@@ -58,7 +58,7 @@ func newVulkan(o backends.Options, allowCPU, auto bool) (*Backend, error) {
 		return nil, err
 	}
 	extra, dslots := vkSlotCounts()
-	b := &Backend{vk: r, slots: make(chan *slot, numSlots), extra: make(chan *slot, extra)}
+	b := &Backend{vk: r, slots: make(chan *slot, numSlots), extra: make(chan *slot, extra), gone: make(chan struct{})}
 	b.dslots = make(chan *dslot, dslots)
 	if err := b.setupVulkan(); err != nil {
 		r.close()
@@ -71,16 +71,22 @@ func (b *Backend) closeVulkan() {
 	if !b.vkClosed.CompareAndSwap(false, true) {
 		return
 	}
+	// Every slot back first: the one received is not necessarily the
+	// one of b.all at hand, which may still be in a round.
 	for _, s := range b.all {
 		if s.extra {
 			<-b.extra
 		} else {
 			<-b.slots
 		}
+	}
+	for range b.dall {
+		<-b.dslots
+	}
+	for _, s := range b.all {
 		s.vs.free()
 	}
 	for _, ds := range b.dall {
-		<-b.dslots
 		ds.vs.free()
 	}
 	b.all, b.dall = nil, nil
@@ -155,7 +161,9 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 	pp.gpu.enter()
 	lap(2, &t0)
 	pp.add(pSubmit, &tp)
-	err = rt.d.Wait(t, rt.wait)
+	if err = rt.d.Wait(t, rt.wait); err == nil {
+		err = faultLost()
+	}
 	pp.gpu.leave()
 	if err != nil {
 		return err
@@ -244,7 +252,9 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 		meanwhile()
 		pg.add(pOther, &tp)
 	}
-	err = rt.d.Wait(t, rt.wait)
+	if err = rt.d.Wait(t, rt.wait); err == nil {
+		err = faultLost()
+	}
 	pg.gpu.leave()
 	if err != nil {
 		return err

@@ -72,6 +72,11 @@ type Backend struct {
 	// vk is the Vulkan runtime (vulkan.go), nil on the webgpu.h one.
 	vk       *vkrt
 	vkClosed atomic.Bool
+	// gone is closed when Close starts: a caller still waiting for a slot
+	// then gives up instead of waiting forever for one Close has taken
+	// (the router closes a failed engine while batches are in flight).
+	gone     chan struct{}
+	goneOnce sync.Once
 	kp       wgsl.Params
 	// features: the adapter's, probed at setup (features.go).
 	features []Feature
@@ -146,7 +151,7 @@ func newWebGPU(o backends.Options, allowCPU bool) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{d: d, slots: make(chan *slot, numSlots), extra: make(chan *slot, extraSlots)}
+	b := &Backend{d: d, slots: make(chan *slot, numSlots), extra: make(chan *slot, extraSlots), gone: make(chan struct{})}
 	if err := d.do(b.setup); err != nil {
 		b.Close()
 		return nil, err
@@ -240,6 +245,7 @@ func (b *Backend) Subgroups() bool { return b.kp.Subgroups }
 
 // Close releases the device. It waits for the batches in flight.
 func (b *Backend) Close() error {
+	b.goneOnce.Do(func() { close(b.gone) })
 	if b.vk != nil {
 		b.closeVulkan()
 		return nil
