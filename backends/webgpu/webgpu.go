@@ -112,12 +112,10 @@ var numDSlots = 4
 //
 // o.WGSLRuntime picks what runs the kernels: "vulkan" (vulkan.go: client
 // memory imported, no staging copies), "webgpu" (a webgpu.h library), or
-// "auto"/"" (webgpu.h where a library is installed, else vulkan where the
-// device imports host memory, saying why in Describe). Auto prefers
-// webgpu.h: on an H200 the Vulkan runtime's naga-compiled kernels were
-// slower than the cpu engine both ways (PUT 0.51-0.65x, GET 0.69-0.80x,
-// docs/benchmarks/2026-12-02-vulkan-runtime.md), the compress kernel
-// alone at 10 GB/s, where Tint's ran at 21.7-24.4 GB/s on an H100.
+// "auto"/"" (vulkan on a GPU that imports host memory, else webgpu.h,
+// saying why in Describe). On an H200, in one call, the Vulkan runtime
+// stored 1.0-1.3x and returned 1.1-1.7x what Dawn did, at half its PUT
+// CPU (docs/benchmarks/2026-12-03-vulkan-device-lost.md).
 func New(o backends.Options, allowCPU bool) (*Backend, error) {
 	rt := o.WGSLRuntime
 	switch rt {
@@ -133,17 +131,18 @@ func New(o backends.Options, allowCPU bool) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("wgsl runtime %q: must be auto, vulkan or webgpu", rt)
 	}
-	b, err := newWebGPU(o, allowCPU)
-	if err == nil {
-		b.d.desc += ", runtime webgpu.h (staging copies; auto prefers it to the vulkan runtime, whose kernels measured slower)"
-		return b, nil
-	}
 	vb, verr := newVulkan(o, allowCPU, true)
 	if verr == nil {
-		vb.vk.note = "webgpu.h not taken: " + strings.TrimPrefix(err.Error(), "unavailable: ")
+		vb.vk.note = "taken by auto: the GPU imports host memory"
 		return vb, nil
 	}
-	return nil, fmt.Errorf("%w; vulkan runtime not taken either: %s", err, strings.TrimPrefix(verr.Error(), "unavailable: "))
+	why := strings.TrimPrefix(verr.Error(), "unavailable: ")
+	b, err := newWebGPU(o, allowCPU)
+	if err == nil {
+		b.d.desc += ", runtime webgpu.h (staging copies; vulkan runtime not taken: " + why + ")"
+		return b, nil
+	}
+	return nil, fmt.Errorf("%w; vulkan runtime not taken either: %s", err, why)
 }
 
 func newWebGPU(o backends.Options, allowCPU bool) (*Backend, error) {

@@ -50,7 +50,7 @@ var daemonHelp = map[string]flagHelp{
 	"nvcomp-lib":          {catEngines, "`PATH` libnvcomp.so.N to load; default: searched"},
 	"webgpu-lib":          {catEngines, "`PATH` webgpu.h library to load (Dawn, wgpu-native); default: searched"},
 	"webgpu-cpu":          {catEngines, "`true|false` let webgpu run on a CPU adapter (lavapipe): correct but slower than cpu"},
-	"wgsl-runtime":        {catEngines, "`auto|vulkan|webgpu` what runs the WGSL kernels: vulkan imports client memory; auto prefers webgpu.h"},
+	"wgsl-runtime":        {catEngines, "`auto|vulkan|webgpu` what runs the WGSL kernels: vulkan imports client memory; auto takes it on GPUs that can"},
 	"webgpu-no-subgroups": {catEngines, "`true|false` webgpu: workgroup-memory scans even with subgroups (testing)"},
 
 	"idle-epoch":            {catCold, "`DURATION` unit in which page ages are counted"},

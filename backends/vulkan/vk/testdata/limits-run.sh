@@ -7,7 +7,7 @@
 #     daemon's corpus, webgpu BenchmarkVulkanDecompress);
 #  2. the daemon table (ROWS: cpu, vk: vulkan with the default slots,
 #     vkold / vkalt: the same with s4d-old / s4d-alt, other builds
-#     carried beside; vkstage: every batch staged (no import); vk4 /
+#     carried beside; dawn: the webgpu.h runtime; auto: --wgsl-runtime's default; vkstage: every batch staged (no import); vk4 /
 #     vk8: with 4 / SLOTS compress slots, DSLOTS decompression slots for
 #     vk8; vkprof / cpuprof: with --cpuprofile), PASSES times, each row
 #     its own daemon with S4D_VULKAN_PROF=1: the runtime's per-stage
@@ -42,17 +42,21 @@ if [ "${BENCH:-1}" = 1 ]; then
 	# OLD=1: vk-old.test (an older build, carried beside) in the same call.
 	# MEMFDS="0 1": the pages in anonymous memory, then in a shared memfd.
 	say "THP $(cat /sys/kernel/mm/transparent_hugepage/enabled) shmem $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>&1)"
-	for f in ${FILES:-mixed corpus}; do for dp in ${DEPTHS:-4 8}; do for t in vk $([ "${OLD:-0}" = 1 ] && echo vk-old); do for mf in ${MEMFDS:-0}; do
+	# COMPRESS=0 skips these; DTESTS names the webgpu.test builds whose
+	# decompress kernel runs (webgpu-ch16 ...: other chunk sizes, carried).
+	[ "${COMPRESS:-1}" = 1 ] && for f in ${FILES:-mixed corpus}; do for dp in ${DEPTHS:-4 8}; do for t in vk $([ "${OLD:-0}" = 1 ] && echo vk-old); do for mf in ${MEMFDS:-0}; do
 		file=; [ $f = corpus ] && file=/tmp/corpus
 		(cd backends/vulkan/vk && S4D_VULKAN_SPIRV=tint S4D_BENCH_FILE=$file S4D_BENCH_HOSTOUT=1 S4D_BENCH_DEPTH=$dp S4D_BENCH_MIB=1024 \
 			S4D_BENCH_MEMFD=$mf S4D_BENCH_SG=1 timeout 120 "$C"/$t.test -test.run XXX -test.bench Compress -test.benchtime 3x -test.count 2) > $L/ceiling-$t-$f-$dp-$mf.log 2>&1
 		say "== $t BenchmarkCompress pages $f, depth $dp, memfd $mf (kernel alone, 4096-page batches, 1 GiB) rc $?"
 		grep -E '^Benchmark' $L/ceiling-$t-$f-$dp-$mf.log | sed -E 's/ +/ /g' | tee -a $SUM
 	done; done; done; done
-	(cd backends/webgpu && S4D_VULKAN_KERNELS=1 timeout 120 "$C"/webgpu.test -test.run XXX \
-		-test.bench VulkanDecompress -test.benchtime 10x -test.count 2) > $L/vkdecomp.log 2>&1
-	say "== webgpu BenchmarkVulkanDecompress rc $?"
-	grep -E '^Benchmark' $L/vkdecomp.log | sed -E 's/ +/ /g' | tee -a $SUM
+	for t in ${DTESTS:-webgpu}; do
+		(cd backends/webgpu && S4D_VULKAN_KERNELS=1 timeout 120 "$C"/$t.test -test.run XXX \
+			-test.bench VulkanDecompress -test.benchtime 10x -test.count 2) > $L/vkdecomp-$t.log 2>&1
+		say "== $t BenchmarkVulkanDecompress rc $?"
+		grep -E '^Benchmark' $L/vkdecomp-$t.log | sed -E 's/ +/ /g' | tee -a $SUM
+	done
 fi
 S4D=$C/s4d SOCK=/tmp/vklim.sock
 snap() { $S4D ctl --socket $SOCK stats 2>&1 | grep -o 'prof{[^}]*}' | head -1 > $L/$1.prof; }
@@ -92,6 +96,8 @@ for pass in $(seq ${PASSES:-2}); do
 		case $r in
 		cpu) row cpu-$pass -- --backend cpu ;;
 		vk) row vk-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
+		dawn) row dawn-$pass -- --backend webgpu --wgsl-runtime webgpu ;;
+		auto) row auto-$pass -- --backend webgpu ;;
 		vkold) row vkold-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkalt) row vkalt-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkstage) row vkstage-$pass S4D_VULKAN_NO_IMPORT=1 -- --backend webgpu --wgsl-runtime vulkan ;;
