@@ -114,8 +114,9 @@ var numDSlots = 4
 // memory imported, no staging copies), "webgpu" (a webgpu.h library), or
 // "auto"/"" (vulkan on a GPU that imports host memory, else webgpu.h,
 // saying why in Describe). On an H200, in one call, the Vulkan runtime
-// stored 1.0-1.3x and returned 1.1-1.7x what Dawn did, at half its PUT
-// CPU (docs/benchmarks/2026-12-03-vulkan-device-lost.md).
+// stored 1.01x / 1.27x and returned 1.11x / 1.52x what Dawn did (batches
+// of 4096 / 16384 pages), at half its PUT CPU
+// (docs/benchmarks/2026-12-03-vulkan-auto.md).
 func New(o backends.Options, allowCPU bool) (*Backend, error) {
 	rt := o.WGSLRuntime
 	switch rt {
