@@ -57,10 +57,11 @@ func BenchmarkCompress(b *testing.B) {
 	if total == 0 {
 		total = batch * ps
 	}
-	pages, in := hostMem(b, d, total)
+	mem := hostMem
 	if os.Getenv("S4D_BENCH_MEMFD") == "1" {
-		pages, in = memfdMem(b, d, total)
+		mem = memfdMem
 	}
+	pages, in := mem(b, d, total)
 	// The webgpu benchmarks' pages (64 MiB of corpus.Mixed, repeated), or
 	// S4D_BENCH_FILE's (the daemon benchmarks' corpus, say).
 	mix := corpus.Pages(corpus.Mixed, 16384, ps, 5)
@@ -226,11 +227,5 @@ func memfdMem(t testing.TB, d *Device, n int) ([]byte, *Buffer) {
 	for i := 0; i < n; i += 4096 {
 		m[i] = 0 // allocated before the import, as a client's filled buffer is
 	}
-	buf, err := d.Import(m)
-	if err != nil {
-		unix.Munmap(m)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { buf.Release(); unix.Munmap(m) })
-	return m, buf
+	return m, importMapped(t, d, m)
 }

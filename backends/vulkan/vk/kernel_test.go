@@ -26,13 +26,19 @@ func hostMem(t testing.TB, d *Device, n int) ([]byte, *Buffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, importMapped(t, d, m)
+}
+
+// importMapped imports the mapping m into d; both go at the test's end.
+func importMapped(t testing.TB, d *Device, m []byte) *Buffer {
+	t.Helper()
 	b, err := d.Import(m)
 	if err != nil {
 		unix.Munmap(m)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Release(); unix.Munmap(m) })
-	return m, b
+	return b
 }
 
 func devMem(t testing.TB, d *Device, n int) *Buffer {
