@@ -45,7 +45,11 @@ func (s *dslot) free(p *C.s4d_procs) {
 
 // Decompress expands the LZ4 pages of d with the decompress kernel and
 // the other classes on the CPU (a fill or a copy) while the GPU works.
-// Only LZ4 blocks go up. Pages of PageSize only, and no zstd pages
+// Only LZ4 blocks go up. Pages still to check (pagefmt.Stored.Check) are
+// checked on the host as their bytes are read anyway: a raw page just
+// before its copy, an LZ4 block just before it is packed (a separate pass
+// over the batch first read every stored byte from memory twice, and did
+// so before the GPU started). Pages of PageSize only, and no zstd pages
 // (Takes): the router sends those batches elsewhere; a zstd page that
 // comes anyway is flagged. A block that does not decode to exactly one
 // page is flagged in d.Failed.
@@ -59,6 +63,7 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 	}
 	d.Failed = d.Failed[:n]
 	clear(d.Failed)
+	d.CorruptFlags()
 	if b.vk != nil {
 		pg := &b.vk.prof.get
 		pg.calls.Add(1)
@@ -81,8 +86,10 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 			go func() {
 				defer wg.Done()
 				for i := k * n / g; i < (k+1)*n/g; i++ {
-					if s := d.Src[i]; s.Class != pagefmt.ClassLZ4 {
-						d.Failed[i] = !pagefmt.DecodePlain(s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+					if s := &d.Src[i]; s.Class != pagefmt.ClassLZ4 {
+						// Checked just before the copy reads the same bytes.
+						d.CheckSums(i, i+1)
+						d.Failed[i] = d.Corrupt[i] || !pagefmt.DecodePlain(*s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
 					}
 				}
 			}()
@@ -126,6 +133,9 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 	return nil
 }
 
+// ChecksSums marks the engine as checking pages' sums (see Decompress).
+func (b *Backend) ChecksSums() {}
+
 // blocksBytes is the room the LZ4 blocks idx of d take packed (4-byte
 // aligned each; a block over 1 MiB is cut, and flagged by the kernel).
 func blocksBytes(d *pagefmt.Decompression, idx []int) int {
@@ -138,7 +148,8 @@ func blocksBytes(d *pagefmt.Decompression, idx []int) int {
 
 // packBlocks writes the kernel's input for the blocks idx of d: desc
 // (offset and length per block) and the blocks into src, from several
-// goroutines. Both runtimes use it.
+// goroutines, checking each block's sum first (d.Corrupt sized). Both
+// runtimes use it.
 func packBlocks(desc, src []byte, d *pagefmt.Decompression, idx []int) {
 	n := len(idx)
 	off := 0
@@ -155,6 +166,7 @@ func packBlocks(desc, src []byte, d *pagefmt.Decompression, idx []int) {
 		go func() {
 			defer wg.Done()
 			for k := j * n / g; k < (j+1)*n/g; k++ {
+				d.CheckSums(idx[k], idx[k]+1)
 				o := int(binary.LittleEndian.Uint32(desc[8*k:]))
 				l := int(binary.LittleEndian.Uint32(desc[8*k+4:]))
 				copy(src[o:o+l], d.Src[idx[k]].Data)
@@ -270,7 +282,8 @@ func (b *Backend) decompress(s *dslot, d *pagefmt.Decompression, idx []int, mean
 }
 
 // copyOut copies the decoded pages (the kernel's output, in idx order)
-// to their places in d.Dst, flagging those whose status is not 1. Runs of
+// to their places in d.Dst, flagging those whose status is not 1 or whose
+// sum failed. Runs of
 // consecutive pages go in one copy each; the runs are shared out to
 // several goroutines (LZ4 pages lie between zero pages, so runs are short
 // and one copier is bound by one core). Both runtimes use it.
@@ -279,7 +292,7 @@ func copyOut(pages, status []byte, d *pagefmt.Decompression, idx []int) {
 	part := func(k0, k1 int) {
 		for k := k0; k < k1; {
 			e := k
-			for e < k1 && idx[e] == idx[k]+(e-k) && binary.LittleEndian.Uint32(status[4*e:]) == 1 && len(d.Src[idx[e]].Data) <= 1<<20 {
+			for e < k1 && idx[e] == idx[k]+(e-k) && binary.LittleEndian.Uint32(status[4*e:]) == 1 && len(d.Src[idx[e]].Data) <= 1<<20 && !d.Corrupt[idx[e]] {
 				e++
 			}
 			if e > k {
