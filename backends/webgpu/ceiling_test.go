@@ -192,7 +192,7 @@ func BenchmarkDecompressParallel(bm *testing.B) {
 		bm.Run(fmt.Sprintf("webgpu/dslots=%d", n), func(bm *testing.B) {
 			old := numDSlots
 			numDSlots = n
-			b, err := New(backends.FromEnv(backends.Options{}), true)
+			b, err := New(webgpuh(backends.Options{}), true)
 			numDSlots = old
 			if err != nil {
 				bm.Fatal(err)

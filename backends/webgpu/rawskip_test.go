@@ -91,7 +91,7 @@ func TestRawSkipSameBytes(t *testing.T) {
 		// pagelz4's chain depth, as TestSameBytesAsPagelz4 does.
 		chainDepth = 0
 		defer func() { chainDepth = defaultChainDepth }()
-		b, err := New(backends.FromEnv(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}), true)
+		b, err := New(webgpuh(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}), true)
 		if err != nil {
 			t.Fatal(err)
 		}

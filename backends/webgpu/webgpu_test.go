@@ -59,12 +59,24 @@ func open(t testing.TB) *Backend {
 			copyTurns = v
 		}
 		// CI runs the suite a second time with the fallback forced.
-		shared, sharedErr = New(backends.FromEnv(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}), true)
+		shared, sharedErr = New(webgpuh(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}), true)
 	})
 	if sharedErr != nil {
 		t.Fatalf("open webgpu backend with %s: %v", lib, sharedErr)
 	}
 	return shared
+}
+
+// webgpuh completes o from the environment for the webgpu.h runtime,
+// which the tests that open the engine this way are about: auto would take
+// the Vulkan runtime on a GPU that imports host memory (it has tests of
+// its own). S4D_WGSL_RUNTIME still picks another.
+func webgpuh(o backends.Options) backends.Options {
+	o = backends.FromEnv(o)
+	if o.WGSLRuntime == "" {
+		o.WGSLRuntime = RuntimeWebGPU
+	}
+	return o
 }
 
 func TestMain(m *testing.M) {
@@ -233,7 +245,7 @@ func TestSameBytesAsPagelz4(t *testing.T) {
 		chainDepth = 0
 		defer func() { chainDepth = defaultChainDepth }()
 		var err error
-		if b, err = New(backends.FromEnv(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}), true); err != nil {
+		if b, err = New(webgpuh(backends.Options{WebGPUNoSubgroups: os.Getenv("S4D_WEBGPU_NO_SUBGROUPS") == "1"}), true); err != nil {
 			t.Fatal(err)
 		}
 		defer b.Close()
@@ -377,7 +389,7 @@ func FuzzDecompress(f *testing.F) {
 // A closed backend refuses batches instead of touching freed objects.
 func TestUseAfterClose(t *testing.T) {
 	open(t) // skips without the library
-	b, err := New(backends.FromEnv(backends.Options{}), true)
+	b, err := New(webgpuh(backends.Options{}), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +410,7 @@ func TestUseAfterClose(t *testing.T) {
 // instead of hanging or handing back bad data.
 func TestDeviceLost(t *testing.T) {
 	open(t) // skips when the library is absent
-	b, err := New(backends.FromEnv(backends.Options{}), true)
+	b, err := New(webgpuh(backends.Options{}), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +470,7 @@ func TestSubgroupFallbackSame(t *testing.T) {
 	if !b.Subgroups() {
 		t.Skip("the shared backend already runs the fallback")
 	}
-	f, err := New(backends.FromEnv(backends.Options{WebGPUNoSubgroups: true}), true)
+	f, err := New(webgpuh(backends.Options{WebGPUNoSubgroups: true}), true)
 	if err != nil {
 		t.Fatal(err)
 	}
