@@ -6,6 +6,7 @@ import (
 
 	"github.com/s4d-project/s4d/backends"
 	"github.com/s4d-project/s4d/backends/cpu"
+	"github.com/s4d-project/s4d/backends/vulkan/vk"
 	"github.com/s4d-project/s4d/pagefmt"
 )
 
@@ -76,4 +77,57 @@ func BenchmarkVulkanDecompress(bm *testing.B) {
 		}
 		bm.ReportMetric(float64(s.lastN)/float64(n), "lz4-share")
 	})
+	// The kernel reading its blocks (devin), and writing its pages too
+	// (devall), in device memory instead of the slot's imported host
+	// memory: whether the parse's dependent reads across PCIe hold it.
+	for _, where := range []string{"devin", "devall"} {
+		bm.Run("kernel-"+where, func(bm *testing.B) {
+			if err := b.Decompress(context.Background(), mk()); err != nil {
+				bm.Fatal(err)
+			}
+			s := b.dlast.Load()
+			v, rt, k := s.vs, b.vk, b.vk.decomp
+			dev, err := rt.d.NewBuffer(int64(len(v.in.mem)))
+			if err != nil {
+				bm.Fatal(err)
+			}
+			defer dev.Release()
+			t, err := rt.d.Copy(dev, v.in.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(len(v.in.mem))}}, vk.Ticket{})
+			if err == nil {
+				err = rt.d.Wait(t, rt.wait)
+			}
+			if err != nil {
+				bm.Fatal(err)
+			}
+			dr := int64(vkDescRoom(v.cap))
+			binds := []struct {
+				i         int
+				buf       *vk.Buffer
+				off, size int64
+			}{{0, dev, dr, int64(v.lastTotal)}, {1, dev, 0, int64(8 * s.lastN)}}
+			if where == "devall" {
+				out, err := rt.d.NewBuffer(int64(len(v.out.mem)))
+				if err != nil {
+					bm.Fatal(err)
+				}
+				defer out.Release()
+				binds = append(binds, struct {
+					i         int
+					buf       *vk.Buffer
+					off, size int64
+				}{2, out, int64(vkPagesOff(v.cap)), int64(s.lastN * PageSize)})
+			}
+			for _, x := range binds {
+				if err := k.BindSet(v.set, x.i, x.buf, x.off, x.size); err != nil {
+					bm.Fatal(err)
+				}
+			}
+			bm.SetBytes(int64(s.lastN * PageSize))
+			for bm.Loop() {
+				if err := b.vkDKernelPass(s); err != nil {
+					bm.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -43,6 +43,7 @@ type vkDSlot struct {
 	cap, srcCap int
 	in          *hostBuf // desc (8 bytes a block, room for cap), then the blocks
 	out         *hostBuf // parameters, status (4 bytes a page), then the pages
+	lastTotal   int      // the blocks' bytes of the last round (benchmarks)
 }
 
 func (v *vkDSlot) free() {
@@ -222,7 +223,7 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 		v.cap, v.srcCap = c, sc
 	}
 	b.dlast.Store(s)
-	s.lastN = n
+	s.lastN, v.lastTotal = n, total
 	pg, tp := &rt.prof.get, time.Now()
 	pg.rounds.Add(1)
 	pg.pages.Add(int64(n))
