@@ -122,6 +122,11 @@ const (
 	envDSlots = "S4D_VULKAN_DSLOTS"
 )
 
+// envDevIn=1 has a GET round copy its packed blocks into device memory
+// (one copy on the transfer queue) for the decompress kernel to parse
+// there instead of across PCIe: an experiment.
+const envDevIn = "S4D_VULKAN_DEVIN"
+
 // The defaults: every descriptor set of each kernel (8), since a slot is
 // held from its dispatch until the store has copied its results (PUT) or
 // the pages are in place (GET). On an H200 through the daemon, 8

@@ -41,15 +41,19 @@ func (v *vkSlot) free() {
 type vkDSlot struct {
 	set         int
 	cap, srcCap int
-	in          *hostBuf // desc (8 bytes a block, room for cap), then the blocks
-	out         *hostBuf // parameters, status (4 bytes a page), then the pages
-	lastTotal   int      // the blocks' bytes of the last round (benchmarks)
+	in          *hostBuf   // desc (8 bytes a block, room for cap), then the blocks
+	din         *vk.Buffer // in's device copy (vkrt.devIn)
+	out         *hostBuf   // parameters, status (4 bytes a page), then the pages
+	lastTotal   int        // the blocks' bytes of the last round (benchmarks)
 }
 
 func (v *vkDSlot) free() {
 	v.in.free()
 	v.out.free()
-	v.in, v.out, v.cap, v.srcCap = nil, nil, 0, 0
+	if v.din != nil {
+		v.din.Release()
+	}
+	v.in, v.din, v.out, v.cap, v.srcCap = nil, nil, nil, 0, 0
 }
 
 // newVulkan opens the engine on the Vulkan runtime.
@@ -220,6 +224,12 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 			v.free()
 			return err
 		}
+		if rt.devIn {
+			if v.din, err = rt.d.NewBuffer(int64(len(v.in.mem))); err != nil {
+				v.free()
+				return err
+			}
+		}
 		v.cap, v.srcCap = c, sc
 	}
 	b.dlast.Store(s)
@@ -233,17 +243,26 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	pg.add(pPack, &tp)
 	binary.LittleEndian.PutUint32(o[vkParamsOff:], uint32(n))
 	po := vkPagesOff(v.cap)
-	k := rt.decomp
+	k, src, after := rt.decomp, v.in.buf, vk.Ticket{}
+	if v.din != nil {
+		var err error
+		after, err = rt.d.Copy(v.din, v.in.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(8 * n)},
+			{Src: int64(dr), Dst: int64(dr), Size: int64(total)}}, vk.Ticket{})
+		if err != nil {
+			return err
+		}
+		src = v.din
+	}
 	for i, x := range []struct {
 		buf       *vk.Buffer
 		off, size int64
-	}{{v.in.buf, int64(dr), int64(total)}, {v.in.buf, 0, int64(8 * n)}, {v.out.buf, int64(po), int64(n * PageSize)},
+	}{{src, int64(dr), int64(total)}, {src, 0, int64(8 * n)}, {v.out.buf, int64(po), int64(n * PageSize)},
 		{v.out.buf, vkTotalOff, int64(4 * n)}, {v.out.buf, vkParamsOff, 16}} {
 		if err := k.BindSet(v.set, i, x.buf, x.off, x.size); err != nil {
 			return err
 		}
 	}
-	t, err := k.DispatchSet(v.set, n, 1, 1, vk.Ticket{})
+	t, err := k.DispatchSet(v.set, n, 1, 1, after)
 	if err != nil {
 		return err
 	}
