@@ -243,7 +243,7 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	pg.add(pPack, &tp)
 	binary.LittleEndian.PutUint32(o[vkParamsOff:], uint32(n))
 	po := vkPagesOff(v.cap)
-	k, src, after := rt.decomp, v.in.buf, vk.Ticket{}
+	k, src, after, dispatched := rt.decomp, v.in.buf, vk.Ticket{}, false
 	if v.din != nil {
 		var err error
 		after, err = rt.d.Copy(v.din, v.in.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(8 * n)},
@@ -252,6 +252,11 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 			return err
 		}
 		src = v.din
+		defer func() {
+			if !dispatched {
+				rt.d.Wait(after, rt.wait) // the copy reads the slot's input: done before it is reused or freed
+			}
+		}()
 	}
 	for i, x := range []struct {
 		buf       *vk.Buffer
@@ -266,6 +271,7 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	if err != nil {
 		return err
 	}
+	dispatched = true // its wait below covers the copy
 	pg.gpu.enter()
 	pg.add(pSubmit, &tp)
 	if meanwhile != nil {

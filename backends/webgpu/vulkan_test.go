@@ -211,6 +211,22 @@ func TestVulkanConformance(t *testing.T) {
 	}
 }
 
+// The shared suite with GET's blocks copied to device memory before the
+// decompress kernel parses them (S4D_VULKAN_DEVIN=1, an experiment).
+func TestVulkanDevIn(t *testing.T) {
+	kernelsHere(t)
+	t.Setenv(envDevIn, "1")
+	b := openVK(t)
+	backendtest.Run(t, pinBackend{b}, backendtest.Config{PageSizes: []int{4096}})
+	used := false
+	for _, ds := range b.dall {
+		used = used || ds.vs.din != nil
+	}
+	if !used {
+		t.Fatal("no decompression slot has a device copy of its input")
+	}
+}
+
 // Pages in an imported mapping are read in place (counted), pages
 // elsewhere staged, and both come back from the CPU decoder and from the
 // engine's own decompress kernel, several callers at once.
