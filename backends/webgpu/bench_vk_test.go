@@ -99,23 +99,20 @@ func BenchmarkVulkanDecompress(bm *testing.B) {
 			if err != nil {
 				bm.Fatal(err)
 			}
-			dr := int64(vkDescRoom(v.cap))
-			binds := []struct {
+			type binding struct {
 				i         int
 				buf       *vk.Buffer
 				off, size int64
-			}{{0, dev, dr, int64(v.lastTotal)}, {1, dev, 0, int64(8 * s.lastN)}}
+			}
+			dr := int64(vkDescRoom(v.cap))
+			binds := []binding{{0, dev, dr, int64(v.lastTotal)}, {1, dev, 0, int64(8 * s.lastN)}}
 			if where == "devall" {
 				out, err := rt.d.NewBuffer(int64(len(v.out.mem)))
 				if err != nil {
 					bm.Fatal(err)
 				}
 				defer out.Release()
-				binds = append(binds, struct {
-					i         int
-					buf       *vk.Buffer
-					off, size int64
-				}{2, out, int64(vkPagesOff(v.cap)), int64(s.lastN * PageSize)})
+				binds = append(binds, binding{2, out, int64(vkPagesOff(v.cap)), int64(s.lastN * PageSize)})
 			}
 			for _, x := range binds {
 				if err := k.BindSet(v.set, x.i, x.buf, x.off, x.size); err != nil {
