@@ -70,7 +70,10 @@ type vkrt struct {
 	importing sync.WaitGroup
 
 	nImports, nRefused, nStaged, nDirect atomic.Int64
-	prof                                 vkProf
+	// slotBytes is the host memory the slots hold now (hostBuf), and
+	// nIdleFreed how many slots the sweeper emptied (vulkan_idle.go).
+	slotBytes, nIdleFreed atomic.Int64
+	prof                  vkProf
 	// wait bounds a dispatch's wait: waitTimeout, but minutes on a CPU
 	// device, where lavapipe compiles a kernel at its first dispatch
 	// (naga's compress module: minutes, see backends/vulkan/README.md).
@@ -438,8 +441,9 @@ func (r *vkrt) describe() string {
 	r.mu.Lock()
 	pinned := r.pinned
 	r.mu.Unlock()
-	d := fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: %s SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d",
-		r.info.Name, r.info.Driver, r.spv, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load())
+	d := fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: %s SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d; slot buffers %d MiB (%s)",
+		r.info.Name, r.info.Driver, r.spv, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load(),
+		r.slotBytes.Load()>>20, idleNote(r.nIdleFreed.Load()))
 	if r.note != "" {
 		d += "; " + r.note
 	}
@@ -453,8 +457,9 @@ func (r *vkrt) describe() string {
 // results, parameters and staging. The kernels write into it and the host
 // reads it in place.
 type hostBuf struct {
-	mem []byte
-	buf *vk.Buffer
+	mem  []byte
+	buf  *vk.Buffer
+	held *atomic.Int64 // the runtime's slotBytes
 }
 
 func (r *vkrt) newHostBuf(size int) (*hostBuf, error) {
@@ -468,11 +473,13 @@ func (r *vkrt) newHostBuf(size int) (*hostBuf, error) {
 		unix.Munmap(m)
 		return nil, fmt.Errorf("vulkan: importing the engine's own %d bytes: %w", size, err)
 	}
-	return &hostBuf{mem: m, buf: b}, nil
+	r.slotBytes.Add(int64(size))
+	return &hostBuf{mem: m, buf: b, held: &r.slotBytes}, nil
 }
 
 func (h *hostBuf) free() {
 	if h != nil {
+		h.held.Add(-int64(len(h.mem)))
 		h.buf.Release()
 		unix.Munmap(h.mem)
 	}

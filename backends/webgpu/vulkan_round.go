@@ -2,6 +2,7 @@ package webgpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -27,8 +28,9 @@ func vkPackedOff(capPages int) int { return (vkInfoOff + capPages*metaWords*4 + 
 type vkSlot struct {
 	set      int
 	capPages int
-	out      *hostBuf // parameters, total, metadata, packed blocks
-	stage    *hostBuf // the pages of a batch in no imported mapping
+	out      *hostBuf  // parameters, total, metadata, packed blocks
+	stage    *hostBuf  // the pages of a batch in no imported mapping
+	used     time.Time // the last round's start (the idle sweeper)
 }
 
 func (v *vkSlot) free() {
@@ -45,6 +47,7 @@ type vkDSlot struct {
 	din         *vk.Buffer // in's device copy (vkrt.devIn)
 	out         *hostBuf   // parameters, status (4 bytes a page), then the pages
 	lastTotal   int        // the blocks' bytes of the last round (benchmarks)
+	used        time.Time  // the last round's start (the idle sweeper)
 }
 
 func (v *vkDSlot) free() {
@@ -68,6 +71,9 @@ func newVulkan(o backends.Options, allowCPU, auto bool) (*Backend, error) {
 	if err := b.setupVulkan(); err != nil {
 		r.close()
 		return nil, err
+	}
+	if vkIdleFree > 0 {
+		go b.sweepVulkan(min(time.Second, vkIdleFree))
 	}
 	return b, nil
 }
@@ -107,6 +113,7 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 	defer tn.release()
 	rt, v, m := b.vk, s.vs, hi-lo
 	t0 := time.Now()
+	v.used = t0
 	pp, tp := &rt.prof.put, t0
 	pp.rounds.Add(1)
 	pp.pages.Add(int64(m))
@@ -206,6 +213,7 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 // into its imported output, and the shared copyOut puts them in place.
 func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, meanwhile func()) error {
 	rt, v, n := b.vk, s.vs, len(idx)
+	v.used = time.Now()
 	total := blocksBytes(d, idx)
 	if n > v.cap || total > v.srcCap {
 		v.free()
@@ -295,6 +303,11 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 // last batch, without host work, and waits: what the device sustains.
 // For benchmarks.
 func (b *Backend) vkDKernelPass(s *dslot) error {
+	b.idleMu.RLock()
+	defer b.idleMu.RUnlock()
+	if s.vs.in == nil {
+		return errors.New("vulkan: the slot's buffers were freed (idle)")
+	}
 	t, err := b.vk.decomp.DispatchSet(s.vs.set, s.lastN, 1, 1, vk.Ticket{})
 	if err != nil {
 		return err

@@ -96,6 +96,9 @@ type Backend struct {
 	dslots chan *dslot
 	dall   []*dslot
 	dlast  atomic.Pointer[dslot] // the set of the last decompression (benchmarks)
+	// idleMu: the Vulkan runtime's idle sweep holds it while it frees
+	// slots' buffers; benchmarks' kernel passes over a slot hold it shared.
+	idleMu sync.RWMutex
 }
 
 // numDSlots is how many decompressions may be under way at once. The

@@ -24,6 +24,11 @@ L=/tmp/vklim-logs; mkdir -p $L
 SUM=$OUT/summary.txt
 . backends/webgpu/testdata/gpu-env.sh
 say "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) cores $(nproc) $(date -u)"
+# Where the GPU sits: NUMA nodes and its PCIe link (PUT's GPU time in the
+# daemon against the kernel alone).
+BUS=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -1 | tr 'A-F' 'a-f' | sed 's/^0000//')
+say "numa nodes: $(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l); gpu $BUS numa_node $(cat /sys/bus/pci/devices/*$BUS/numa_node 2>/dev/null); $(lscpu | grep -E '^(Socket|NUMA node)' | tr -s ' \n' ' ')"
+say "pcie: $(nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current --format=csv,noheader)"
 python3 -c '
 import torch, time, json
 w = [torch.nn.Linear(2048, 2048) for _ in range(48)]
@@ -89,6 +94,12 @@ row() { # name, env..., -- daemon flags...
 	fi
 	$S4D ctl --socket $SOCK stats > $L/stats-$name.txt 2>&1
 	grep -E 'webgpu' $L/stats-$name.txt | head -1 | cut -c1-600 | tee -a $SUM
+	# The daemon's memory beside its speed: peak and current resident set.
+	say "mem $name $(grep -E 'VmHWM|VmRSS' /proc/$D/status | tr -s ' \t\n' ' ')"
+	if [ "${IDLE_WAIT:-0}" != 0 ]; then # and once idle (the Vulkan slots' sweep)
+		sleep $IDLE_WAIT
+		say "mem $name after ${IDLE_WAIT}s idle $(grep -E 'VmRSS' /proc/$D/status | tr -s ' \t\n' ' ') $($S4D ctl --socket $SOCK stats 2>&1 | grep -o 'slot buffers [^)]*)')"
+	fi
 	kill -TERM $D; wait $D
 }
 for pass in $(seq ${PASSES:-2}); do
