@@ -55,7 +55,7 @@ type vkrt struct {
 	sg       bool   // the compress module with subgroup scans
 	spv      string // the modules' compiler (spirv.Set's Name)
 	noImport bool
-	devIn    bool   // GET's blocks copied to device memory (envDevIn)
+	devIn    bool   // GET's blocks copied to device memory (devInFor)
 	note     string // why auto took this runtime, for Describe
 
 	// life: importNow holds it shared while it imports; close holds
@@ -112,7 +112,7 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 		d.Close()
 		return nil, backends.Unavailable("vulkan: %s has no VK_EXT_external_memory_host", info.Name)
 	}
-	r := &vkrt{d: d, info: info, noImport: os.Getenv(envNoImport) == "1", devIn: os.Getenv(envDevIn) == "1", pinLimit: o.GPUPinLimit, wait: waitTimeout}
+	r := &vkrt{d: d, info: info, noImport: os.Getenv(envNoImport) == "1", devIn: devInFor(info), pinLimit: o.GPUPinLimit, wait: waitTimeout}
 	if info.CPU {
 		r.wait = 30 * time.Minute
 	}
@@ -437,6 +437,9 @@ func (r *vkrt) describe() string {
 	}
 	if r.info.Robust {
 		scan += ", robust buffer access"
+	}
+	if r.devIn {
+		scan += ", GET's blocks copied to device memory"
 	}
 	r.mu.Lock()
 	pinned := r.pinned

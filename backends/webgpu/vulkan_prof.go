@@ -122,10 +122,25 @@ const (
 	envDSlots = "S4D_VULKAN_DSLOTS"
 )
 
-// envDevIn=1 has a GET round copy its packed blocks into device memory
-// (one copy on the transfer queue) for the decompress kernel to parse
-// there instead of across PCIe: an experiment.
+// A GET round on a discrete GPU copies its packed blocks into device
+// memory (one copy on the transfer queue), and the decompress kernel
+// parses them there instead of across the bus: its chain of dependent
+// reads ran 1.17x faster (13.6 against 11.6 GB/s of LZ4 pages), and GET
+// through the daemon 1.07x / 1.13x at batches 4096 / 16384 (H200, means
+// of 2 runs, 2026-12-03-vulkan-devin-idle.md). Elsewhere (an integrated
+// GPU or a CPU device, whose device memory is the host's) the copy would
+// only add work. envDevIn=1 or 0 forces it either way.
 const envDevIn = "S4D_VULKAN_DEVIN"
+
+func devInFor(info vk.Info) bool {
+	switch os.Getenv(envDevIn) {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	return info.Discrete
+}
 
 // The defaults: every descriptor set of each kernel (8), since a slot is
 // held from its dispatch until the store has copied its results (PUT) or

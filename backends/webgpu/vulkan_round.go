@@ -209,8 +209,9 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 }
 
 // vkDecompress runs the decompress kernel over the blocks idx of d: they
-// are packed into the slot's imported input, the kernel writes the pages
-// into its imported output, and the shared copyOut puts them in place.
+// are packed into the slot's imported input (on a discrete GPU copied on
+// into device memory, devInFor), the kernel writes the pages into its
+// imported output, and the shared copyOut puts them in place.
 func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, meanwhile func()) error {
 	rt, v, n := b.vk, s.vs, len(idx)
 	v.used = time.Now()

@@ -212,7 +212,8 @@ func TestVulkanConformance(t *testing.T) {
 }
 
 // The shared suite with GET's blocks copied to device memory before the
-// decompress kernel parses them (S4D_VULKAN_DEVIN=1, an experiment).
+// decompress kernel parses them, as on a discrete GPU (forced here with
+// S4D_VULKAN_DEVIN=1: lavapipe is a CPU device).
 func TestVulkanDevIn(t *testing.T) {
 	kernelsHere(t)
 	t.Setenv(envDevIn, "1")

@@ -99,6 +99,7 @@ typedef struct s4dvk_dev {
 	char driver[VK_MAX_DRIVER_NAME_SIZE + VK_MAX_DRIVER_INFO_SIZE + 2];
 	uint32_t api, vendor;
 	int cpu;
+	int discrete;         // a discrete GPU: its own memory, across a bus from the host's
 	int robust;           // robustBufferAccess and robustBufferAccess2 enabled (Options.Robust)
 } s4dvk_dev;
 
@@ -164,6 +165,7 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, s4d
 	d->api = p2.properties.apiVersion;
 	d->vendor = p2.properties.vendorID;
 	d->cpu = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	d->discrete = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
 	if (d->api < VK_API_VERSION_1_2) {
 		snprintf(why, whyn, "%s supports Vulkan %u.%u, not 1.2", d->name, d->api >> 22, (d->api >> 12) & 0x3ff);
 		return -1;

@@ -106,6 +106,7 @@ type Info struct {
 	API          uint32 // VK_MAKE_API_VERSION packed
 	Vendor       uint32
 	CPU          bool // a CPU implementation (lavapipe)
+	Discrete     bool // a discrete GPU (device memory across a bus)
 	HostImport   bool // VK_EXT_external_memory_host
 	// ImportAlign is minImportedHostPointerAlignment: an imported range's
 	// address and size are multiples of it.
@@ -161,6 +162,7 @@ func Open(o Options) (*Device, error) {
 		API:          uint32(d.api),
 		Vendor:       uint32(d.vendor),
 		CPU:          d.cpu != 0,
+		Discrete:     d.discrete != 0,
 		HostImport:   d.hostImport != 0,
 		ImportAlign:  int(d.minAlign),
 		TransferOnly: d.transferOnly != 0,

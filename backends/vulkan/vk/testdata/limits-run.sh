@@ -56,6 +56,14 @@ if [ "${BENCH:-1}" = 1 ]; then
 		say "== $t BenchmarkCompress pages $f, depth $dp, memfd $mf (kernel alone, 4096-page batches, 1 GiB) rc $?"
 		grep -E '^Benchmark' $L/ceiling-$t-$f-$dp-$mf.log | sed -E 's/ +/ /g' | tee -a $SUM
 	done; done; done; done
+	# FROMIDLE=1: the compress kernel alone, one 1 GiB pass at a time after
+	# a second of idle, against its steady passes (clocks rising from idle).
+	[ "${FROMIDLE:-0}" = 1 ] && for k in 1 2 3 4 5; do
+		sleep 1
+		(cd backends/vulkan/vk && S4D_VULKAN_SPIRV=tint S4D_BENCH_FILE=/tmp/corpus S4D_BENCH_HOSTOUT=1 S4D_BENCH_DEPTH=8 S4D_BENCH_MIB=1024 \
+			S4D_BENCH_MEMFD=1 S4D_BENCH_SG=1 timeout 120 "$C"/vk.test -test.run XXX -test.bench 'Compress/tint/hostout' -test.benchtime 1x -test.count 1) > $L/fromidle-$k.log 2>&1
+		say "== kernel alone, one pass after 1 s idle ($k) rc $?"; grep -E '^Benchmark' $L/fromidle-$k.log | sed -E 's/ +/ /g' | tee -a $SUM
+	done
 	for t in ${DTESTS:-webgpu}; do
 		(cd backends/webgpu && S4D_VULKAN_KERNELS=1 timeout 120 "$C"/$t.test -test.run XXX \
 			-test.bench VulkanDecompress -test.benchtime 10x -test.count 2) > $L/vkdecomp-$t.log 2>&1
@@ -78,6 +86,12 @@ row() { # name, env..., -- daemon flags...
 	while [ "$1" != -- ]; do envs+=("$1"); shift; done
 	shift
 	rm -f $SOCK
+	# CLOCKS=1: the GPU's SM clock and load every 20 ms while the row runs.
+	local CK=
+	if [ "${CLOCKS:-0}" = 1 ]; then
+		nvidia-smi --query-gpu=clocks.sm,utilization.gpu,power.draw --format=csv,noheader,nounits -lms 20 > $L/clocks-$name.csv 2>&1 &
+		CK=$!
+	fi
 	local bin=$S4D
 	case $name in vkold*) bin=$C/s4d-old ;; vkalt*) bin=$C/s4d-alt ;; esac
 	env S4D_VULKAN_PROF=1 "${envs[@]}" $bin daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
@@ -101,6 +115,11 @@ row() { # name, env..., -- daemon flags...
 		say "mem $name after ${IDLE_WAIT}s idle $(grep -E 'VmRSS' /proc/$D/status | tr -s ' \t\n' ' ') $($S4D ctl --socket $SOCK stats 2>&1 | grep -o 'slot buffers [^)]*)')"
 	fi
 	kill -TERM $D; wait $D
+	if [ -n "$CK" ]; then
+		kill $CK; wait $CK 2>/dev/null
+		# SM clock (MHz) over the samples with the GPU busy (load > 0).
+		say "clocks $name: $(awk -F', *' '$2 > 0 { n++; s += $1; if (!m || $1 < m) m = $1; if ($1 > x) x = $1; c[int($1 / 200) * 200]++ } END { printf "busy samples %d, SM MHz mean %.0f min %d max %d;", n, n ? s / n : 0, m, x; for (k in c) printf " %d+:%d", k, c[k] }' $L/clocks-$name.csv)"
+	fi
 }
 for pass in $(seq ${PASSES:-2}); do
 	for r in ${ROWS:-cpu vk vk4}; do
