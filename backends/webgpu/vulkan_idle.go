@@ -11,8 +11,10 @@ import (
 // one burst of large batches the engine held them for good, up to about
 // 128 MiB a slot with 8 compress and 8 decompression slots. A memory
 // daemon holding that while idle gives back much of what it saves, so a
-// sweeper empties the slots that no round used for vkIdleFree; the next
-// round makes its buffers again (a few milliseconds per 32 MiB).
+// sweeper empties the slots that no round used for vkIdleFree. The next
+// round makes its buffers again: populating and importing cost roughly
+// 20 ms per 64 MiB (12 ms to populate here, imports about 7 GB/s on an
+// H200), so bursts less than vkIdleFree apart keep them.
 var vkIdleFree = idleFreeFromEnv()
 
 // envIdleFree sets vkIdleFree (a Go duration; 0 keeps the buffers for
@@ -23,7 +25,7 @@ func idleFreeFromEnv() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv(envIdleFree)); err == nil && d >= 0 {
 		return d
 	}
-	return 5 * time.Second
+	return 30 * time.Second
 }
 
 func idleNote(freed int64) string {

@@ -97,7 +97,18 @@ row() { # name, env..., -- daemon flags...
 	env S4D_VULKAN_PROF=1 "${envs[@]}" $bin daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
 	local D=$!
 	for _ in $(seq 600); do $S4D ctl --socket $SOCK stats > /dev/null 2>&1 && break; sleep 0.1; done
-	if [ "${CLEAN:-0}" = 1 ]; then
+	if [ "${STEADY:-0}" = 1 ]; then
+		# The SM clock in a steady PUT/GET: a warm-up call (imports, slots),
+		# then one call of REPEATS repeats sampled every 10 ms; the summary
+		# keeps the samples of its second half (past the first repeat's import).
+		bench $name-warm 4096 1
+		nvidia-smi --query-gpu=clocks.sm,utilization.gpu --format=csv,noheader,nounits -lms 10 > $L/steady-$name.csv 2>&1 &
+		local SK=$!
+		bench $name-steady 4096 ${REPEATS:-8}
+		kill $SK; wait $SK 2>/dev/null
+		local n=$(wc -l < $L/steady-$name.csv)
+		say "steady clocks $name, last $((n / 2)) of $n samples: $(tail -n $((n / 2)) $L/steady-$name.csv | awk -F', *' '{ n++; s += $1; if ($2 > 0) b++; c[int($1 / 200) * 200]++ } END { printf "SM MHz mean %.0f, samples with load %d;", s / n, b; for (k in c) printf " %d+:%d", k, c[k] }')"
+	elif [ "${CLEAN:-0}" = 1 ]; then
 		# Steady state: a call of 1 repeat and one of 3 per batch size;
 		# each call's first repeat imports its fresh memfd, so the
 		# difference of the two profiles is 2 repeats without an import.
