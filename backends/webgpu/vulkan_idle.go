@@ -56,11 +56,9 @@ func (b *Backend) sweepVulkan(every time.Duration) {
 func (b *Backend) freeIdle(now time.Time, keep time.Duration) {
 	b.idleMu.Lock()
 	defer b.idleMu.Unlock()
-	var cs, es []*slot
-	var ds []*dslot
-	// Not every slot is taken: a caller may be waiting on a channel, and
-	// it gets its slot as soon as the sweep puts them back.
-	cs, es, ds = drain(b.slots), drain(b.extra), drain(b.dslots)
+	// A caller waiting on a channel meanwhile gets its slot as soon as
+	// the sweep puts them back.
+	cs, es, ds := drain(b.slots), drain(b.extra), drain(b.dslots)
 	for _, s := range append(cs, es...) {
 		if v := s.vs; v.out != nil && now.Sub(v.used) >= keep {
 			v.free()
