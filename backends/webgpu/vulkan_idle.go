@@ -28,23 +28,23 @@ func idleFreeFromEnv() time.Duration {
 	return 30 * time.Second
 }
 
-func idleNote(freed int64) string {
-	if vkIdleFree == 0 {
+func idleNote(keep time.Duration, freed int64) string {
+	if keep == 0 {
 		return "kept while idle"
 	}
-	return fmt.Sprintf("given back after %v idle, %d slots so far", vkIdleFree, freed)
+	return fmt.Sprintf("given back after %v idle, %d slots so far", keep, freed)
 }
 
-// sweepVulkan frees idle slots' buffers until Close.
-func (b *Backend) sweepVulkan(every time.Duration) {
-	t := time.NewTicker(every)
+// sweepVulkan frees the buffers of slots idle for keep, until Close.
+func (b *Backend) sweepVulkan(keep time.Duration) {
+	t := time.NewTicker(min(time.Second, keep))
 	defer t.Stop()
 	for {
 		select {
 		case <-b.gone:
 			return
 		case now := <-t.C:
-			b.freeIdle(now, vkIdleFree)
+			b.freeIdle(now, keep)
 		}
 	}
 }

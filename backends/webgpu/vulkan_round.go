@@ -72,8 +72,8 @@ func newVulkan(o backends.Options, allowCPU, auto bool) (*Backend, error) {
 		r.close()
 		return nil, err
 	}
-	if vkIdleFree > 0 {
-		go b.sweepVulkan(min(time.Second, vkIdleFree))
+	if r.idleKeep > 0 {
+		go b.sweepVulkan(r.idleKeep)
 	}
 	return b, nil
 }
