@@ -536,11 +536,29 @@ func TestRegionOtherProcess(t *testing.T) {
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
 	addr := binary.LittleEndian.Uint64(buf)
+	// The cases need addresses that the other process does not map. Two
+	// processes of this binary can lay out their memory alike, so the
+	// child's address is sometimes mapped here and ours there (a CI run
+	// saw both at once): then another address is taken.
+	if mapsAny("self", addr, 1<<20) {
+		addr = unmappedHere(t, 1<<20)
+	}
 	rm, err := client.NewRegionMemory(1 << 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rm.Close()
+	for try := 0; mapsAny(fmt.Sprint(child.Process.Pid), uint64(uintptr(unsafe.Pointer(&rm.Mem[0]))), 1<<20); try++ {
+		if try == 8 {
+			t.Fatal("every region memory made here lies where the child maps memory too")
+		}
+		next, err := client.NewRegionMemory(1 << 20) // rm stays mapped meanwhile: next lies elsewhere
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Close()
+		rm = next
+	}
 	own := uint64(uintptr(unsafe.Pointer(&rm.Mem[0])))
 	for _, tc := range []struct {
 		name string
