@@ -42,6 +42,7 @@ type slot struct {
 	extra                      bool               // one of the extraSlots
 	part                       pagefmt.Compressed // a round handed to CompressParts' deliver
 	vs                         *vkSlot            // the Vulkan runtime's side (nil on webgpu.h)
+	used                       time.Time          // when a batch last handed it back (idle.go)
 }
 
 func (s *slot) free(p *C.s4d_procs) {
@@ -462,6 +463,7 @@ func (b *Backend) compressBatch(ctx context.Context, in *pagefmt.Batch, out *pag
 			b.vk.prof.put.add(pSlot, &ts)
 		}
 		defer func() {
+			s.used = time.Now()
 			if s.extra {
 				b.extra <- s
 			} else {

@@ -30,8 +30,9 @@ type dslot struct {
 	upWait                             *C.s4d_wait
 	upCap                              int
 	upPending, upReady                 bool
-	lastN                              int      // LZ4 pages of the last round (benchmarks)
-	vs                                 *vkDSlot // the Vulkan runtime's side (nil on webgpu.h)
+	lastN                              int       // LZ4 pages of the last round (benchmarks)
+	vs                                 *vkDSlot  // the Vulkan runtime's side (nil on webgpu.h)
+	used                               time.Time // when a batch last handed it back (idle.go)
 }
 
 func (s *dslot) free(p *C.s4d_procs) {
@@ -110,7 +111,7 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 	case <-b.gone:
 		return errClosed
 	}
-	defer func() { b.dslots <- s }()
+	defer func() { s.used = time.Now(); b.dslots <- s }()
 	if b.vk != nil {
 		b.vk.prof.get.add(pSlot, &ts)
 	}
@@ -365,6 +366,11 @@ func (b *Backend) ensureDecomp(s *dslot, n, srcBytes int) error {
 // the last round, without transfers, and waits for it. For benchmarks.
 func (b *Backend) dkernelPass(reps int) error {
 	d, p, s := b.d, b.d.p, b.dlast.Load()
+	b.idleMu.RLock()
+	defer b.idleMu.RUnlock()
+	if s.bg == nil {
+		return errors.New("webgpu: the slot's buffers were freed (idle)")
+	}
 	err := d.do(func() error {
 		C.s4d_push_errors(p, d.dev)
 		enc := C.s4d_encoder(p, d.dev)

@@ -70,11 +70,10 @@ type vkrt struct {
 	importing sync.WaitGroup
 
 	nImports, nRefused, nStaged, nDirect atomic.Int64
-	// slotBytes is the host memory the slots hold now (hostBuf), and
-	// nIdleFreed how many slots the sweeper emptied (vulkan_idle.go).
-	slotBytes, nIdleFreed atomic.Int64
-	idleKeep              time.Duration // vkIdleFree when opened
-	prof                  vkProf
+	// slotBytes is the host memory the slots hold now (hostBuf; the
+	// sweeper in idle.go frees idle slots').
+	slotBytes atomic.Int64
+	prof      vkProf
 	// wait bounds a dispatch's wait: waitTimeout, but minutes on a CPU
 	// device, where lavapipe compiles a kernel at its first dispatch
 	// (naga's compress module: minutes, see backends/vulkan/README.md).
@@ -113,7 +112,7 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 		d.Close()
 		return nil, backends.Unavailable("vulkan: %s has no VK_EXT_external_memory_host", info.Name)
 	}
-	r := &vkrt{d: d, info: info, noImport: os.Getenv(envNoImport) == "1", devIn: devInFor(info), idleKeep: vkIdleFree, pinLimit: o.GPUPinLimit, wait: waitTimeout}
+	r := &vkrt{d: d, info: info, noImport: os.Getenv(envNoImport) == "1", devIn: devInFor(info), pinLimit: o.GPUPinLimit, wait: waitTimeout}
 	if info.CPU {
 		r.wait = 30 * time.Minute
 	}
@@ -426,8 +425,9 @@ func writableAlias(mem []byte) (unsafe.Pointer, error) {
 }
 
 // describe says which runtime and import path the device uses, with the
-// counts so far (s4d ctl stats and the log show it).
-func (r *vkrt) describe() string {
+// counts so far (s4d ctl stats and the log show it); idle says what
+// becomes of idle slots' buffers.
+func (r *vkrt) describe(idle string) string {
 	imp := "client memory imported (VK_EXT_external_memory_host)"
 	if r.noImport {
 		imp = "client imports refused (" + envNoImport + "=1): every batch staged"
@@ -447,7 +447,7 @@ func (r *vkrt) describe() string {
 	r.mu.Unlock()
 	d := fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: %s SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d; slot buffers %d MiB (%s)",
 		r.info.Name, r.info.Driver, r.spv, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load(),
-		r.slotBytes.Load()>>20, idleNote(r.idleKeep, r.nIdleFreed.Load()))
+		r.slotBytes.Load()>>20, idle)
 	if r.note != "" {
 		d += "; " + r.note
 	}

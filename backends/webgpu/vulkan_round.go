@@ -28,9 +28,8 @@ func vkPackedOff(capPages int) int { return (vkInfoOff + capPages*metaWords*4 + 
 type vkSlot struct {
 	set      int
 	capPages int
-	out      *hostBuf  // parameters, total, metadata, packed blocks
-	stage    *hostBuf  // the pages of a batch in no imported mapping
-	used     time.Time // the last round's start (the idle sweeper)
+	out      *hostBuf // parameters, total, metadata, packed blocks
+	stage    *hostBuf // the pages of a batch in no imported mapping
 }
 
 func (v *vkSlot) free() {
@@ -47,7 +46,6 @@ type vkDSlot struct {
 	din         *vk.Buffer // in's device copy (vkrt.devIn)
 	out         *hostBuf   // parameters, status (4 bytes a page), then the pages
 	lastTotal   int        // the blocks' bytes of the last round (benchmarks)
-	used        time.Time  // the last round's start (the idle sweeper)
 }
 
 func (v *vkDSlot) free() {
@@ -72,9 +70,7 @@ func newVulkan(o backends.Options, allowCPU, auto bool) (*Backend, error) {
 		r.close()
 		return nil, err
 	}
-	if r.idleKeep > 0 {
-		go b.sweepVulkan(r.idleKeep)
-	}
+	b.startSweep()
 	return b, nil
 }
 
@@ -113,7 +109,6 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 	defer tn.release()
 	rt, v, m := b.vk, s.vs, hi-lo
 	t0 := time.Now()
-	v.used = t0
 	pp, tp := &rt.prof.put, t0
 	pp.rounds.Add(1)
 	pp.pages.Add(int64(m))
@@ -214,7 +209,6 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 // imported output, and the shared copyOut puts them in place.
 func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, meanwhile func()) error {
 	rt, v, n := b.vk, s.vs, len(idx)
-	v.used = time.Now()
 	total := blocksBytes(d, idx)
 	if n > v.cap || total > v.srcCap {
 		v.free()

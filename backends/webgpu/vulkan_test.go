@@ -143,7 +143,7 @@ func TestVulkanPin(t *testing.T) {
 	if rt.nRefused.Load() != refused+1 || rt.pinned != 0 {
 		t.Fatalf("refusal not counted (%d) or bytes left pinned (%d)", rt.nRefused.Load()-refused, rt.pinned)
 	}
-	if d := rt.describe(); !strings.Contains(d, "runtime vulkan") || !strings.Contains(d, "refused 1") || !strings.Contains(d, "imports 1 ") {
+	if d := rt.describe(""); !strings.Contains(d, "runtime vulkan") || !strings.Contains(d, "refused 1") || !strings.Contains(d, "imports 1 ") {
 		t.Fatalf("describe: %s", d)
 	}
 	// A mapping that outlives the engine (the daemon closes its engines

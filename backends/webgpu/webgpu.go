@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/s4d-project/s4d/backends"
@@ -96,9 +97,11 @@ type Backend struct {
 	dslots chan *dslot
 	dall   []*dslot
 	dlast  atomic.Pointer[dslot] // the set of the last decompression (benchmarks)
-	// idleMu: the Vulkan runtime's idle sweep holds it while it frees
-	// slots' buffers; benchmarks' kernel passes over a slot hold it shared.
-	idleMu sync.RWMutex
+	// idleMu: the idle sweep (idle.go) holds it while it frees slots'
+	// buffers; benchmarks' kernel passes over a slot hold it shared.
+	idleMu     sync.RWMutex
+	idleKeep   time.Duration // idleFree when opened
+	nIdleFreed atomic.Int64  // slots the sweep emptied
 }
 
 // numDSlots is how many decompressions may be under way at once. The
@@ -159,6 +162,7 @@ func newWebGPU(o backends.Options, allowCPU bool) (*Backend, error) {
 		b.Close()
 		return nil, err
 	}
+	b.startSweep()
 	return b, nil
 }
 
@@ -238,9 +242,9 @@ func (b *Backend) Name() string { return "webgpu" }
 // the Vulkan runtime, the import path with its counts so far.
 func (b *Backend) Describe() string {
 	if b.vk != nil {
-		return b.vk.describe()
+		return b.vk.describe(b.idleNote())
 	}
-	return b.d.desc
+	return b.d.desc + "; idle slots' buffers " + b.idleNote()
 }
 
 // Subgroups reports whether the compress kernel uses subgroup operations.
