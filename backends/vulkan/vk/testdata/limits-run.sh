@@ -7,7 +7,7 @@
 #     daemon's corpus, webgpu BenchmarkVulkanDecompress);
 #  2. the daemon table (ROWS: cpu, vk: vulkan with the default slots,
 #     vkold / vkalt: the same with s4d-old / s4d-alt, other builds
-#     carried beside; dawn: the webgpu.h runtime; auto: --wgsl-runtime's default; vkstage: every batch staged (no import); vkdevin: GET's blocks parsed in device memory; vk4 /
+#     carried beside; dawn: the webgpu.h runtime; auto: --wgsl-runtime's default; vkstage: every batch staged (no import); vkdevin / vkhostin: GET's blocks parsed in device memory (the default on a discrete GPU) / in host memory; vk4 /
 #     vk8: with 4 / SLOTS compress slots, DSLOTS decompression slots for
 #     vk8; vkprof / cpuprof: with --cpuprofile), PASSES times, each row
 #     its own daemon with S4D_VULKAN_PROF=1: the runtime's per-stage
@@ -142,6 +142,7 @@ for pass in $(seq ${PASSES:-2}); do
 		vkold) row vkold-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkalt) row vkalt-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkdevin) row vkdevin-$pass S4D_VULKAN_DEVIN=1 -- --backend webgpu --wgsl-runtime vulkan ;;
+		vkhostin) row vkhostin-$pass S4D_VULKAN_DEVIN=0 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkstage) row vkstage-$pass S4D_VULKAN_NO_IMPORT=1 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vk4) row vk4-$pass S4D_VULKAN_SLOTS=4 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vk8) row vk8-$pass S4D_VULKAN_SLOTS=${SLOTS:-8} S4D_VULKAN_DSLOTS=${DSLOTS:-8} -- --backend webgpu --wgsl-runtime vulkan ;;
