@@ -57,6 +57,16 @@ type Pinner interface {
 	Pin(mem []byte) (unpin func(), err error)
 }
 
+// Warming is implemented by backends that make pinned memory ready for
+// direct transfers in the background (a GPU importing a client's fresh
+// mapping on first use): until it is, a batch from mem costs them a
+// staging copy. Warming starts that work if it has not begun, and
+// reports whether it is still under way; the router then gives the
+// batch to the next engine, when the choice is its own.
+type Warming interface {
+	Warming(mem []byte) bool
+}
+
 // Limited is a backend that takes only some batches: Takes says whether it
 // compresses, and decodes, pages of codec at pageSize. The router passes
 // the others to the next backend, so an engine keeps no fallback of its

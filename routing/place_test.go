@@ -30,13 +30,15 @@ type fakeGPU struct {
 	n    atomic.Int64
 	lost atomic.Bool
 	hold chan struct{} // when set, batches wait on it
+	warm atomic.Bool   // Warming says so
 }
 
-func (g *fakeGPU) Name() string     { return g.name }
-func (g *fakeGPU) Describe() string { return "fake GPU" }
-func (g *fakeGPU) Engine() string   { return "fakegpu" }
-func (g *fakeGPU) NUMANode() int    { return g.node }
-func (g *fakeGPU) Close() error     { return nil }
+func (g *fakeGPU) Name() string        { return g.name }
+func (g *fakeGPU) Describe() string    { return "fake GPU" }
+func (g *fakeGPU) Engine() string      { return "fakegpu" }
+func (g *fakeGPU) NUMANode() int       { return g.node }
+func (g *fakeGPU) Close() error        { return nil }
+func (g *fakeGPU) Warming([]byte) bool { return g.warm.Load() }
 func (g *fakeGPU) Compress(ctx context.Context, b *pagefmt.Batch, out *pagefmt.Compressed) error {
 	g.n.Add(1)
 	if g.hold != nil {
@@ -146,6 +148,7 @@ func newPlaced(t *testing.T, nodeOf func([]byte) int) (*backends.Set, *Router) {
 		g.node, g.hold = h.PCINode(bdf), nil
 		g.n.Store(0)
 		g.lost.Store(false)
+		g.warm.Store(false)
 	}
 	set := backends.Open(backends.Options{PageSize: 4096}, "fakegpu", "cpu")
 	t.Cleanup(set.Close)
@@ -350,5 +353,34 @@ func TestRankDevicesTogether(t *testing.T) {
 	order = rankBy(usable[:2], rate, 2)
 	if fmt.Sprint(order) != "[[cpu fakegpu0] [cpu fakegpu0]]" {
 		t.Fatalf("one device: order %v", order)
+	}
+}
+
+// A batch whose memory the devices are still making ready (Warming) goes
+// to the next engine, the CPU, when the router chooses (auto); once they
+// are ready, or when the devices are asked for by name, to a device.
+func TestPlaceWarming(t *testing.T) {
+	for _, tc := range []struct {
+		prefer string
+		warm   bool
+		want   string
+	}{{"auto", true, "cpu"}, {"auto", false, "fakegpu"}, {"fakegpu", true, "fakegpu"}} {
+		_, r := newPlaced(t, func([]byte) int { return -1 })
+		r.SetPreference(tc.prefer)
+		for _, g := range fakeGPUs {
+			g.warm.Store(tc.warm)
+		}
+		pages := corpus.Pages(corpus.Mixed, 8, 4096, 5)
+		out := new(pagefmt.Compressed)
+		name, err := r.Compress(context.Background(), &pagefmt.Batch{PageSize: 4096, Pages: pages}, out, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(name, tc.want) {
+			t.Fatalf("%s, warming %v: the batch went to %s, want %s", tc.prefer, tc.warm, name, tc.want)
+		}
+		if len(out.Class) != 8 {
+			t.Fatalf("%s, warming %v: %d pages came back", tc.prefer, tc.warm, len(out.Class))
+		}
 	}
 }

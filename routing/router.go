@@ -296,6 +296,9 @@ func (r *Router) compressWith(ctx context.Context, codec pagefmt.Codec, chain []
 	b.Codec, b.Threshold, b.Sums, b.Placed = codec, r.threshold, true, deliver != nil
 	pages := b.Pages
 	chain = r.place(ctx, taking(chain, b.PageSize, codec), pages)
+	if r.Preference() == "auto" { // --backend webgpu: its staging copy rather than the CPU
+		chain = warmFirst(chain, pages)
+	}
 	for i, be := range chain {
 		if i > 0 {
 			r.fallbacks.Add(1)

@@ -87,6 +87,7 @@ type vkImport struct {
 	mem        []byte         // the mapping, until imported
 	once       sync.Once      // the driver import (importNow)
 	started    bool           // importNow begun (lookup), under vkrt.mu
+	tried      bool           // importNow over (imported or refused), under vkrt.mu
 	buf        *vk.Buffer     // nil until imported, or refused; under vkrt.mu
 	alias      unsafe.Pointer // a writable second mapping of the same pages, imported instead (importNow)
 	users      int            // batches using it, under vkrt.mu
@@ -352,21 +353,55 @@ func (r *vkrt) lookup(mem []byte) (im *vkImport, off int64) {
 			x.users++
 			return x, int64(p - x.base)
 		}
-		if !x.started && !r.closed {
-			// The import holds the mapping as a batch would: an unpin
-			// waits for it.
-			x.started = true
-			x.users++
-			r.importing.Add(1)
-			go func() {
-				defer r.importing.Done()
-				r.importNow(x)
-				r.done(x)
-			}()
-		}
+		r.startImport(x)
 		return nil, 0
 	}
 	return nil, 0
+}
+
+// startImport starts x's import in the background unless it has begun.
+// Under r.mu.
+func (r *vkrt) startImport(x *vkImport) {
+	if x.started || r.closed {
+		return
+	}
+	// The import holds the mapping as a batch would: an unpin waits
+	// for it.
+	x.started = true
+	x.users++
+	r.importing.Add(1)
+	go func() {
+		defer r.importing.Done()
+		r.importNow(x)
+		r.mu.Lock()
+		x.tried = true
+		r.mu.Unlock()
+		r.done(x)
+	}()
+}
+
+// warming reports whether mem lies in a pinned mapping whose import is
+// under way, starting it if it has not begun (backends.Warming): a batch
+// from it would be staged meanwhile. Memory in no pinned mapping, or in
+// one the driver refused, is staged for good, and is not warming.
+func (r *vkrt) warming(mem []byte) bool {
+	if len(mem) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(&mem[0]))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.imports {
+		if x.gone || p < x.base || p+uintptr(len(mem)) > x.base+x.size {
+			continue
+		}
+		if x.buf != nil || x.tried || r.closed {
+			return false
+		}
+		r.startImport(x)
+		return true
+	}
+	return false
 }
 
 func (r *vkrt) done(im *vkImport) {

@@ -326,3 +326,7 @@ type pinBackend struct{ *Backend }
 // by the first compress round that reads from it);
 // batches whose pages lie inside it are read by the kernel in place.
 func (p pinBackend) Pin(mem []byte) (func(), error) { return p.vk.pin(mem) }
+
+// Warming is backends.Warming: whether mem's mapping is being imported
+// (its batches would be staged meanwhile), the import started if not.
+func (p pinBackend) Warming(mem []byte) bool { return p.vk.warming(mem) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,6 +159,69 @@ func TestVulkanPin(t *testing.T) {
 	late()
 	if _, err := rt.pin(ro); !errors.Is(err, errClosed) || rt.pinned != 0 {
 		t.Fatalf("pin after close: %v, %d bytes pinned", err, rt.pinned)
+	}
+}
+
+// Warming (the router's cue to send a batch elsewhere) holds only while a
+// pinned mapping's import is under way: the first ask starts it, and it
+// ends imported or refused; memory in no pinned mapping is not warming.
+func TestVulkanWarming(t *testing.T) {
+	d, err := vk.Open(vk.Options{Device: -1})
+	if err != nil {
+		if os.Getenv("S4D_REQUIRE_VULKAN") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("no Vulkan here: %v", err)
+	}
+	if !d.Info().HostImport {
+		d.Close()
+		t.Skipf("%s has no VK_EXT_external_memory_host", d.Info().Name)
+	}
+	rt := &vkrt{d: d, info: d.Info(), pinLimit: 1 << 30}
+	defer rt.close()
+	src := corpus.Pages(corpus.Text, 64, PageSize, 3)
+	mem := memfdPages(t, src, true)
+	if _, err := rt.pin(mem); err != nil {
+		t.Fatal(err)
+	}
+	if !rt.warming(mem[PageSize : 3*PageSize]) {
+		t.Fatal("a fresh pinned mapping is not warming")
+	}
+	rt.importing.Wait()
+	if rt.warming(mem[PageSize : 3*PageSize]) {
+		t.Fatal("still warming once imported")
+	}
+	if im, off := rt.lookup(mem[PageSize : 3*PageSize]); im == nil || off != PageSize {
+		t.Fatalf("not read in place once imported: %v at %d", im, off)
+	} else {
+		rt.done(im)
+	}
+	if rt.warming(src[:PageSize]) {
+		t.Fatal("memory in no pinned mapping is warming")
+	}
+	// A mapping the driver is never offered (read-only, of a file opened
+	// read-only: no writable alias) is refused, and staged for good.
+	f := filepath.Join(t.TempDir(), "pages")
+	if err := os.WriteFile(f, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(f, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := unix.Mmap(fd, 0, len(src), unix.PROT_READ, unix.MAP_SHARED)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(ro)
+	if _, err := rt.pin(ro); err != nil {
+		t.Fatal(err)
+	}
+	rt.warming(ro)
+	rt.importing.Wait()
+	if rt.warming(ro) || rt.nRefused.Load() != 1 {
+		t.Fatalf("a refused mapping: warming %v, refused %d", rt.warming(ro), rt.nRefused.Load())
 	}
 }
 

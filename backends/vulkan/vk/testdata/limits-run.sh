@@ -7,7 +7,7 @@
 #     daemon's corpus, webgpu BenchmarkVulkanDecompress);
 #  2. the daemon table (ROWS: cpu, vk: vulkan with the default slots,
 #     vkold / vkalt: the same with s4d-old / s4d-alt, other builds
-#     carried beside; dawn: the webgpu.h runtime; auto: --wgsl-runtime's default; vkstage: every batch staged (no import); vkdevin / vkhostin: GET's blocks parsed in device memory (the default on a discrete GPU) / in host memory; vk4 /
+#     carried beside; dawn: the webgpu.h runtime; auto: --wgsl-runtime's default; vkstage: every batch staged (no import); vkdevin / vkhostin: GET's blocks parsed in device memory (the default on a discrete GPU) / in host memory; autonc / autoncold: --backend auto with CUDA hidden, this build / s4d-old; vk4 /
 #     vk8: with 4 / SLOTS compress slots, DSLOTS decompression slots for
 #     vk8; vkprof / cpuprof: with --cpuprofile), PASSES times, each row
 #     its own daemon with S4D_VULKAN_PROF=1: the runtime's per-stage
@@ -93,7 +93,7 @@ row() { # name, env..., -- daemon flags...
 		CK=$!
 	fi
 	local bin=$S4D
-	case $name in vkold*) bin=$C/s4d-old ;; vkalt*) bin=$C/s4d-alt ;; esac
+	case $name in vkold* | autoncold*) bin=$C/s4d-old ;; vkalt*) bin=$C/s4d-alt ;; esac
 	env S4D_VULKAN_PROF=1 "${envs[@]}" $bin daemon --config /dev/null --socket $SOCK "$@" > $L/daemon-$name.log 2>&1 &
 	local D=$!
 	for _ in $(seq 600); do $S4D ctl --socket $SOCK stats > /dev/null 2>&1 && break; sleep 0.1; done
@@ -143,6 +143,10 @@ for pass in $(seq ${PASSES:-2}); do
 		vkalt) row vkalt-$pass -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkdevin) row vkdevin-$pass S4D_VULKAN_DEVIN=1 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkhostin) row vkhostin-$pass S4D_VULKAN_DEVIN=0 -- --backend webgpu --wgsl-runtime vulkan ;;
+		# autonc / autoncold: --backend auto with CUDA hidden, as on a GPU without
+		# it (the router picks among webgpu and cpu), this build / s4d-old.
+		autonc) row autonc-$pass CUDA_VISIBLE_DEVICES= -- --backend auto ;;
+		autoncold) row autoncold-$pass CUDA_VISIBLE_DEVICES= -- --backend auto ;;
 		vkstage) row vkstage-$pass S4D_VULKAN_NO_IMPORT=1 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vk4) row vk4-$pass S4D_VULKAN_SLOTS=4 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vk8) row vk8-$pass S4D_VULKAN_SLOTS=${SLOTS:-8} S4D_VULKAN_DSLOTS=${DSLOTS:-8} -- --backend webgpu --wgsl-runtime vulkan ;;
