@@ -118,7 +118,7 @@ row() { # name, env..., -- daemon flags...
 		for b in 4096 16384; do for r in 1 2; do bench $name-b$b-$r $b 1; done; done
 	fi
 	$S4D ctl --socket $SOCK stats > $L/stats-$name.txt 2>&1
-	grep -E 'webgpu' $L/stats-$name.txt | head -1 | cut -c1-600 | tee -a $SUM
+	grep -E '^(webgpu|cpu) ' $L/stats-$name.txt | head -2 | cut -c1-600 | tee -a $SUM
 	# The daemon's memory beside its speed: peak and current resident set.
 	say "mem $name $(grep -E 'VmHWM|VmRSS' /proc/$D/status | tr -s ' \t\n' ' ')"
 	if [ "${IDLE_WAIT:-0}" != 0 ]; then # and once idle (the Vulkan slots' sweep)
