@@ -1,9 +1,11 @@
 // Package routing sends each batch of pages to the engine that is fastest
 // for its size: the start-up calibration ranks the usable backends per
 // batch size and direction, small concurrent batches are merged for an
-// engine that wins on large ones, and a batch an engine fails is redone on
-// the next, so no batch is lost to a GPU fault. It knows engines only
-// through backends.Set: no engine is named here.
+// engine that wins on large ones, a batch whose memory the first engine
+// is still making ready (backends.Warming) goes to the next, and a batch
+// an engine fails is redone on the next, so no batch is lost to a GPU
+// fault. It knows engines only through backends.Set: no engine is named
+// here.
 package routing
 
 import (
