@@ -67,23 +67,33 @@ func (b *Backend) sweep(keep time.Duration) {
 // slot in a round is not in its channel and is left alone. A caller
 // waiting on a channel gets its slot as soon as the sweep puts them back.
 func (b *Backend) freeIdle(now time.Time, keep time.Duration) {
+	b.withFreeSlots(func(cs []*slot, ds []*dslot) { b.freeSlots(now, keep, cs, ds) })
+}
+
+// withFreeSlots runs f on the slots free now (compress, then
+// decompression), out of their channels, under idleMu, and puts them
+// back after.
+func (b *Backend) withFreeSlots(f func(cs []*slot, ds []*dslot)) {
 	b.idleMu.Lock()
 	defer b.idleMu.Unlock()
 	cs, es, ds := drain(b.slots), drain(b.extra), drain(b.dslots)
-	defer func() {
-		for _, s := range cs {
-			b.slots <- s
-		}
-		for _, s := range es {
-			b.extra <- s
-		}
-		for _, s := range ds {
-			b.dslots <- s
-		}
-	}()
+	f(append(cs[:len(cs):len(cs)], es...), ds)
+	for _, s := range cs {
+		b.slots <- s
+	}
+	for _, s := range es {
+		b.extra <- s
+	}
+	for _, s := range ds {
+		b.dslots <- s
+	}
+}
+
+// freeSlots frees the buffers of those of cs and ds idle for keep.
+func (b *Backend) freeSlots(now time.Time, keep time.Duration, cs []*slot, ds []*dslot) {
 	var fc []*slot
 	var fd []*dslot
-	for _, s := range append(cs, es...) {
+	for _, s := range cs {
 		if now.Sub(s.used) >= keep && (b.vk != nil && s.vs.out != nil || b.vk == nil && s.capPages > 0) {
 			fc = append(fc, s)
 		}

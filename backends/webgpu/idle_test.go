@@ -47,29 +47,19 @@ func engineRoundTrip(b *Backend, pages []byte) error {
 // heldSlots counts the slots holding buffers, looking at them as the
 // sweep does (out of their channels).
 func heldSlots(b *Backend) int {
-	b.idleMu.Lock()
-	defer b.idleMu.Unlock()
-	cs, es, ds := drain(b.slots), drain(b.extra), drain(b.dslots)
 	n := 0
-	for _, s := range append(cs, es...) {
-		if b.vk != nil && s.vs.out != nil || b.vk == nil && s.capPages > 0 {
-			n++
+	b.withFreeSlots(func(cs []*slot, ds []*dslot) {
+		for _, s := range cs {
+			if b.vk != nil && s.vs.out != nil || b.vk == nil && s.capPages > 0 {
+				n++
+			}
 		}
-	}
-	for _, s := range ds {
-		if b.vk != nil && s.vs.in != nil || b.vk == nil && s.cap > 0 {
-			n++
+		for _, s := range ds {
+			if b.vk != nil && s.vs.in != nil || b.vk == nil && s.cap > 0 {
+				n++
+			}
 		}
-	}
-	for _, s := range cs {
-		b.slots <- s
-	}
-	for _, s := range es {
-		b.extra <- s
-	}
-	for _, s := range ds {
-		b.dslots <- s
-	}
+	})
 	return n
 }
 

@@ -343,21 +343,30 @@ func (r *vkrt) lookup(mem []byte) (im *vkImport, off int64) {
 	if len(mem) == 0 {
 		return nil, 0
 	}
-	p := uintptr(unsafe.Pointer(&mem[0]))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, x := range r.imports {
-		if x.gone || p < x.base || p+uintptr(len(mem)) > x.base+x.size {
-			continue
-		}
-		if x.buf != nil {
-			x.users++
-			return x, int64(p - x.base)
-		}
-		r.startImport(x)
+	x := r.holding(mem)
+	if x == nil {
 		return nil, 0
 	}
+	if x.buf != nil {
+		x.users++
+		return x, int64(uintptr(unsafe.Pointer(&mem[0])) - x.base)
+	}
+	r.startImport(x)
 	return nil, 0
+}
+
+// holding returns the pinned mapping holding all of mem (not empty), or
+// nil. Under r.mu.
+func (r *vkrt) holding(mem []byte) *vkImport {
+	p := uintptr(unsafe.Pointer(&mem[0]))
+	for _, x := range r.imports {
+		if !x.gone && p >= x.base && p+uintptr(len(mem)) <= x.base+x.size {
+			return x
+		}
+	}
+	return nil
 }
 
 // startImport starts x's import in the background unless it has begun.
@@ -389,20 +398,14 @@ func (r *vkrt) warming(mem []byte) bool {
 	if len(mem) == 0 {
 		return false
 	}
-	p := uintptr(unsafe.Pointer(&mem[0]))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, x := range r.imports {
-		if x.gone || p < x.base || p+uintptr(len(mem)) > x.base+x.size {
-			continue
-		}
-		if x.buf != nil || x.tried || r.closed {
-			return false
-		}
-		r.startImport(x)
-		return true
+	x := r.holding(mem)
+	if x == nil || x.buf != nil || x.tried || r.closed {
+		return false
 	}
-	return false
+	r.startImport(x)
+	return true
 }
 
 func (r *vkrt) done(im *vkImport) {
