@@ -39,7 +39,8 @@ type Options struct {
 	GPUMemLimit       int64  // bytes of device memory a GPU backend may hold; 0 = its default
 	GPUs              []int  // the GPUs to open (ordinals after CUDA_VISIBLE_DEVICES); nil = all
 	// bytes of host memory registered with the GPUs at once (client
-	// buffers, the store's slabs), across devices; 0 = a quarter of RAM
+	// buffers, the store's slabs, the Vulkan runtime's own buffers),
+	// across devices; 0 = a quarter of RAM
 	GPUPinLimit int64
 	// what runs the WGSL kernels of the webgpu engine: "vulkan",
 	// "webgpu" (a webgpu.h library) or "auto"/"" (webgpu.h where one is

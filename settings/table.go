@@ -66,7 +66,7 @@ var Table = []Setting{
 	text("nvcomp-lib", "S4D_NVCOMP_LIB", "path of libnvcomp.so; default: search", false, func(c *Config) *string { return &c.NvcompLib }),
 	size64("gpu-mem-limit", "", "device memory a GPU backend may use; 0 = its default", false, func(c *Config) *int64 { return &c.GPUMemLimit }),
 	ordinals("gpus", "", "the GPUs to use, by ordinal after CUDA_VISIBLE_DEVICES (0,2); empty = every visible one", false, func(c *Config) *[]int { return &c.GPUs }),
-	size64("gpu-pin-limit", "", "host memory registered with the GPUs at once (client buffers, the store's slabs), across devices (K/M/G/T); 0 = a quarter of RAM", false, func(c *Config) *int64 { return &c.GPUPinLimit }),
+	size64("gpu-pin-limit", "", "host memory registered with the GPUs at once (client buffers, the store's slabs, the Vulkan runtime's own buffers), across devices (K/M/G/T); 0 = a quarter of RAM", false, func(c *Config) *int64 { return &c.GPUPinLimit }),
 	duration("coalesce-wait", "", "how long a small batch may wait to travel with others to a GPU; 0 = never", false, func(c *Config) *time.Duration { return &c.CoalesceWait }),
 	duration("poll-wait", "", "how long a connection polls for its next request before sleeping (lower latency for a client that sends small requests back to back, for CPU); 0 = never", false, func(c *Config) *time.Duration { return &c.PollWait }),
 	integer("max-connections", "", "connections served at once", false, func(c *Config) *int { return &c.MaxConns }),

@@ -242,8 +242,11 @@ func (r *vkrt) pin(mem []byte) (func(), error) {
 	if r.closed {
 		return fail(errClosed)
 	}
-	if r.pinned+int64(len(mem)) > r.pinLimit {
-		return fail(fmt.Errorf("%w: %d bytes imported, %d more asked, limit %d", errPinLimit, r.pinned, len(mem), r.pinLimit))
+	// The slots' own buffers are imported memory too (issue 41: all of it
+	// counts against the limit); they are bounded by their count and
+	// rounds, so it is the mappings offered on top that are refused.
+	if held := r.pinned + r.slotBytes.Load(); held+int64(len(mem)) > r.pinLimit {
+		return fail(fmt.Errorf("%w: %d bytes imported (%d of them the slots'), %d more asked, limit %d", errPinLimit, held, r.slotBytes.Load(), len(mem), r.pinLimit))
 	}
 	r.pinned += int64(len(mem))
 	im := &vkImport{base: uintptr(unsafe.Pointer(&mem[0])), size: uintptr(len(mem)), mem: mem}

@@ -144,7 +144,21 @@ func TestVulkanPin(t *testing.T) {
 	if rt.nRefused.Load() != refused+1 || rt.pinned != 0 {
 		t.Fatalf("refusal not counted (%d) or bytes left pinned (%d)", rt.nRefused.Load()-refused, rt.pinned)
 	}
-	if d := rt.describe(""); !strings.Contains(d, "runtime vulkan") || !strings.Contains(d, "refused 1") || !strings.Contains(d, "imports 1 ") {
+	// The slots' own imported buffers count against the limit too: a
+	// mapping that fits alone is refused beside them.
+	rt.pinLimit = int64(len(ro))
+	hb, err := rt.newHostBuf(PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.pin(ro); !errors.Is(err, errPinLimit) {
+		t.Fatalf("past the pin limit with the slots' buffers: %v", err)
+	}
+	hb.free()
+	if rt.slotBytes.Load() != 0 {
+		t.Fatalf("%d slot bytes counted after the buffer's free", rt.slotBytes.Load())
+	}
+	if d := rt.describe(""); !strings.Contains(d, "runtime vulkan") || !strings.Contains(d, "refused 2") || !strings.Contains(d, "imports 1 ") {
 		t.Fatalf("describe: %s", d)
 	}
 	// A mapping that outlives the engine (the daemon closes its engines
