@@ -88,9 +88,12 @@ func memfdPages(t testing.TB, src []byte, write bool) []byte {
 // batch, refused past the limit, and released only once no batch holds
 // them. A read-only mapping (how the daemon maps a PUT) is imported too:
 // NVIDIA refuses it as it is, so it is made writable first.
-func TestVulkanPin(t *testing.T) {
-	// The runtime without its kernels (building them takes lavapipe
-	// seconds; importing needs none).
+// importDevice opens a Vulkan device for the runtime without its kernels
+// (building them takes lavapipe seconds; importing needs none), or skips
+// where there is none or it cannot import host memory. The caller closes
+// it.
+func importDevice(t *testing.T) *vk.Device {
+	t.Helper()
 	d, err := vk.Open(vk.Options{Device: -1})
 	if err != nil {
 		if os.Getenv("S4D_REQUIRE_VULKAN") == "1" {
@@ -98,10 +101,16 @@ func TestVulkanPin(t *testing.T) {
 		}
 		t.Skipf("no Vulkan here: %v", err)
 	}
-	defer d.Close()
 	if !d.Info().HostImport {
+		d.Close()
 		t.Skipf("%s has no VK_EXT_external_memory_host", d.Info().Name)
 	}
+	return d
+}
+
+func TestVulkanPin(t *testing.T) {
+	d := importDevice(t)
+	defer d.Close()
 	rt := &vkrt{d: d, info: d.Info(), pinLimit: 1 << 30}
 	src := corpus.Pages(corpus.Text, 64, PageSize, 3)
 	ro := memfdPages(t, src, false)
@@ -180,17 +189,7 @@ func TestVulkanPin(t *testing.T) {
 // pinned mapping's import is under way: the first ask starts it, and it
 // ends imported or refused; memory in no pinned mapping is not warming.
 func TestVulkanWarming(t *testing.T) {
-	d, err := vk.Open(vk.Options{Device: -1})
-	if err != nil {
-		if os.Getenv("S4D_REQUIRE_VULKAN") == "1" {
-			t.Fatal(err)
-		}
-		t.Skipf("no Vulkan here: %v", err)
-	}
-	if !d.Info().HostImport {
-		d.Close()
-		t.Skipf("%s has no VK_EXT_external_memory_host", d.Info().Name)
-	}
+	d := importDevice(t)
 	rt := &vkrt{d: d, info: d.Info(), pinLimit: 1 << 30}
 	defer rt.close()
 	src := corpus.Pages(corpus.Text, 64, PageSize, 3)
