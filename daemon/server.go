@@ -130,9 +130,10 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}
 	undo = append(undo, func() { unix.Close(d.wake) })
 	d.store.SetLimits(pagecache.Limits{PoolsPerUser: cfg.PoolsPerUser, BytesPerUser: cfg.UserQuota})
-	// A GPU engine writes compressed pages straight into the store's slabs.
-	if p := d.pinners(); len(p) > 0 {
-		d.store.SetPinner(p[0])
+	// A GPU engine writes compressed pages straight into the store's slabs
+	// (and the Vulkan runtime reads raw ones from them for a GET).
+	if p := d.storePinner(); p != nil {
+		d.store.SetPinner(p)
 	}
 	d.router = routing.New(set, routing.Options{Prefer: cfg.Backend, Codec: codec, PageSize: cfg.PageSize, Log: cfg.Log})
 	undo = append(undo, d.router.Close)
@@ -534,6 +535,26 @@ func (c *conn) respond(h ipc.Header, resp []byte) error {
 		c.bigOut = nil
 	}
 	return err
+}
+
+// storePinner is the engine the store's slabs are registered with: the
+// one --backend names when it can, else the first that can (cuda's comes
+// first where it is present).
+func (d *Daemon) storePinner() backends.Pinner {
+	var first backends.Pinner
+	for _, b := range d.set.Usable() {
+		p, ok := b.(backends.Pinner)
+		if !ok {
+			continue
+		}
+		if b.Name() == d.cfg.Backend {
+			return p
+		}
+		if first == nil {
+			first = p
+		}
+	}
+	return first
 }
 
 // pinners lists the usable backends that can register host memory.

@@ -49,7 +49,7 @@ NAGA_VERSION := 30.0.1
 NAGA         := .deps/naga/bin/naga
 NAGA_FLAGS   := --spirv-version 1.3 --index-bounds-check-policy Restrict --buffer-bounds-check-policy Restrict
 SPIRV_DIR    := backends/vulkan/spirv
-SPIRV_MODS   := compress compress_sg compress_exact decompress
+SPIRV_MODS   := compress compress_sg compress_exact decompress gather
 
 .PHONY: vulkan-spirv vulkan-spirv-check
 $(NAGA):

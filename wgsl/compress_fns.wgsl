@@ -259,23 +259,8 @@ fn scanWG(t: u32, v: u32) -> vec2<u32> {
 // s bytes of the block in lk (inLk) or of the page itself (raw). Each
 // invocation runs the CRC from register 0 over its 32 bytes; that CRC is
 // linear, so the pieces combine by XOR once each is shifted past the
-// bytes after it (times x^(8n) mod P), and the register's start of
-// ~0 is one more such term. Called by the whole workgroup, uniformly.
-const CRC_POLY: u32 = 0x82f63b78u;
-
-// a*b mod P, x^0 at bit 31 (as zlib's multmodp).
-fn gfmul(a: u32, b0: u32) -> u32 {
-    var b = b0;
-    var p = 0u;
-    for (var m = 0x80000000u; m != 0u; m = m >> 1u) {
-        if ((a & m) != 0u) { p = p ^ b; }
-        b = (b >> 1u) ^ (CRC_POLY & (0u - (b & 1u)));
-    }
-    return p;
-}
-
-CRC_SHIFT_V
-
+// bytes after it (crcShift, crc.wgsl), and the register's start of ~0 is
+// one more such term. Called by the whole workgroup, uniformly.
 fn storedSum(t: u32, s: u32, inLk: bool) -> u32 {
     let a = min(32u * t, s);
     let e = min(a + 32u, s);

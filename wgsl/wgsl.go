@@ -17,14 +17,18 @@ import (
 // appended to one packed output buffer, and per page it writes class, size
 // and fill word or packed offset.
 //
-// It is compress.wgsl with its helpers (compress_fns.wgsl) appended.
-var Compress = compressMain + "\n" + compressFns
+// It is compress.wgsl with its helpers (compress_fns.wgsl, crc.wgsl)
+// appended.
+var Compress = compressMain + "\n" + compressFns + "\n" + crcFns
 
 //go:embed compress.wgsl
 var compressMain string
 
 //go:embed compress_fns.wgsl
 var compressFns string
+
+//go:embed crc.wgsl
+var crcFns string
 
 // scanSG is the subgroup prefix sum spliced into Compress when the
 // adapter has subgroups.
@@ -37,6 +41,14 @@ var scanSG string
 //
 //go:embed decompress.wgsl
 var Decompress string
+
+// Gather copies a GET's pages from up to six source buffers into the
+// destination on the GPU, checking each page's CRC-32C first (the Vulkan
+// runtime's, for pages that need no decoding there).
+var Gather = gatherMain + "\n" + crcFns
+
+//go:embed gather.wgsl
+var gatherMain string
 
 // Params are the compile-time constants of the kernels.
 type Params struct {

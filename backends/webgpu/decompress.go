@@ -71,32 +71,20 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 		pg.active.enter()
 		defer pg.active.leave()
 	}
-	var lz []int
+	if b.vk != nil {
+		if done, err := b.vkGet(ctx, d); done {
+			return err
+		}
+	}
+	var lz, plain []int
 	for i, s := range d.Src {
 		if s.Class == pagefmt.ClassLZ4 {
 			lz = append(lz, i)
+		} else {
+			plain = append(plain, i)
 		}
 	}
-	// The other classes (fills and copies) on several goroutines: one
-	// cannot keep up with the GPU.
-	other := func() {
-		g := min(runtime.GOMAXPROCS(0), 16, max(1, n/256))
-		var wg sync.WaitGroup
-		for k := range g {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := k * n / g; i < (k+1)*n/g; i++ {
-					if s := &d.Src[i]; s.Class != pagefmt.ClassLZ4 {
-						// Checked just before the copy reads the same bytes.
-						d.CheckSums(i, i+1)
-						d.Failed[i] = d.Corrupt[i] || !pagefmt.DecodePlain(*s, d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
-					}
-				}
-			}()
-		}
-		wg.Wait()
-	}
+	other := func() { plainPages(d, plain) }
 	if len(lz) == 0 {
 		other()
 		return ctx.Err()
@@ -132,6 +120,26 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 		}
 	}
 	return nil
+}
+
+// plainPages fills or copies the pages idx of d (no LZ4 ones) on several
+// goroutines: one cannot keep up with the GPU.
+func plainPages(d *pagefmt.Decompression, idx []int) {
+	n := len(idx)
+	g := min(runtime.GOMAXPROCS(0), 16, max(1, n/256))
+	var wg sync.WaitGroup
+	for k := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range idx[k*n/g : (k+1)*n/g] {
+				// Checked just before the copy reads the same bytes.
+				d.CheckSums(i, i+1)
+				d.Failed[i] = d.Corrupt[i] || !pagefmt.DecodePlain(d.Src[i], d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // ChecksSums marks the engine as checking pages' sums (see Decompress).

@@ -48,15 +48,17 @@ const envNoImport = "S4D_VULKAN_NO_IMPORT"
 
 // vkrt is the Vulkan runtime of one device.
 type vkrt struct {
-	d        *vk.Device
-	info     vk.Info
-	compress *vk.Kernel
-	decomp   *vk.Kernel
-	sg       bool   // the compress module with subgroup scans
-	spv      string // the modules' compiler (spirv.Set's Name)
-	noImport bool
-	devIn    bool   // GET's blocks copied to device memory (devInFor)
-	note     string // why auto took this runtime, for Describe
+	d          *vk.Device
+	info       vk.Info
+	compress   *vk.Kernel
+	decomp     *vk.Kernel
+	gather     *vk.Kernel // nil: GETs are not gathered (gatherNote says why)
+	sg         bool       // the compress module with subgroup scans
+	spv        string     // the modules' compiler (spirv.Set's Name)
+	noImport   bool
+	devIn      bool   // GET's blocks copied to device memory (devInFor)
+	note       string // why auto took this runtime, for Describe
+	gatherNote string
 
 	// life: importNow holds it shared while it imports; close holds
 	// it alone, so no import runs into a closing device.
@@ -70,6 +72,7 @@ type vkrt struct {
 	importing sync.WaitGroup
 
 	nImports, nRefused, nStaged, nDirect atomic.Int64
+	nGathered                            atomic.Int64 // raw pages a GET copied on the GPU
 	// slotBytes is the host memory the slots hold now (hostBuf; the
 	// sweeper in idle.go frees idle slots').
 	slotBytes atomic.Int64
@@ -157,8 +160,17 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 		d.Close()
 		return nil, fmt.Errorf("vulkan: %w", err)
 	}
+	if r.gather, err = newGather(d, set.Gather, set.GatherEntry); err != nil {
+		r.gatherNote = err.Error()
+	} else if os.Getenv(envNoGather) == "1" {
+		r.gather.Release()
+		r.gather, r.gatherNote = nil, envNoGather+"=1"
+	}
 	return r, nil
 }
+
+// envNoGather keeps GETs off the gather kernel (A/B measurements).
+const envNoGather = "S4D_VULKAN_NO_GATHER"
 
 // importWorks tries one small import: auto takes this runtime only where
 // it does (and not on a CPU device, where imported memory saves nothing).
@@ -209,8 +221,10 @@ func (r *vkrt) close() {
 	if r.compress != nil {
 		r.compress.Release()
 	}
-	if r.decomp != nil {
-		r.decomp.Release()
+	for _, k := range []*vk.Kernel{r.decomp, r.gather} {
+		if k != nil {
+			k.Release()
+		}
 	}
 	r.d.Close()
 }
@@ -490,6 +504,11 @@ func (r *vkrt) describe(idle string) string {
 	d := fmt.Sprintf("%s via Vulkan (%s), runtime vulkan: %s SPIR-V, %s; %s; imports %d (%d MiB now, limit %d MiB), refused %d; batches from imported memory %d, staged %d; slot buffers %d MiB (%s)",
 		r.info.Name, r.info.Driver, r.spv, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load(),
 		r.slotBytes.Load()>>20, idle)
+	if r.gather != nil {
+		d += fmt.Sprintf("; GET into imported client memory gathered on the GPU (raw pages copied there %d)", r.nGathered.Load())
+	} else {
+		d += "; GETs not gathered: " + r.gatherNote
+	}
 	if r.note != "" {
 		d += "; " + r.note
 	}
@@ -536,8 +555,8 @@ func (h *hostBuf) free() {
 func (b *Backend) setupVulkan() error {
 	b.kp = wgsl.Params{PageWords: PageSize / 4, Subgroups: b.vk.sg, Depth: wgslsrc.EngineDepth}
 	all := numSlots + cap(b.extra)
-	if all > vk.Sets || cap(b.dslots) > vk.Sets {
-		return fmt.Errorf("vulkan: %d slots, %d decompression slots, %d descriptor sets", all, cap(b.dslots), vk.Sets)
+	if all > vkSlotSets || cap(b.dslots) > vkSlotSets {
+		return fmt.Errorf("vulkan: %d slots, %d decompression slots, at most %d of each", all, cap(b.dslots), vkSlotSets)
 	}
 	for i := range all {
 		s := &slot{extra: i >= numSlots, vs: &vkSlot{set: i}}

@@ -116,7 +116,7 @@ var profShown = os.Getenv(envProf) == "1"
 // Rounds in flight on the Vulkan runtime. S4D_VULKAN_SLOTS sets the
 // compress slots in all (numSlots of them for a lone batch, the rest for
 // overlapping batches) and S4D_VULKAN_DSLOTS the decompression slots,
-// each at most vk.Sets, for measuring how many the daemon needs.
+// each at most vkSlotSets, for measuring how many the daemon needs.
 const (
 	envSlots  = "S4D_VULKAN_SLOTS"
 	envDSlots = "S4D_VULKAN_DSLOTS"
@@ -142,7 +142,12 @@ func devInFor(info vk.Info) bool {
 	return info.Discrete
 }
 
-// The defaults: every descriptor set of each kernel (8), since a slot is
+// vkSlotSets bounds each kind of slot: a slot owns a descriptor set of
+// its kernel (a decompression slot also gatherGroups of the gather
+// kernel's).
+const vkSlotSets = 8
+
+// The defaults: 8 of each, since a slot is
 // held from its dispatch until the store has copied its results (PUT) or
 // the pages are in place (GET). On an H200 through the daemon, 8
 // compress slots against 4 raised PUT from 8.7 to 11.4 GB/s at batch
@@ -153,11 +158,11 @@ func devInFor(info vk.Info) bool {
 // vkSlotCounts returns the extra compress slots and the decompression
 // slots to make.
 func vkSlotCounts() (extra, dslots int) {
-	extra, dslots = max(0, vk.Sets-numSlots), vk.Sets
-	if n, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && n >= numSlots && n <= vk.Sets {
+	extra, dslots = max(0, vkSlotSets-numSlots), vkSlotSets
+	if n, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && n >= numSlots && n <= vkSlotSets {
 		extra = n - numSlots
 	}
-	if n, err := strconv.Atoi(os.Getenv(envDSlots)); err == nil && n >= 1 && n <= vk.Sets {
+	if n, err := strconv.Atoi(os.Getenv(envDSlots)); err == nil && n >= 1 && n <= vkSlotSets {
 		dslots = n
 	}
 	return extra, dslots

@@ -46,6 +46,11 @@ type vkDSlot struct {
 	din         *vk.Buffer // in's device copy (vkrt.devIn)
 	out         *hostBuf   // parameters, status (4 bytes a page), then the pages
 	lastTotal   int        // the blocks' bytes of the last round (benchmarks)
+	// A gathered GET's buffers (vulkan_gather.go): the blocks, their
+	// device copy, the decoded pages (device memory), the metadata.
+	gin, gm       *hostBuf
+	gdin, gout    *vk.Buffer
+	gcap, gsrcCap int
 }
 
 func (v *vkDSlot) free() {
@@ -55,6 +60,7 @@ func (v *vkDSlot) free() {
 		v.din.Release()
 	}
 	v.in, v.din, v.out, v.cap, v.srcCap = nil, nil, nil, 0, 0
+	v.freeGather()
 }
 
 // newVulkan opens the engine on the Vulkan runtime.

@@ -25,9 +25,10 @@ type Set struct {
 	CompressSubgroups []byte // the same with subgroup prefix sums (needs subgroup arithmetic)
 	CompressExact     []byte // pagelz4's chain depth: pagelz4's bytes, for tests
 	Decompress        []byte
+	Gather            []byte // a GET's pages copied on the GPU (raw ones from the store's slabs)
 	// The entry points: naga keeps the WGSL's names, Dawn has Tint name
 	// every entry point dawn_entry_point.
-	CompressEntry, DecompressEntry string
+	CompressEntry, DecompressEntry, GatherEntry string
 }
 
 var (
@@ -39,6 +40,8 @@ var (
 	nagaCompressExact []byte
 	//go:embed decompress.spv
 	nagaDecompress []byte
+	//go:embed gather.spv
+	nagaGather []byte
 
 	//go:embed tint/compress.spv
 	tintCompress []byte
@@ -48,15 +51,17 @@ var (
 	tintCompressExact []byte
 	//go:embed tint/decompress.spv
 	tintDecompress []byte
+	//go:embed tint/gather.spv
+	tintGather []byte
 )
 
 // Naga's modules: bounds checks Restrict (indices clamped), as wgpu
 // applies them on Vulkan.
-var Naga = Set{"naga", nagaCompress, nagaCompressSG, nagaCompressExact, nagaDecompress, "compress", "decompress"}
+var Naga = Set{"naga", nagaCompress, nagaCompressSG, nagaCompressExact, nagaDecompress, nagaGather, "compress", "decompress", "gather"}
 
 // Tint's modules, as Dawn runs them for the webgpu runtime: no bounds
 // clamps, no workgroup-memory zeroing (wgslsrc.TintToggles).
-var Tint = Set{"tint", tintCompress, tintCompressSG, tintCompressExact, tintDecompress, "dawn_entry_point", "dawn_entry_point"}
+var Tint = Set{"tint", tintCompress, tintCompressSG, tintCompressExact, tintDecompress, tintGather, "dawn_entry_point", "dawn_entry_point", "dawn_entry_point"}
 
 // Sets lists both compilers' modules.
 func Sets() []Set { return []Set{Tint, Naga} }

@@ -47,7 +47,8 @@ func TestModules(t *testing.T) {
 	var mods []mod
 	for _, s := range Sets() {
 		mods = append(mods, mod{s.Name + "/compress", s.CompressEntry, s.Compress}, mod{s.Name + "/compress_sg", s.CompressEntry, s.CompressSubgroups},
-			mod{s.Name + "/compress_exact", s.CompressEntry, s.CompressExact}, mod{s.Name + "/decompress", s.DecompressEntry, s.Decompress})
+			mod{s.Name + "/compress_exact", s.CompressEntry, s.CompressExact}, mod{s.Name + "/decompress", s.DecompressEntry, s.Decompress},
+			mod{s.Name + "/gather", s.GatherEntry, s.Gather})
 	}
 	for _, c := range mods {
 		name, m := c.name, c.m

@@ -433,9 +433,10 @@ static VkResult s4dvk_copy(s4dvk_dev *d, VkBuffer src, VkBuffer dst, const VkBuf
 	return s4dvk_submit(d, S4DVK_COPY, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, afterRing, afterValue, ticket);
 }
 
-// Descriptor sets per kernel: one per batch the engine keeps in flight
-// on it (each rebound only while no dispatch of it is in flight).
-#define S4DVK_SETS 8
+// Descriptor sets per kernel: one per dispatch the engine keeps in flight
+// on it (each rebound only while no dispatch of it is in flight); a GET
+// round may dispatch the gather kernel several times, with one set each.
+#define S4DVK_SETS 64
 
 // A compute pipeline from a SPIR-V module whose bindings are all in set
 // 0, numbered from 0, each a storage or uniform buffer; S4DVK_SETS

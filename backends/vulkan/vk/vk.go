@@ -324,7 +324,7 @@ func (d *Device) NewKernel(spirv []byte, entry string, kinds ...int) (*Kernel, e
 	return k, nil
 }
 
-// Sets is how many descriptor sets a kernel has: as many batches may be
+// Sets is how many descriptor sets a kernel has: as many dispatches may be
 // in flight on it, each with its own buffers.
 const Sets = C.S4DVK_SETS
 

@@ -46,9 +46,9 @@ func run(lib, dir, dawn, toggles string, asm bool) error {
 	vs := wgslsrc.TintVariants()
 	ks := make([]webgpu.DumpKernel, len(vs))
 	for i, v := range vs {
-		entry := "compress"
-		if strings.HasPrefix(v.Name, "decompress") {
-			entry = "decompress"
+		entry, _, _ := strings.Cut(v.Name, "_") // compress_sg: compress
+		if entry == "" {
+			return fmt.Errorf("variant %q", v.Name)
 		}
 		ks[i] = webgpu.DumpKernel{Name: v.Name, WGSL: v.WGSL, Entry: entry}
 	}

@@ -33,6 +33,7 @@ func TintVariants() []Variant {
 		{"compress_sg", wgsl.Source(wgsl.Compress, wgsl.Params{PageWords: 1024, Subgroups: true, Depth: EngineDepth})},
 		{"compress_exact", wgsl.Source(wgsl.Compress, wgsl.Params{PageWords: 1024, Depth: wgsl.PagelzDepth})},
 		{"decompress", wgsl.Source(wgsl.Decompress, wgsl.Params{PageWords: 1024})},
+		{"gather", wgsl.Source(wgsl.Gather, wgsl.Params{PageWords: 1024})},
 	}
 }
 

@@ -1,0 +1,404 @@
+package webgpu
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/s4d-project/s4d/backends/vulkan/vk"
+	"github.com/s4d-project/s4d/pagefmt"
+)
+
+// A GET into an imported client mapping (GET_FD) on the Vulkan runtime
+// moves its pages on the GPU alone (vkGet): the decompress kernel decodes
+// the LZ4 blocks into device memory, and the gather kernel
+// (wgsl/gather.wgsl) copies those pages and the raw pages, read where the
+// store keeps them (its slabs, imported), into the client's mapping,
+// checking the raw pages' sums on the way. The host packs the LZ4 blocks
+// and fills zero and same-filled pages. Elsewhere the host copies every
+// page once more: raw pages from the store and decoded pages from the
+// engine's buffer (Decompress), which held GET at the cpu engine's speed.
+const (
+	gatherSources = 6 // source bindings of the gather kernel
+	// gatherGroups is how many gather dispatches a round may make: the
+	// gather kernel's descriptor sets of a decompression slot.
+	gatherGroups = vk.Sets / vkSlotSets
+	// gatherMaxBind bounds a bound source: Vulkan guarantees
+	// maxStorageBufferRange >= 2^27 (a store slab mapping is 16 MiB).
+	gatherMaxBind = 1 << 27
+)
+
+// Where a gather round's metadata lies in a slot's gm buffer: the
+// decompress kernel's parameters and status words, then one 256-byte
+// parameters block per gather group, then each group's descriptors
+// (16 bytes a page) and status words (4), each group 256-aligned.
+const gmStatusOff = 256
+
+func gmParamsOff(c int) int { return (gmStatusOff + 4*c + 255) &^ 255 }
+func gmGroupsOff(c int) int { return gmParamsOff(c) + 256*gatherGroups }
+func gmSize(c int) int      { return gmGroupsOff(c) + 20*c + 256*gatherGroups }
+
+// gatherPlan is one vkGet's sorting of its pages (pooled).
+type gatherPlan struct {
+	lz, host []int
+	group    [gatherGroups][]int // the pages each gather dispatch copies
+	held     []*vkImport         // source q >= 1 is held[q-1]; 0 is the decoded pages
+	miss     [][2]uintptr        // pinned ranges not imported yet: their pages go to the host
+	srcOf    []int32             // a gathered page's source
+}
+
+var gatherPlans = sync.Pool{New: func() any { return new(gatherPlan) }}
+
+func (g *gatherPlan) reset(n int) {
+	g.lz, g.host, g.held, g.miss = g.lz[:0], g.host[:0], g.held[:0], g.miss[:0]
+	for i := range g.group {
+		g.group[i] = g.group[i][:0]
+	}
+	if cap(g.srcOf) < n {
+		g.srcOf = make([]int32, n)
+	}
+	g.srcOf = g.srcOf[:n]
+}
+
+// source returns the gather source holding the raw page p, taking its
+// import for the round, or -1: the host copies the page.
+func (g *gatherPlan) source(rt *vkrt, p []byte) int {
+	a := uintptr(unsafe.Pointer(&p[0]))
+	if a%16 != 0 {
+		return -1
+	}
+	for q, x := range g.held {
+		if a >= x.base && a+PageSize <= x.base+x.size {
+			return q + 1
+		}
+	}
+	for _, m := range g.miss {
+		if a >= m[0] && a < m[1] {
+			return -1
+		}
+	}
+	if len(g.held)+1 >= gatherSources*gatherGroups {
+		return -1
+	}
+	im, lo, hi := rt.holdForGather(p)
+	if im == nil {
+		if hi > lo {
+			g.miss = append(g.miss, [2]uintptr{lo, hi})
+		}
+		return -1
+	}
+	g.held = append(g.held, im)
+	return len(g.held)
+}
+
+// holdForGather returns the import holding mem, held for a round (done
+// lets it go), when it can be a gather source; otherwise nil and the
+// pinned range holding mem if there is one, whose import it starts (the
+// next GETs from it are then gathered).
+func (r *vkrt) holdForGather(mem []byte) (im *vkImport, lo, hi uintptr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.holding(mem)
+	if x == nil {
+		return nil, 0, 0
+	}
+	if x.buf != nil && x.size <= gatherMaxBind {
+		x.users++
+		return x, x.base, x.base + x.size
+	}
+	if x.buf == nil {
+		r.startImport(x)
+	}
+	return nil, x.base, x.base + x.size
+}
+
+// vkGet serves d on the GPU where d.Dst lies in an imported mapping (see
+// above). It reports false, having done nothing, where it does not apply:
+// Decompress's usual path then serves d.
+func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, error) {
+	rt, n := b.vk, len(d.Src)
+	if rt.gather == nil || n == 0 || n > maxRound {
+		return false, nil
+	}
+	dst, doff := rt.lookup(d.Dst)
+	if dst == nil {
+		return false, nil
+	}
+	defer rt.done(dst)
+	if doff%16 != 0 {
+		return false, nil
+	}
+	g := gatherPlans.Get().(*gatherPlan)
+	defer gatherPlans.Put(g)
+	g.reset(n)
+	defer func() {
+		for _, im := range g.held {
+			rt.done(im)
+		}
+		clear(g.held)
+	}()
+	gathered := 0
+	for i := range d.Src {
+		s := &d.Src[i]
+		q := -1
+		switch {
+		case s.Class == pagefmt.ClassLZ4:
+			g.lz = append(g.lz, i)
+			q = 0
+		case s.Class == pagefmt.ClassRaw && len(s.Data) == PageSize:
+			q = g.source(rt, s.Data)
+		}
+		if q < 0 {
+			g.host = append(g.host, i)
+			continue
+		}
+		g.srcOf[i] = int32(q)
+		g.group[q/gatherSources] = append(g.group[q/gatherSources], i)
+		gathered++
+	}
+	if gathered == 0 {
+		return false, nil
+	}
+	if err := b.usable(); err != nil {
+		return false, nil // Decompress's own path says so, or serves the host's pages
+	}
+	var s *dslot
+	select {
+	case s = <-b.dslots:
+	case <-b.gone:
+		return true, errClosed
+	}
+	defer func() { s.used = time.Now(); b.dslots <- s }()
+	if err := b.usable(); err != nil {
+		return true, err
+	}
+	if err := b.vkGather(ctx, s, d, g, dst.buf, doff); err != nil {
+		return true, b.fail(err)
+	}
+	rt.nGathered.Add(int64(gathered - len(g.lz)))
+	return true, ctx.Err()
+}
+
+// vkGather runs a planned vkGet on slot s: dstBuf holds d.Dst at doff.
+func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompression, g *gatherPlan, dstBuf *vk.Buffer, doff int64) error {
+	rt, v, n, nl := b.vk, s.vs, len(d.Src), len(g.lz)
+	total := blocksBytes(d, g.lz)
+	if err := v.growGather(rt, n, total); err != nil {
+		return err
+	}
+	pg := &rt.prof.get
+	pg.rounds.Add(1)
+	pg.pages.Add(int64(n))
+	gm := v.gm.mem
+	var issued []vk.Ticket
+	// Whatever happens, nothing of the slot's or the sources' memory is
+	// left to the device once this returns.
+	defer func() {
+		for _, t := range issued {
+			rt.d.Wait(t, rt.wait)
+		}
+	}()
+	var decoded vk.Ticket
+	if nl > 0 {
+		dr := vkDescRoom(v.gcap)
+		packBlocks(v.gin.mem[:8*nl], v.gin.mem[dr:], d, g.lz)
+		binary.LittleEndian.PutUint32(gm, uint32(nl))
+		src, after := v.gin.buf, vk.Ticket{}
+		if v.gdin != nil {
+			var err error
+			after, err = rt.d.Copy(v.gdin, v.gin.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(8 * nl)},
+				{Src: int64(dr), Dst: int64(dr), Size: int64(total)}}, vk.Ticket{})
+			if err != nil {
+				return err
+			}
+			issued = append(issued, after)
+			src = v.gdin
+		}
+		k := rt.decomp
+		for i, x := range []struct {
+			buf       *vk.Buffer
+			off, size int64
+		}{{src, int64(dr), int64(max(total, 4))}, {src, 0, int64(8 * nl)}, {v.gout, 0, int64(nl * PageSize)},
+			{v.gm.buf, gmStatusOff, int64(4 * nl)}, {v.gm.buf, 0, 16}} {
+			if err := k.BindSet(v.set, i, x.buf, x.off, x.size); err != nil {
+				return err
+			}
+		}
+		t, err := k.DispatchSet(v.set, nl, 1, 1, after)
+		if err != nil {
+			return err
+		}
+		issued = append(issued, t)
+		decoded = t
+	}
+	// The destination bound from a 256-aligned offset (any device's
+	// binding alignment); pages are addressed in 16-byte units from it.
+	dbase := doff &^ 255
+	dvec := uint32((doff - dbase) / 16)
+	ro := gmGroupsOff(v.gcap)
+	j := 0 // the LZ4 pages' order in g.lz, as group 0 lists them
+	for gi, pages := range g.group {
+		if len(pages) == 0 {
+			continue
+		}
+		m := len(pages)
+		for k, i := range pages {
+			e := gm[ro+16*k:]
+			q := int(g.srcOf[i])
+			var at uint32
+			how := uint32(q % gatherSources)
+			if q == 0 {
+				at = uint32(j * PageSize / 16)
+				j++
+			} else {
+				im := g.held[q-1]
+				at = uint32((uintptr(unsafe.Pointer(&d.Src[i].Data[0])) - im.base) / 16)
+				if d.Src[i].Check {
+					how |= 0x100
+				}
+			}
+			binary.LittleEndian.PutUint32(e, how)
+			binary.LittleEndian.PutUint32(e[4:], at)
+			binary.LittleEndian.PutUint32(e[8:], dvec+uint32(i*PageSize/16))
+			binary.LittleEndian.PutUint32(e[12:], d.Src[i].Sum)
+		}
+		po := gmParamsOff(v.gcap) + 256*gi
+		binary.LittleEndian.PutUint32(gm[po:], uint32(m))
+		k, set := rt.gather, v.set*gatherGroups+gi
+		for x := range gatherSources {
+			q := gi*gatherSources + x
+			var err error
+			switch {
+			case q == 0 && nl > 0:
+				err = k.BindSet(set, x, v.gout, 0, int64(nl*PageSize))
+			case q >= 1 && q <= len(g.held):
+				im := g.held[q-1]
+				err = k.BindSet(set, x, im.buf, 0, im.buf.Size)
+			default: // unused: any valid range
+				err = k.BindSet(set, x, v.gm.buf, 0, 16)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for x, bd := range []struct {
+			buf       *vk.Buffer
+			off, size int64
+		}{{v.gm.buf, int64(ro), int64(20 * m)}, {dstBuf, dbase, doff - dbase + int64(n*PageSize)}, {v.gm.buf, int64(po), 16}} {
+			if err := k.BindSet(set, gatherSources+x, bd.buf, bd.off, bd.size); err != nil {
+				return err
+			}
+		}
+		after := vk.Ticket{}
+		if gi == 0 {
+			after = decoded // the decoded pages are group 0's source 0
+		}
+		t, err := k.DispatchSet(set, m, 1, 1, after)
+		if err != nil {
+			return err
+		}
+		issued = append(issued, t)
+		ro += (20*m + 255) &^ 255
+	}
+	pg.gpu.enter()
+	plainPages(d, g.host) // the host's share while the GPU works
+	var err error
+	for _, t := range issued {
+		if e := rt.d.Wait(t, rt.wait); e != nil && err == nil {
+			err = e
+		}
+	}
+	issued = issued[:0]
+	pg.gpu.leave()
+	if err == nil {
+		err = faultLost()
+	}
+	if err != nil {
+		return err
+	}
+	for j, i := range g.lz {
+		d.Failed[i] = binary.LittleEndian.Uint32(gm[gmStatusOff+4*j:]) == 0
+	}
+	ro = gmGroupsOff(v.gcap)
+	for _, pages := range g.group {
+		if len(pages) == 0 {
+			continue
+		}
+		st := gm[ro+16*len(pages):]
+		for k, i := range pages {
+			if g.srcOf[i] == 0 {
+				continue // a decoded page: its block's status above
+			}
+			if binary.LittleEndian.Uint32(st[4*k:]) == 0 {
+				d.Corrupt[i], d.Failed[i] = true, true // its sum did not match: not written
+			}
+			d.Src[i].Check = false // checked (pagefmt.Decompression.CheckSums)
+		}
+		ro += (20*len(pages) + 255) &^ 255
+	}
+	return ctx.Err()
+}
+
+// growGather makes the slot's gather buffers hold n pages with total
+// bytes of LZ4 blocks: the blocks (and their device copy on a discrete
+// GPU), the decoded pages in device memory, and the metadata.
+func (v *vkDSlot) growGather(rt *vkrt, n, total int) error {
+	if n <= v.gcap && total <= v.gsrcCap {
+		return nil
+	}
+	v.freeGather()
+	c, sc := 64, 1<<16
+	for c < n {
+		c *= 2
+	}
+	for sc < total {
+		sc *= 2
+	}
+	var err error
+	if v.gin, err = rt.newHostBuf(vkDescRoom(c) + sc); err != nil {
+		return err
+	}
+	if v.gm, err = rt.newHostBuf(gmSize(c)); err != nil {
+		v.freeGather()
+		return err
+	}
+	if v.gout, err = rt.d.NewBuffer(int64(c * PageSize)); err != nil {
+		v.freeGather()
+		return err
+	}
+	if rt.devIn {
+		if v.gdin, err = rt.d.NewBuffer(int64(len(v.gin.mem))); err != nil {
+			v.freeGather()
+			return err
+		}
+	}
+	v.gcap, v.gsrcCap = c, sc
+	return nil
+}
+
+func (v *vkDSlot) freeGather() {
+	v.gin.free()
+	v.gm.free()
+	for _, x := range []*vk.Buffer{v.gout, v.gdin} {
+		if x != nil {
+			x.Release()
+		}
+	}
+	v.gin, v.gm, v.gout, v.gdin, v.gcap, v.gsrcCap = nil, nil, nil, nil, 0, 0
+}
+
+// newGather builds the gather kernel from the set's module, or says why
+// GETs are not gathered on this device (none: an older module set).
+func newGather(d *vk.Device, module []byte, entry string) (*vk.Kernel, error) {
+	if len(module) == 0 {
+		return nil, fmt.Errorf("no gather module")
+	}
+	kinds := make([]int, 0, gatherSources+3)
+	for range gatherSources + 2 {
+		kinds = append(kinds, vk.Storage)
+	}
+	return d.NewKernel(module, entry, append(kinds, vk.Uniform)...)
+}

@@ -1,0 +1,157 @@
+package webgpu
+
+import (
+	"context"
+	"hash/crc32"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s4d-project/s4d/backends/corpus"
+	"github.com/s4d-project/s4d/pagefmt"
+)
+
+// gatherCase is a GET as the daemon makes one: stored pages in a pinned
+// slab mapping laid out as the store lays them (raw pages at 4160-byte
+// slots), one raw page elsewhere, and the destination a window of a
+// pinned, writable client memfd mapping at an offset that is not
+// 256-aligned.
+type gatherCase struct {
+	want    []byte // the pages
+	src     []pagefmt.Stored
+	bad     int // a raw page whose sum is wrong
+	unsum   int // a raw page asking no check
+	outside int // a raw page in no pinned mapping
+}
+
+func newGatherCase(t *testing.T, b *Backend) (*gatherCase, []byte) {
+	t.Helper()
+	var pages []byte
+	for _, k := range corpus.Kinds {
+		pages = append(pages, corpus.Pages(k, 120, PageSize, 11)...)
+	}
+	in := &pagefmt.Batch{PageSize: PageSize, Pages: pages, Codec: pagefmt.CodecLZ4, Threshold: PageSize * 3 / 4}
+	out := &pagefmt.Compressed{}
+	if err := b.Compress(context.Background(), in, out); err != nil {
+		t.Fatal(err)
+	}
+	slab, err := unix.Mmap(-1, 0, 16<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(slab) })
+	unpin, err := pinBackend{b}.Pin(slab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unpin)
+	c := &gatherCase{want: pages, bad: -1, unsum: -1, outside: -1}
+	at := 0
+	for i := range in.Len() {
+		data := out.Bytes(i, in)
+		s := pagefmt.Stored{Class: out.Class[i], Fill: out.Fill[i], Sum: out.Checksum(i, in), Check: true}
+		if len(data) > 0 {
+			if s.Class == pagefmt.ClassRaw && c.outside < 0 {
+				c.outside = i
+				s.Data = append(make([]byte, 0, PageSize), data...)
+			} else {
+				s.Data = slab[at : at+len(data)]
+				copy(s.Data, data)
+				at += 4160
+			}
+		}
+		if s.Class == pagefmt.ClassRaw && i != c.outside {
+			switch {
+			case c.bad < 0:
+				c.bad = i
+				s.Sum++
+			case c.unsum < 0:
+				c.unsum, s.Check = i, false
+			}
+		}
+		c.src = append(c.src, s)
+	}
+	if c.bad < 0 || c.unsum < 0 || c.outside < 0 {
+		t.Fatalf("the corpus gave too few raw pages (bad %d, unchecked %d, outside %d)", c.bad, c.unsum, c.outside)
+	}
+	client := memfdPages(t, make([]byte, 3*len(pages)+2*PageSize), true)
+	unpin2, err := pinBackend{b}.Pin(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unpin2)
+	return c, client
+}
+
+// get decodes the case into dst (poisoned first) and checks every page:
+// each right, the bad one flagged Corrupt and left as it was.
+func (c *gatherCase) get(t *testing.T, b *Backend, dst []byte) {
+	for i := range dst {
+		dst[i] = 0xa5
+	}
+	d := &pagefmt.Decompression{PageSize: PageSize, Src: append([]pagefmt.Stored(nil), c.src...), Dst: dst}
+	if err := b.Decompress(context.Background(), d); err != nil {
+		t.Errorf("decompress: %v", err)
+		return
+	}
+	for i := range d.Src {
+		got := dst[i*PageSize : (i+1)*PageSize]
+		if i == c.bad {
+			if !d.Failed[i] || !d.Corrupt[i] || got[0] != 0xa5 || crc32.Checksum(got, pagefmt.Castagnoli) == c.src[i].Sum {
+				t.Errorf("page %d with a wrong sum: failed %v corrupt %v, written %v", i, d.Failed[i], d.Corrupt[i], got[0] != 0xa5)
+			}
+			continue
+		}
+		if d.Failed[i] || string(got) != string(c.want[i*PageSize:(i+1)*PageSize]) {
+			t.Errorf("page %d (%v) differs (failed %v)", i, c.src[i].Class, d.Failed[i])
+			return
+		}
+	}
+}
+
+// TestVulkanGather: a GET into imported memory is served by the gather
+// kernel once the mappings are in (raw pages from the slab checked and
+// copied on the GPU, LZ4 pages decoded and copied there), byte for byte
+// with a wrong sum caught, beside pages the host fills or copies, from
+// several callers at once; before the imports it takes the host's path.
+func TestVulkanGather(t *testing.T) {
+	kernelsHere(t)
+	b := openVK(t)
+	if b.vk.gather == nil {
+		t.Fatalf("no gather kernel: %s", b.vk.gatherNote)
+	}
+	c, client := newGatherCase(t, b)
+	n := len(c.want)
+	dst := client[48 : 48+n] // 16-aligned, not 256-aligned
+	// The first GET starts the client mapping's import, the second the
+	// slab's: neither gathers raw pages.
+	for range 2 {
+		c.get(t, b, dst)
+		b.vk.importing.Wait()
+	}
+	if got := b.vk.nGathered.Load(); got != 0 {
+		t.Fatalf("%d raw pages gathered before the slab was imported", got)
+	}
+	raw := 0
+	for i, s := range c.src {
+		if s.Class == pagefmt.ClassRaw && i != c.outside {
+			raw++
+		}
+	}
+	var wg sync.WaitGroup
+	for k := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			at := 48 + k*(n+PageSize/2) // disjoint windows
+			for range 3 {
+				c.get(t, b, client[at:at+n])
+			}
+		}()
+	}
+	wg.Wait()
+	if got := b.vk.nGathered.Load(); got != int64(9*raw) {
+		t.Fatalf("raw pages gathered %d, want %d (9 GETs of %d)", got, 9*raw, raw)
+	}
+}

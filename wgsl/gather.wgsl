@@ -1,0 +1,93 @@
+// A GET's stored pages copied on the GPU (the Vulkan runtime's): raw
+// pages from the store's slabs and pages the decompress kernel left in
+// device memory, into the client's mapping, both imported, so that the
+// host copies none of them. One page per workgroup, each invocation a
+// contiguous 16*PER bytes: it reads them once, runs their CRC-32C (the
+// pieces combine as in storedSum) and writes them only when the page is
+// right. Up to six sources a dispatch: WebGPU gives a stage eight storage
+// buffers, and indexing an array of them needs a feature the WGSL engine
+// does not ask for.
+//
+// desc[4*i .. 4*i+3]: the source (0-5) | 0x100 when the sum is to be
+// checked, the page's offset in it and in dst (both in 16-byte units),
+// the expected sum; desc[4*n + i] is set to 1 when the page was written,
+// 0 when its sum did not match (dst left as it was).
+
+struct Params {
+    n: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> s0: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> s1: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> s2: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> s3: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> s4: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read> s5: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read_write> desc: array<u32>;
+@group(0) @binding(7) var<storage, read_write> dst: array<vec4<u32>>;
+@group(0) @binding(8) var<uniform> params: Params;
+
+const PAGE_WORDS: u32 = PAGE_WORDS_V;
+const PS: u32 = PAGE_WORDS * 4u;
+const WG: u32 = 256u;
+const PER: u32 = PAGE_WORDS / 4u / WG; // 16-byte pieces an invocation
+
+var<workgroup> crcAcc: atomic<u32>;
+var<private> held: array<vec4<u32>, PER>;
+
+fn load(k: u32, at: u32) -> vec4<u32> {
+    switch k {
+        case 0u: { return s0[at]; }
+        case 1u: { return s1[at]; }
+        case 2u: { return s2[at]; }
+        case 3u: { return s3[at]; }
+        case 4u: { return s4[at]; }
+        default: { return s5[at]; }
+    }
+}
+
+// crcWord runs the CRC register c over one little-endian word.
+fn crcWord(c0: u32, w: u32) -> u32 {
+    var c = c0 ^ w;
+    for (var k = 0u; k < 32u; k = k + 1u) {
+        c = (c >> 1u) ^ (CRC_POLY & (0u - (c & 1u)));
+    }
+    return c;
+}
+
+@compute @workgroup_size(WG)
+fn gather(@builtin(workgroup_id) wid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) t: u32) {
+    let i = wid.y * nwg.x + wid.x;
+    if (i >= params.n) {
+        return;
+    }
+    if (t == 0u) { atomicStore(&crcAcc, 0u); }
+    let how = desc[4u * i];
+    let at0 = desc[4u * i + 1u] + t * PER;
+    var c = 0u;
+    for (var j = 0u; j < PER; j = j + 1u) {
+        let v = load(how & 7u, at0 + j);
+        held[j] = v;
+        c = crcWord(crcWord(crcWord(crcWord(c, v.x), v.y), v.z), v.w);
+    }
+    var part = crcShift(c, PS - 16u * PER * (t + 1u));
+    if (t == 0u) { part = part ^ crcShift(0xffffffffu, PS); }
+    workgroupBarrier(); // crcAcc is zero
+    atomicXor(&crcAcc, part);
+    workgroupBarrier();
+    let ok = (how & 0x100u) == 0u || ~atomicLoad(&crcAcc) == desc[4u * i + 3u];
+    if (ok) {
+        let out0 = desc[4u * i + 2u] + t * PER;
+        for (var j = 0u; j < PER; j = j + 1u) {
+            dst[out0 + j] = held[j];
+        }
+    }
+    if (t == 0u) {
+        desc[4u * params.n + i] = select(0u, 1u, ok);
+    }
+}
