@@ -69,6 +69,22 @@ func TestVulkanRuntimeDaemon(t *testing.T) {
 	if err != nil || ipc.PageError(keys(uint64(m), m), codes) != nil || !bytes.Equal(back.Bytes(), pages) {
 		t.Fatalf("get into a memfd: %v", err)
 	}
+	// That GET started the imports of its memfd and of the store's slabs;
+	// once they are in, a GET into the memfd moves its pages on the GPU
+	// (the gather kernel), which stats count.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		clear(back.Bytes())
+		codes, err = c.GetBuffer(ctx(t), "vk", keys(uint64(m), m), back, 0, ps)
+		if err != nil || ipc.PageError(keys(uint64(m), m), codes) != nil || !bytes.Equal(back.Bytes(), pages) {
+			t.Fatalf("get into an imported memfd: %v", err)
+		}
+		desc := webgpuDescribe(t, c)
+		if !strings.Contains(desc, "(raw pages copied there 0)") {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no GET was gathered on the GPU within a minute: %s", desc)
+		}
+	}
 	desc := webgpuDescribe(t, c)
 	t.Log(desc)
 	if !strings.Contains(desc, "runtime vulkan") || strings.Contains(desc, "batches from imported memory 0,") {

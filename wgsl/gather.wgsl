@@ -1,17 +1,19 @@
 // A GET's stored pages copied on the GPU (the Vulkan runtime's): raw
 // pages from the store's slabs and pages the decompress kernel left in
 // device memory, into the client's mapping, both imported, so that the
-// host copies none of them. One page per workgroup, each invocation a
-// contiguous 16*PER bytes: it reads them once, runs their CRC-32C (the
-// pieces combine as in storedSum) and writes them only when the page is
-// right. Up to six sources a dispatch: WebGPU gives a stage eight storage
-// buffers, and indexing an array of them needs a feature the WGSL engine
-// does not ask for.
+// host copies none of them. One page per workgroup: it is read into
+// workgroup memory (each invocation a word at a time, so that neighbours
+// read neighbouring words: a raw page in the store is only 4-aligned,
+// behind its sum), each invocation runs the CRC-32C of PER contiguous
+// words (the pieces combine as in storedSum), and the page is written
+// only when it is right. Up to six sources a dispatch: WebGPU gives a
+// stage eight storage buffers, and indexing an array of them needs a
+// feature the WGSL engine does not ask for.
 //
 // desc[4*i .. 4*i+3]: the source (0-5) | 0x100 when the sum is to be
-// checked, the page's offset in it and in dst (both in 16-byte units),
-// the expected sum; desc[4*n + i] is set to 1 when the page was written,
-// 0 when its sum did not match (dst left as it was).
+// checked, the page's word offset in it and in dst, the expected sum;
+// desc[4*n + i] is set to 1 when the page was written, 0 when its sum
+// did not match (dst left as it was).
 
 struct Params {
     n: u32,
@@ -20,25 +22,25 @@ struct Params {
     pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> s0: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> s1: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> s2: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> s3: array<vec4<u32>>;
-@group(0) @binding(4) var<storage, read> s4: array<vec4<u32>>;
-@group(0) @binding(5) var<storage, read> s5: array<vec4<u32>>;
+@group(0) @binding(0) var<storage, read> s0: array<u32>;
+@group(0) @binding(1) var<storage, read> s1: array<u32>;
+@group(0) @binding(2) var<storage, read> s2: array<u32>;
+@group(0) @binding(3) var<storage, read> s3: array<u32>;
+@group(0) @binding(4) var<storage, read> s4: array<u32>;
+@group(0) @binding(5) var<storage, read> s5: array<u32>;
 @group(0) @binding(6) var<storage, read_write> desc: array<u32>;
-@group(0) @binding(7) var<storage, read_write> dst: array<vec4<u32>>;
+@group(0) @binding(7) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(8) var<uniform> params: Params;
 
 const PAGE_WORDS: u32 = PAGE_WORDS_V;
 const PS: u32 = PAGE_WORDS * 4u;
 const WG: u32 = 256u;
-const PER: u32 = PAGE_WORDS / 4u / WG; // 16-byte pieces an invocation
+const PER: u32 = PAGE_WORDS / WG; // words an invocation sums
 
+var<workgroup> page: array<u32, PAGE_WORDS>;
 var<workgroup> crcAcc: atomic<u32>;
-var<private> held: array<vec4<u32>, PER>;
 
-fn load(k: u32, at: u32) -> vec4<u32> {
+fn load(k: u32, at: u32) -> u32 {
     switch k {
         case 0u: { return s0[at]; }
         case 1u: { return s1[at]; }
@@ -47,15 +49,6 @@ fn load(k: u32, at: u32) -> vec4<u32> {
         case 4u: { return s4[at]; }
         default: { return s5[at]; }
     }
-}
-
-// crcWord runs the CRC register c over one little-endian word.
-fn crcWord(c0: u32, w: u32) -> u32 {
-    var c = c0 ^ w;
-    for (var k = 0u; k < 32u; k = k + 1u) {
-        c = (c >> 1u) ^ (CRC_POLY & (0u - (c & 1u)));
-    }
-    return c;
 }
 
 @compute @workgroup_size(WG)
@@ -68,23 +61,27 @@ fn gather(@builtin(workgroup_id) wid: vec3<u32>,
     }
     if (t == 0u) { atomicStore(&crcAcc, 0u); }
     let how = desc[4u * i];
-    let at0 = desc[4u * i + 1u] + t * PER;
-    var c = 0u;
-    for (var j = 0u; j < PER; j = j + 1u) {
-        let v = load(how & 7u, at0 + j);
-        held[j] = v;
-        c = crcWord(crcWord(crcWord(crcWord(c, v.x), v.y), v.z), v.w);
+    let at0 = desc[4u * i + 1u];
+    for (var w = t; w < PAGE_WORDS; w = w + WG) {
+        page[w] = load(how & 7u, at0 + w);
     }
-    var part = crcShift(c, PS - 16u * PER * (t + 1u));
+    workgroupBarrier();
+    var c = 0u;
+    for (var w = t * PER; w < (t + 1u) * PER; w = w + 1u) {
+        c = c ^ page[w];
+        for (var k = 0u; k < 32u; k = k + 1u) {
+            c = (c >> 1u) ^ (CRC_POLY & (0u - (c & 1u)));
+        }
+    }
+    var part = crcShift(c, PS - 4u * PER * (t + 1u));
     if (t == 0u) { part = part ^ crcShift(0xffffffffu, PS); }
-    workgroupBarrier(); // crcAcc is zero
     atomicXor(&crcAcc, part);
     workgroupBarrier();
     let ok = (how & 0x100u) == 0u || ~atomicLoad(&crcAcc) == desc[4u * i + 3u];
     if (ok) {
-        let out0 = desc[4u * i + 2u] + t * PER;
-        for (var j = 0u; j < PER; j = j + 1u) {
-            dst[out0 + j] = held[j];
+        let out0 = desc[4u * i + 2u];
+        for (var w = t; w < PAGE_WORDS; w = w + WG) {
+            dst[out0 + w] = page[w];
         }
     }
     if (t == 0u) {

@@ -67,7 +67,7 @@ func (g *gatherPlan) reset(n int) {
 // import for the round, or -1: the host copies the page.
 func (g *gatherPlan) source(rt *vkrt, p []byte) int {
 	a := uintptr(unsafe.Pointer(&p[0]))
-	if a%16 != 0 {
+	if a%4 != 0 {
 		return -1
 	}
 	for q, x := range g.held {
@@ -128,7 +128,7 @@ func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, er
 		return false, nil
 	}
 	defer rt.done(dst)
-	if doff%16 != 0 {
+	if doff%4 != 0 {
 		return false, nil
 	}
 	g := gatherPlans.Get().(*gatherPlan)
@@ -235,9 +235,9 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		decoded = t
 	}
 	// The destination bound from a 256-aligned offset (any device's
-	// binding alignment); pages are addressed in 16-byte units from it.
+	// binding alignment); pages are addressed in words from it.
 	dbase := doff &^ 255
-	dvec := uint32((doff - dbase) / 16)
+	dw := uint32((doff - dbase) / 4)
 	ro := gmGroupsOff(v.gcap)
 	j := 0 // the LZ4 pages' order in g.lz, as group 0 lists them
 	for gi, pages := range g.group {
@@ -251,18 +251,18 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 			var at uint32
 			how := uint32(q % gatherSources)
 			if q == 0 {
-				at = uint32(j * PageSize / 16)
+				at = uint32(j * PageSize / 4)
 				j++
 			} else {
 				im := g.held[q-1]
-				at = uint32((uintptr(unsafe.Pointer(&d.Src[i].Data[0])) - im.base) / 16)
+				at = uint32((uintptr(unsafe.Pointer(&d.Src[i].Data[0])) - im.base) / 4)
 				if d.Src[i].Check {
 					how |= 0x100
 				}
 			}
 			binary.LittleEndian.PutUint32(e, how)
 			binary.LittleEndian.PutUint32(e[4:], at)
-			binary.LittleEndian.PutUint32(e[8:], dvec+uint32(i*PageSize/16))
+			binary.LittleEndian.PutUint32(e[8:], dw+uint32(i*PageSize/4))
 			binary.LittleEndian.PutUint32(e[12:], d.Src[i].Sum)
 		}
 		po := gmParamsOff(v.gcap) + 256*gi

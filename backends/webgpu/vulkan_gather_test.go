@@ -13,8 +13,8 @@ import (
 )
 
 // gatherCase is a GET as the daemon makes one: stored pages in a pinned
-// slab mapping laid out as the store lays them (raw pages at 4160-byte
-// slots), one raw page elsewhere, and the destination a window of a
+// slab mapping laid out as the store lays them (4160-byte slots, each
+// page 4 bytes in, behind its sum), one raw page elsewhere, and the destination a window of a
 // pinned, writable client memfd mapping at an offset that is not
 // 256-aligned.
 type gatherCase struct {
@@ -56,7 +56,7 @@ func newGatherCase(t *testing.T, b *Backend) (*gatherCase, []byte) {
 				c.outside = i
 				s.Data = append(make([]byte, 0, PageSize), data...)
 			} else {
-				s.Data = slab[at : at+len(data)]
+				s.Data = slab[at+4 : at+4+len(data)] // behind its sum, as the store keeps it
 				copy(s.Data, data)
 				at += 4160
 			}
@@ -123,7 +123,7 @@ func TestVulkanGather(t *testing.T) {
 	}
 	c, client := newGatherCase(t, b)
 	n := len(c.want)
-	dst := client[48 : 48+n] // 16-aligned, not 256-aligned
+	dst := client[52 : 52+n] // 4-aligned, not 256-aligned
 	// The first GET starts the client mapping's import, the second the
 	// slab's: neither gathers raw pages.
 	for range 2 {
@@ -144,7 +144,7 @@ func TestVulkanGather(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			at := 48 + k*(n+PageSize/2) // disjoint windows
+			at := 52 + k*(n+PageSize/2) // disjoint windows
 			for range 3 {
 				c.get(t, b, client[at:at+n])
 			}
