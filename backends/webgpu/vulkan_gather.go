@@ -48,6 +48,8 @@ type gatherPlan struct {
 	held     []*vkImport         // source q >= 1 is held[q-1]; 0 is the decoded pages
 	miss     [][2]uintptr        // pinned ranges not imported yet: their pages go to the host
 	srcOf    []int32             // a gathered page's source
+	sets     []int               // the gather dispatches' descriptor sets
+	sizes    []int               // and workgroups
 }
 
 var gatherPlans = sync.Pool{New: func() any { return new(gatherPlan) }}
@@ -140,6 +142,7 @@ func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, er
 		}
 		clear(g.held)
 	}()
+	pg, tp := &rt.prof.get, time.Now()
 	gathered := 0
 	for i := range d.Src {
 		s := &d.Src[i]
@@ -165,6 +168,7 @@ func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, er
 	if err := b.usable(); err != nil {
 		return false, nil // Decompress's own path says so, or serves the host's pages
 	}
+	pg.add(pStage, &tp)
 	var s *dslot
 	select {
 	case s = <-b.dslots:
@@ -172,10 +176,11 @@ func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, er
 		return true, errClosed
 	}
 	defer func() { s.used = time.Now(); b.dslots <- s }()
+	pg.add(pSlot, &tp)
 	if err := b.usable(); err != nil {
 		return true, err
 	}
-	if err := b.vkGather(ctx, s, d, g, dst.buf, doff); err != nil {
+	if err := b.vkGather(ctx, s, d, g, dst.buf, doff, tp); err != nil {
 		return true, b.fail(err)
 	}
 	rt.nGathered.Add(int64(gathered - len(g.lz)))
@@ -183,7 +188,7 @@ func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, er
 }
 
 // vkGather runs a planned vkGet on slot s: dstBuf holds d.Dst at doff.
-func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompression, g *gatherPlan, dstBuf *vk.Buffer, doff int64) error {
+func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompression, g *gatherPlan, dstBuf *vk.Buffer, doff int64, tp time.Time) error {
 	rt, v, n, nl := b.vk, s.vs, len(d.Src), len(g.lz)
 	total := blocksBytes(d, g.lz)
 	if err := v.growGather(rt, n, total); err != nil {
@@ -205,6 +210,7 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	if nl > 0 {
 		dr := vkDescRoom(v.gcap)
 		packBlocks(v.gin.mem[:8*nl], v.gin.mem[dr:], d, g.lz)
+		pg.add(pPack, &tp)
 		binary.LittleEndian.PutUint32(gm, uint32(nl))
 		src, after := v.gin.buf, vk.Ticket{}
 		if v.gdin != nil {
@@ -240,6 +246,8 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	dw := uint32((doff - dbase) / 4)
 	ro := gmGroupsOff(v.gcap)
 	j := 0 // the LZ4 pages' order in g.lz, as group 0 lists them
+	sets, sizes := g.sets[:0], g.sizes[:0]
+	defer func() { g.sets, g.sizes = sets, sizes }()
 	for gi, pages := range g.group {
 		if len(pages) == 0 {
 			continue
@@ -292,20 +300,20 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 				return err
 			}
 		}
-		after := vk.Ticket{}
-		if gi == 0 {
-			after = decoded // the decoded pages are group 0's source 0
-		}
-		t, err := k.DispatchSet(set, m, 1, 1, after)
-		if err != nil {
-			return err
-		}
-		issued = append(issued, t)
+		sets, sizes = append(sets, set), append(sizes, m)
 		ro += (20*m + 255) &^ 255
 	}
+	// The groups in one submission, after the decoded pages (group 0's
+	// source 0) are in.
+	t, err := rt.gather.DispatchSets(sets, sizes, decoded)
+	if err != nil {
+		return err
+	}
+	issued = append(issued, t)
+	pg.add(pSubmit, &tp)
 	pg.gpu.enter()
 	plainPages(d, g.host) // the host's share while the GPU works
-	var err error
+	pg.add(pOther, &tp)
 	for _, t := range issued {
 		if e := rt.d.Wait(t, rt.wait); e != nil && err == nil {
 			err = e
@@ -319,6 +327,8 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	if err != nil {
 		return err
 	}
+	pg.add(pWait, &tp)
+	defer pg.add(pDeliver, &tp)
 	for j, i := range g.lz {
 		d.Failed[i] = binary.LittleEndian.Uint32(gm[gmStatusOff+4*j:]) == 0
 	}

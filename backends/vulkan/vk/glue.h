@@ -59,8 +59,11 @@
 	X(vkCmdDispatch)
 
 // Submissions in flight at most on a queue: one command buffer each,
-// reused once the queue's timeline semaphore shows it done.
-#define S4DVK_RING 8
+// reused once the queue's timeline semaphore shows it done (a submission
+// past them waits for the oldest, holding the device's lock). 8 slots of
+// each kind, a GET round submitting up to three (copy, decompress,
+// gather), needed more than 8.
+#define S4DVK_RING 32
 
 // One queue with its command buffers and timeline. Submissions to one
 // queue signal its timeline in submission order, so a value done means
@@ -524,6 +527,23 @@ static VkResult s4dvk_dispatch(s4dvk_dev *d, s4dvk_kernel *k, int set, uint32_t 
 	d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
 	d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set[set], 0, NULL);
 	d->vkCmdDispatch(cb, x, y, z);
+	return s4dvk_submit(d, S4DVK_KERNEL, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, afterRing, afterValue, ticket);
+}
+
+// s4dvk_dispatch_sets submits n dispatches of k in one command buffer,
+// dispatch i with descriptor set sets[i] and xs[i] workgroups: one
+// submission (one command buffer of the ring) for many.
+static VkResult s4dvk_dispatch_sets(s4dvk_dev *d, s4dvk_kernel *k, const int32_t *sets, const uint32_t *xs, uint32_t n, int afterRing, uint64_t afterValue, uint64_t *ticket)
+{
+	VkCommandBuffer cb;
+	VkResult e = s4dvk_begin(d, S4DVK_KERNEL, afterValue, &cb);
+	if (e)
+		return e;
+	d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
+	for (uint32_t i = 0; i < n; i++) {
+		d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set[sets[i]], 0, NULL);
+		d->vkCmdDispatch(cb, xs[i], 1, 1);
+	}
 	return s4dvk_submit(d, S4DVK_KERNEL, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, afterRing, afterValue, ticket);
 }
 

@@ -360,6 +360,29 @@ func (k *Kernel) DispatchSet(set, x, y, z int, after Ticket) (Ticket, error) {
 	return Ticket{C.S4DVK_KERNEL, uint64(t)}, nil
 }
 
+// DispatchSets submits one dispatch per descriptor set of sets, xs[i]
+// workgroups for sets[i], in one submission on the compute queue after
+// after: they may run at once.
+func (k *Kernel) DispatchSets(sets, xs []int, after Ticket) (Ticket, error) {
+	if len(sets) == 0 || len(sets) != len(xs) {
+		return Ticket{}, fmt.Errorf("vulkan: %d sets, %d sizes", len(sets), len(xs))
+	}
+	cs, cx := make([]C.int32_t, len(sets)), make([]C.uint32_t, len(sets))
+	for i, s := range sets {
+		if s < 0 || s >= Sets || xs[i] <= 0 {
+			return Ticket{}, fmt.Errorf("vulkan: dispatch with set %d, %d workgroups", s, xs[i])
+		}
+		cs[i], cx[i] = C.int32_t(s), C.uint32_t(xs[i])
+	}
+	var t C.uint64_t
+	k.d.mu.Lock()
+	defer k.d.mu.Unlock()
+	if err := check(C.s4dvk_dispatch_sets(k.d.d, k.k, &cs[0], &cx[0], C.uint32_t(len(sets)), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
+		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
+	}
+	return Ticket{C.S4DVK_KERNEL, uint64(t)}, nil
+}
+
 // Release frees the pipeline; nothing of it may be in flight.
 func (k *Kernel) Release() {
 	if k.k == nil {
