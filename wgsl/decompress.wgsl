@@ -13,10 +13,13 @@
 // (docs/benchmarks/2026-12-03-vulkan-raw-skip.md).
 // desc[2*i] is the block's byte offset in src (4-byte aligned), desc[2*i+1]
 // its length; status[i] is 1 when the block decoded to exactly one page.
+// Page i goes to word i*PAGE_WORDS of dst, or, with params.placed set, to
+// word desc[2*n + i] (the Vulkan runtime's GET straight into a client's
+// mapping, pages in their places among pages of other classes).
 
 struct Params {
     n: u32,
-    pad0: u32,
+    placed: u32,
     pad1: u32,
     pad2: u32,
 }
@@ -188,7 +191,11 @@ fn decompress(@builtin(workgroup_id) wid: vec3<u32>,
         if (r.x == 2u) { break; }
     }
     if (t == 0u) { status[i] = 1u; }
+    var o = i * PAGE_WORDS;
+    if (params.placed != 0u) {
+        o = desc[2u * params.n + i];
+    }
     for (var w = t; w < PAGE_WORDS; w = w + WG) {
-        dst[i * PAGE_WORDS + w] = atomicLoad(&page[w]);
+        dst[o + w] = atomicLoad(&page[w]);
     }
 }

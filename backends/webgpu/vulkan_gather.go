@@ -13,14 +13,19 @@ import (
 )
 
 // A GET into an imported client mapping (GET_FD) on the Vulkan runtime
-// moves its pages on the GPU alone (vkGet): the decompress kernel decodes
-// the LZ4 blocks into device memory, and the gather kernel
-// (wgsl/gather.wgsl) copies those pages and the raw pages, read where the
-// store keeps them (its slabs, imported), into the client's mapping,
-// checking the raw pages' sums on the way. The host packs the LZ4 blocks
-// and fills zero and same-filled pages. Elsewhere the host copies every
-// page once more: raw pages from the store and decoded pages from the
-// engine's buffer (Decompress), which held GET at the cpu engine's speed.
+// moves its pages on the GPU alone (vkGet): the decompress kernel writes
+// the pages of LZ4 blocks straight into their places in the client's
+// mapping, and the gather kernel (wgsl/gather.wgsl) copies the raw pages
+// there, read where the store keeps them (its slabs, imported), checking
+// their sums on the way. The host packs the LZ4 blocks and fills zero and
+// same-filled pages. Elsewhere the host copies every page once more: raw
+// pages from the store and decoded pages from the engine's buffer
+// (Decompress), which held GET at the cpu engine's speed.
+//
+// The two kernels' submissions do not depend on each other: a submission
+// that waits (on a semaphore) stalls the whole queue behind it on NVIDIA,
+// so the gather goes first, and only the decompress waits, for its
+// blocks' copy to device memory.
 const (
 	gatherSources = 6 // source bindings of the gather kernel
 	// gatherGroups is how many gather dispatches a round may make: the
@@ -44,8 +49,8 @@ func gmSize(c int) int      { return gmGroupsOff(c) + 20*c + 256*gatherGroups }
 // gatherPlan is one vkGet's sorting of its pages (pooled).
 type gatherPlan struct {
 	lz, host []int
-	group    [gatherGroups][]int // the pages each gather dispatch copies
-	held     []*vkImport         // source q >= 1 is held[q-1]; 0 is the decoded pages
+	group    [gatherGroups][]int // the raw pages each gather dispatch copies
+	held     []*vkImport         // source q is held[q]
 	miss     [][2]uintptr        // pinned ranges not imported yet: their pages go to the host
 	srcOf    []int32             // a gathered page's source
 	sets     []int               // the gather dispatches' descriptor sets
@@ -74,7 +79,7 @@ func (g *gatherPlan) source(rt *vkrt, p []byte) int {
 	}
 	for q, x := range g.held {
 		if a >= x.base && a+PageSize <= x.base+x.size {
-			return q + 1
+			return q
 		}
 	}
 	for _, m := range g.miss {
@@ -82,7 +87,7 @@ func (g *gatherPlan) source(rt *vkrt, p []byte) int {
 			return -1
 		}
 	}
-	if len(g.held)+1 >= gatherSources*gatherGroups {
+	if len(g.held) >= gatherSources*gatherGroups {
 		return -1
 	}
 	im, lo, hi := rt.holdForGather(p)
@@ -93,7 +98,7 @@ func (g *gatherPlan) source(rt *vkrt, p []byte) int {
 		return -1
 	}
 	g.held = append(g.held, im)
-	return len(g.held)
+	return len(g.held) - 1
 }
 
 // holdForGather returns the import holding mem, held for a round (done
@@ -150,7 +155,8 @@ func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, er
 		switch {
 		case s.Class == pagefmt.ClassLZ4:
 			g.lz = append(g.lz, i)
-			q = 0
+			gathered++
+			continue
 		case s.Class == pagefmt.ClassRaw && len(s.Data) == PageSize:
 			q = g.source(rt, s.Data)
 		}
@@ -198,54 +204,20 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	pg.rounds.Add(1)
 	pg.pages.Add(int64(n))
 	gm := v.gm.mem
-	var issued []vk.Ticket
-	// Whatever happens, nothing of the slot's or the sources' memory is
-	// left to the device once this returns.
+	var last vk.Ticket // the kernel queue's last: it finishes in order
+	var copied vk.Ticket
+	// Whatever happens, nothing of the slot's, the sources' or the
+	// destination's memory is left to the device once this returns.
 	defer func() {
-		for _, t := range issued {
-			rt.d.Wait(t, rt.wait)
-		}
+		rt.d.Wait(copied, rt.wait)
+		rt.d.Wait(last, rt.wait)
 	}()
-	var decoded vk.Ticket
-	if nl > 0 {
-		dr := vkDescRoom(v.gcap)
-		packBlocks(v.gin.mem[:8*nl], v.gin.mem[dr:], d, g.lz)
-		pg.add(pPack, &tp)
-		binary.LittleEndian.PutUint32(gm, uint32(nl))
-		src, after := v.gin.buf, vk.Ticket{}
-		if v.gdin != nil {
-			var err error
-			after, err = rt.d.Copy(v.gdin, v.gin.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(8 * nl)},
-				{Src: int64(dr), Dst: int64(dr), Size: int64(total)}}, vk.Ticket{})
-			if err != nil {
-				return err
-			}
-			issued = append(issued, after)
-			src = v.gdin
-		}
-		k := rt.decomp
-		for i, x := range []struct {
-			buf       *vk.Buffer
-			off, size int64
-		}{{src, int64(dr), int64(max(total, 4))}, {src, 0, int64(8 * nl)}, {v.gout, 0, int64(nl * PageSize)},
-			{v.gm.buf, gmStatusOff, int64(4 * nl)}, {v.gm.buf, 0, 16}} {
-			if err := k.BindSet(v.set, i, x.buf, x.off, x.size); err != nil {
-				return err
-			}
-		}
-		t, err := k.DispatchSet(v.set, nl, 1, 1, after)
-		if err != nil {
-			return err
-		}
-		issued = append(issued, t)
-		decoded = t
-	}
-	// The destination bound from a 256-aligned offset (any device's
+	// The destination is bound from a 256-aligned offset (any device's
 	// binding alignment); pages are addressed in words from it.
 	dbase := doff &^ 255
 	dw := uint32((doff - dbase) / 4)
+	dsize := doff - dbase + int64(n*PageSize)
 	ro := gmGroupsOff(v.gcap)
-	j := 0 // the LZ4 pages' order in g.lz, as group 0 lists them
 	sets, sizes := g.sets[:0], g.sizes[:0]
 	defer func() { g.sets, g.sizes = sets, sizes }()
 	for gi, pages := range g.group {
@@ -256,18 +228,11 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		for k, i := range pages {
 			e := gm[ro+16*k:]
 			q := int(g.srcOf[i])
-			var at uint32
 			how := uint32(q % gatherSources)
-			if q == 0 {
-				at = uint32(j * PageSize / 4)
-				j++
-			} else {
-				im := g.held[q-1]
-				at = uint32((uintptr(unsafe.Pointer(&d.Src[i].Data[0])) - im.base) / 4)
-				if d.Src[i].Check {
-					how |= 0x100
-				}
+			if d.Src[i].Check {
+				how |= 0x100
 			}
+			at := uint32((uintptr(unsafe.Pointer(&d.Src[i].Data[0])) - g.held[q].base) / 4)
 			binary.LittleEndian.PutUint32(e, how)
 			binary.LittleEndian.PutUint32(e[4:], at)
 			binary.LittleEndian.PutUint32(e[8:], dw+uint32(i*PageSize/4))
@@ -277,15 +242,10 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		binary.LittleEndian.PutUint32(gm[po:], uint32(m))
 		k, set := rt.gather, v.set*gatherGroups+gi
 		for x := range gatherSources {
-			q := gi*gatherSources + x
 			var err error
-			switch {
-			case q == 0 && nl > 0:
-				err = k.BindSet(set, x, v.gout, 0, int64(nl*PageSize))
-			case q >= 1 && q <= len(g.held):
-				im := g.held[q-1]
-				err = k.BindSet(set, x, im.buf, 0, im.buf.Size)
-			default: // unused: any valid range
+			if q := gi*gatherSources + x; q < len(g.held) {
+				err = k.BindSet(set, x, g.held[q].buf, 0, g.held[q].buf.Size)
+			} else { // unused: any valid range
 				err = k.BindSet(set, x, v.gm.buf, 0, 16)
 			}
 			if err != nil {
@@ -295,7 +255,7 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		for x, bd := range []struct {
 			buf       *vk.Buffer
 			off, size int64
-		}{{v.gm.buf, int64(ro), int64(20 * m)}, {dstBuf, dbase, doff - dbase + int64(n*PageSize)}, {v.gm.buf, int64(po), 16}} {
+		}{{v.gm.buf, int64(ro), int64(20 * m)}, {dstBuf, dbase, dsize}, {v.gm.buf, int64(po), 16}} {
 			if err := k.BindSet(set, gatherSources+x, bd.buf, bd.off, bd.size); err != nil {
 				return err
 			}
@@ -303,23 +263,57 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		sets, sizes = append(sets, set), append(sizes, m)
 		ro += (20*m + 255) &^ 255
 	}
-	// The groups in one submission, after the decoded pages (group 0's
-	// source 0) are in.
-	t, err := rt.gather.DispatchSets(sets, sizes, decoded)
-	if err != nil {
-		return err
+	if len(sets) > 0 {
+		t, err := rt.gather.DispatchSets(sets, sizes, vk.Ticket{})
+		if err != nil {
+			return err
+		}
+		last = t
 	}
-	issued = append(issued, t)
 	pg.add(pSubmit, &tp)
+	if nl > 0 {
+		// The LZ4 blocks, then where each page goes (in words of the
+		// destination's binding) behind their descriptors.
+		dr := gDescRoom(v.gcap)
+		in := v.gin.mem
+		packBlocks(in[:8*nl], in[dr:], d, g.lz)
+		for k, i := range g.lz {
+			binary.LittleEndian.PutUint32(in[8*nl+4*k:], dw+uint32(i*PageSize/4))
+		}
+		binary.LittleEndian.PutUint32(gm, uint32(nl))
+		binary.LittleEndian.PutUint32(gm[4:], 1) // placed
+		pg.add(pPack, &tp)
+		src := v.gin.buf
+		if v.gdin != nil {
+			var err error
+			copied, err = rt.d.Copy(v.gdin, v.gin.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(12 * nl)},
+				{Src: int64(dr), Dst: int64(dr), Size: int64(total)}}, vk.Ticket{})
+			if err != nil {
+				return err
+			}
+			src = v.gdin
+		}
+		k := rt.decomp
+		for i, x := range []struct {
+			buf       *vk.Buffer
+			off, size int64
+		}{{src, int64(dr), int64(max(total, 4))}, {src, 0, int64(12 * nl)}, {dstBuf, dbase, dsize},
+			{v.gm.buf, gmStatusOff, int64(4 * nl)}, {v.gm.buf, 0, 16}} {
+			if err := k.BindSet(v.set, i, x.buf, x.off, x.size); err != nil {
+				return err
+			}
+		}
+		t, err := k.DispatchSet(v.set, nl, 1, 1, copied)
+		if err != nil {
+			return err
+		}
+		last = t
+		pg.add(pSubmit, &tp)
+	}
 	pg.gpu.enter()
 	plainPages(d, g.host) // the host's share while the GPU works
 	pg.add(pOther, &tp)
-	for _, t := range issued {
-		if e := rt.d.Wait(t, rt.wait); e != nil && err == nil {
-			err = e
-		}
-	}
-	issued = issued[:0]
+	err := rt.d.Wait(last, rt.wait)
 	pg.gpu.leave()
 	if err == nil {
 		err = faultLost()
@@ -339,9 +333,6 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		}
 		st := gm[ro+16*len(pages):]
 		for k, i := range pages {
-			if g.srcOf[i] == 0 {
-				continue // a decoded page: its block's status above
-			}
 			if binary.LittleEndian.Uint32(st[4*k:]) == 0 {
 				d.Corrupt[i], d.Failed[i] = true, true // its sum did not match: not written
 			}
@@ -352,9 +343,13 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	return ctx.Err()
 }
 
+// gDescRoom is the room for cap blocks' descriptors and places (12 bytes
+// a block), before the blocks.
+func gDescRoom(capPages int) int { return (12*capPages + 255) &^ 255 }
+
 // growGather makes the slot's gather buffers hold n pages with total
 // bytes of LZ4 blocks: the blocks (and their device copy on a discrete
-// GPU), the decoded pages in device memory, and the metadata.
+// GPU) and the metadata.
 func (v *vkDSlot) growGather(rt *vkrt, n, total int) error {
 	if n <= v.gcap && total <= v.gsrcCap {
 		return nil
@@ -368,14 +363,10 @@ func (v *vkDSlot) growGather(rt *vkrt, n, total int) error {
 		sc *= 2
 	}
 	var err error
-	if v.gin, err = rt.newHostBuf(vkDescRoom(c) + sc); err != nil {
+	if v.gin, err = rt.newHostBuf(gDescRoom(c) + sc); err != nil {
 		return err
 	}
 	if v.gm, err = rt.newHostBuf(gmSize(c)); err != nil {
-		v.freeGather()
-		return err
-	}
-	if v.gout, err = rt.d.NewBuffer(int64(c * PageSize)); err != nil {
 		v.freeGather()
 		return err
 	}
@@ -392,12 +383,10 @@ func (v *vkDSlot) growGather(rt *vkrt, n, total int) error {
 func (v *vkDSlot) freeGather() {
 	v.gin.free()
 	v.gm.free()
-	for _, x := range []*vk.Buffer{v.gout, v.gdin} {
-		if x != nil {
-			x.Release()
-		}
+	if v.gdin != nil {
+		v.gdin.Release()
 	}
-	v.gin, v.gm, v.gout, v.gdin, v.gcap, v.gsrcCap = nil, nil, nil, nil, 0, 0
+	v.gin, v.gm, v.gdin, v.gcap, v.gsrcCap = nil, nil, nil, 0, 0
 }
 
 // newGather builds the gather kernel from the set's module, or says why

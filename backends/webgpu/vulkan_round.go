@@ -251,6 +251,7 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	packBlocks(in[:8*n], in[dr:], d, idx)
 	pg.add(pPack, &tp)
 	binary.LittleEndian.PutUint32(o[vkParamsOff:], uint32(n))
+	binary.LittleEndian.PutUint32(o[vkParamsOff+4:], 0) // pages in order (not placed)
 	po := vkPagesOff(v.cap)
 	k, src, after, dispatched := rt.decomp, v.in.buf, vk.Ticket{}, false
 	if v.din != nil {
