@@ -144,10 +144,13 @@ func devInFor(info vk.Info) bool {
 
 // vkSlotSets bounds each kind of slot: a slot owns a descriptor set of
 // its kernel (a decompression slot also gatherGroups of the gather
-// kernel's).
-const vkSlotSets = 8
+// kernel's). vkSlots is the default of each.
+const (
+	vkSlotSets = 16
+	vkSlots    = 8
+)
 
-// The defaults: 8 of each, since a slot is
+// The defaults: vkSlots of each, since a slot is
 // held from its dispatch until the store has copied its results (PUT) or
 // the pages are in place (GET). On an H200 through the daemon, 8
 // compress slots against 4 raised PUT from 8.7 to 11.4 GB/s at batch
@@ -158,7 +161,7 @@ const vkSlotSets = 8
 // vkSlotCounts returns the extra compress slots and the decompression
 // slots to make.
 func vkSlotCounts() (extra, dslots int) {
-	extra, dslots = max(0, vkSlotSets-numSlots), vkSlotSets
+	extra, dslots = max(0, vkSlots-numSlots), vkSlots
 	if n, err := strconv.Atoi(os.Getenv(envSlots)); err == nil && n >= numSlots && n <= vkSlotSets {
 		extra = n - numSlots
 	}

@@ -60,10 +60,10 @@
 
 // Submissions in flight at most on a queue: one command buffer each,
 // reused once the queue's timeline semaphore shows it done (a submission
-// past them waits for the oldest, holding the device's lock). 8 slots of
-// each kind, a GET round submitting up to three (copy, decompress,
-// gather), needed more than 8.
-#define S4DVK_RING 32
+// past them waits for the oldest, holding the device's lock): up to 16
+// slots of each kind, a GET round submitting up to three (copy,
+// decompress, gather).
+#define S4DVK_RING 64
 
 // One queue with its command buffers and timeline. Submissions to one
 // queue signal its timeline in submission order, so a value done means
@@ -439,7 +439,7 @@ static VkResult s4dvk_copy(s4dvk_dev *d, VkBuffer src, VkBuffer dst, const VkBuf
 // Descriptor sets per kernel: one per dispatch the engine keeps in flight
 // on it (each rebound only while no dispatch of it is in flight); a GET
 // round may dispatch the gather kernel several times, with one set each.
-#define S4DVK_SETS 64
+#define S4DVK_SETS 128
 
 // A compute pipeline from a SPIR-V module whose bindings are all in set
 // 0, numbered from 0, each a storage or uniform buffer; S4DVK_SETS
