@@ -513,7 +513,7 @@ func (r *vkrt) describe(idle string) string {
 		d += "; " + r.note
 	}
 	if profShown {
-		d += "; " + r.prof.String()
+		d += "; " + strings.TrimSuffix(r.prof.String(), "}") + "; " + submitString(r.d) + "}"
 	}
 	return d
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -123,6 +124,29 @@ type Device struct {
 	// mu serializes what needs external synchronization in Vulkan: the
 	// queues, the command pools and the rings' counters.
 	mu sync.Mutex
+	// Submissions (Copy, Dispatch*): how many, the time spent waiting
+	// for mu, and in the driver with it held (SubmitStats).
+	nSubmit, lockNs, callNs atomic.Int64
+}
+
+// SubmitStats reports the submissions so far, the time they waited for
+// the device's lock and the time they spent in the driver holding it:
+// where a busy engine's submitting goes.
+func (d *Device) SubmitStats() (n int64, lock, call time.Duration) {
+	return d.nSubmit.Load(), time.Duration(d.lockNs.Load()), time.Duration(d.callNs.Load())
+}
+
+// lock takes mu for a submission, counting; the returned func lets go.
+func (d *Device) lock() func() {
+	t0 := time.Now()
+	d.mu.Lock()
+	t1 := time.Now()
+	d.nSubmit.Add(1)
+	d.lockNs.Add(int64(t1.Sub(t0)))
+	return func() {
+		d.callNs.Add(int64(time.Since(t1)))
+		d.mu.Unlock()
+	}
 }
 
 // Open loads the library and opens a device.
@@ -260,8 +284,7 @@ func (d *Device) Copy(dst, src *Buffer, regions []Region, after Ticket) (Ticket,
 		rs[i] = C.VkBufferCopy{srcOffset: C.VkDeviceSize(r.Src), dstOffset: C.VkDeviceSize(r.Dst), size: C.VkDeviceSize(r.Size)}
 	}
 	var t C.uint64_t
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.lock()()
 	if err := check(C.s4dvk_copy(d.d, src.buf, dst.buf, &rs[0], C.uint32_t(len(rs)), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: copy: %w", err)
 	}
@@ -352,8 +375,7 @@ func (k *Kernel) DispatchSet(set, x, y, z int, after Ticket) (Ticket, error) {
 		return Ticket{}, fmt.Errorf("vulkan: dispatch with set %d", set)
 	}
 	var t C.uint64_t
-	k.d.mu.Lock()
-	defer k.d.mu.Unlock()
+	defer k.d.lock()()
 	if err := check(C.s4dvk_dispatch(k.d.d, k.k, C.int(set), C.uint32_t(x), C.uint32_t(y), C.uint32_t(z), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
 	}
@@ -375,8 +397,7 @@ func (k *Kernel) DispatchSets(sets, xs []int, after Ticket) (Ticket, error) {
 		cs[i], cx[i] = C.int32_t(s), C.uint32_t(xs[i])
 	}
 	var t C.uint64_t
-	k.d.mu.Lock()
-	defer k.d.mu.Unlock()
+	defer k.d.lock()()
 	if err := check(C.s4dvk_dispatch_sets(k.d.d, k.k, &cs[0], &cx[0], C.uint32_t(len(sets)), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
 	}

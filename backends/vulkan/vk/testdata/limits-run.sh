@@ -166,7 +166,7 @@ def prof(path):
     except OSError:
         return {}
     out = {}
-    for part in re.findall(r'(put|get|import): ([^;}]*)', s):
+    for part in re.findall(r'(put|get|import|submit): ([^;}]*)', s):
         for k, v in re.findall(r'(\w+)=([\d.]+)', part[1]):
             out[part[0] + "." + k] = float(v)
     return out
