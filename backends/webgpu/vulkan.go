@@ -48,17 +48,20 @@ const envNoImport = "S4D_VULKAN_NO_IMPORT"
 
 // vkrt is the Vulkan runtime of one device.
 type vkrt struct {
-	d          *vk.Device
-	info       vk.Info
-	compress   *vk.Kernel
-	decomp     *vk.Kernel
-	gather     *vk.Kernel // nil: GETs are not gathered (gatherNote says why)
-	sg         bool       // the compress module with subgroup scans
-	spv        string     // the modules' compiler (spirv.Set's Name)
-	noImport   bool
-	devIn      bool   // GET's blocks copied to device memory (devInFor)
-	note       string // why auto took this runtime, for Describe
-	gatherNote string
+	d        *vk.Device
+	info     vk.Info
+	compress *vk.Kernel
+	decomp   *vk.Kernel
+	gather   *vk.Kernel // nil: GETs are not gathered (gatherNote says why)
+	// gatherShare is the percentage of a gathered GET's raw pages the
+	// GPU copies (the host the rest, at once): S4D_VULKAN_GATHER_SHARE.
+	gatherShare int
+	sg          bool   // the compress module with subgroup scans
+	spv         string // the modules' compiler (spirv.Set's Name)
+	noImport    bool
+	devIn       bool   // GET's blocks copied to device memory (devInFor)
+	note        string // why auto took this runtime, for Describe
+	gatherNote  string
 
 	// life: importNow holds it shared while it imports; close holds
 	// it alone, so no import runs into a closing device.
@@ -160,6 +163,10 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 		d.Close()
 		return nil, fmt.Errorf("vulkan: %w", err)
 	}
+	r.gatherShare = defaultGatherShare
+	if v, err := strconv.Atoi(os.Getenv(envGatherShare)); err == nil && v >= 0 && v <= 100 {
+		r.gatherShare = v
+	}
 	if r.gather, err = newGather(d, set.Gather, set.GatherEntry); err != nil {
 		r.gatherNote = err.Error()
 	} else if os.Getenv(envNoGather) == "1" {
@@ -171,6 +178,14 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 
 // envNoGather keeps GETs off the gather kernel (A/B measurements).
 const envNoGather = "S4D_VULKAN_NO_GATHER"
+
+// envGatherShare sets gatherShare. On an H200 the gather kernel alone
+// moved raw pages at 19.7-20.5 GB/s and the host's copies (16 cores) at
+// 30-36 (BenchmarkVulkanGather): the two together beat either.
+const (
+	envGatherShare     = "S4D_VULKAN_GATHER_SHARE"
+	defaultGatherShare = 40
+)
 
 // importWorks tries one small import: auto takes this runtime only where
 // it does (and not on a CPU device, where imported memory saves nothing).
@@ -505,7 +520,7 @@ func (r *vkrt) describe(idle string) string {
 		r.info.Name, r.info.Driver, r.spv, scan, imp, r.nImports.Load(), pinned>>20, r.pinLimit>>20, r.nRefused.Load(), r.nDirect.Load(), r.nStaged.Load(),
 		r.slotBytes.Load()>>20, idle)
 	if r.gather != nil {
-		d += fmt.Sprintf("; GET into imported client memory gathered on the GPU (raw pages copied there %d)", r.nGathered.Load())
+		d += fmt.Sprintf("; GET into imported client memory gathered on the GPU (%d%% of raw pages; copied there %d)", r.gatherShare, r.nGathered.Load())
 	} else {
 		d += "; GETs not gathered: " + r.gatherNote
 	}

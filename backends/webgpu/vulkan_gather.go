@@ -148,7 +148,7 @@ func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, er
 		clear(g.held)
 	}()
 	pg, tp := &rt.prof.get, time.Now()
-	gathered := 0
+	gathered, acc := 0, 0
 	for i := range d.Src {
 		s := &d.Src[i]
 		q := -1
@@ -158,7 +158,12 @@ func (b *Backend) vkGet(ctx context.Context, d *pagefmt.Decompression) (bool, er
 			gathered++
 			continue
 		case s.Class == pagefmt.ClassRaw && len(s.Data) == PageSize:
-			q = g.source(rt, s.Data)
+			// rt.gatherShare percent of them go to the GPU, spread
+			// evenly; the host copies the rest meanwhile.
+			if acc += rt.gatherShare; acc >= 100 {
+				acc -= 100
+				q = g.source(rt, s.Data)
+			}
 		}
 		if q < 0 {
 			g.host = append(g.host, i)

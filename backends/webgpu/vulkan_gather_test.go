@@ -122,6 +122,7 @@ func (c *gatherCase) get(t *testing.T, b *Backend, dst []byte) {
 // several callers at once; before the imports it takes the host's path.
 func TestVulkanGather(t *testing.T) {
 	kernelsHere(t)
+	t.Setenv(envGatherShare, "100") // every raw page it can to the GPU
 	b := openVK(t)
 	if b.vk.gather == nil {
 		t.Fatalf("no gather kernel: %s", b.vk.gatherNote)

@@ -145,6 +145,7 @@ for pass in $(seq ${PASSES:-2}); do
 		vkhostin) row vkhostin-$pass S4D_VULKAN_DEVIN=0 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vknogather) row vknogather-$pass S4D_VULKAN_NO_GATHER=1 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkd16) row vkd16-$pass S4D_VULKAN_DSLOTS=16 -- --backend webgpu --wgsl-runtime vulkan ;;
+		vks*) row $r-$pass S4D_VULKAN_GATHER_SHARE=${r#vks} -- --backend webgpu --wgsl-runtime vulkan ;;
 		# autonc / autoncold: --backend auto with CUDA hidden, as on a GPU without
 		# it (the router picks among webgpu and cpu), this build / s4d-old.
 		autonc) row autonc-$pass CUDA_VISIBLE_DEVICES= -- --backend auto ;;
