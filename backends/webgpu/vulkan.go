@@ -249,12 +249,13 @@ var errPinLimit = errors.New("vulkan: --gpu-pin-limit reached")
 
 // pin registers mem (a client's memfd mapping, or a slab) for import,
 // counted against --gpu-pin-limit at once. The driver import itself starts
-// with the first compress round that reads pages from it (lookup), or the
-// router's first question about a batch from it (warming): only a PUT's
-// pages are read in place, so a GET's destination or a store slab is
-// never imported. On an H200 importing pinned about 7 GB/s (1 GiB in
-// 125-170 ms), and when done at pin time a first bench call imported 52
-// slabs besides the client's two mappings (2026-12-03-vulkan-limits.md).
+// when a batch first uses it: a compress round reading pages from it
+// (lookup), the router's first question about a batch from it (warming),
+// a GET into it or from raw pages in it (vulkan_gather.go); that batch is
+// served without it meanwhile. A mapping no batch uses is never imported:
+// on an H200 importing pinned about 7 GB/s (1 GiB in 125-170 ms), and when
+// done at pin time a first bench call imported 52 slabs besides the
+// client's two mappings (2026-12-03-vulkan-limits.md).
 func (r *vkrt) pin(mem []byte) (func(), error) {
 	if len(mem) == 0 {
 		return nil, errors.New("vulkan: nothing to import")
