@@ -125,18 +125,25 @@ func (b *Backend) Decompress(ctx context.Context, d *pagefmt.Decompression) erro
 // plainPages fills or copies the pages idx of d (no LZ4 ones) on several
 // goroutines: one cannot keep up with the GPU.
 func plainPages(d *pagefmt.Decompression, idx []int) {
-	n := len(idx)
-	g := min(runtime.GOMAXPROCS(0), 16, max(1, n/256))
+	inParallel(len(idx), 16, 256, func(lo, hi int) {
+		for _, i := range idx[lo:hi] {
+			// Checked just before the copy reads the same bytes.
+			d.CheckSums(i, i+1)
+			d.Failed[i] = d.Corrupt[i] || !pagefmt.DecodePlain(d.Src[i], d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+		}
+	})
+}
+
+// inParallel runs f over [0, n) in up to maxG pieces of at least per
+// items, on as many goroutines, and waits for them.
+func inParallel(n, maxG, per int, f func(lo, hi int)) {
+	g := min(runtime.GOMAXPROCS(0), maxG, max(1, n/per))
 	var wg sync.WaitGroup
 	for k := range g {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, i := range idx[k*n/g : (k+1)*n/g] {
-				// Checked just before the copy reads the same bytes.
-				d.CheckSums(i, i+1)
-				d.Failed[i] = d.Corrupt[i] || !pagefmt.DecodePlain(d.Src[i], d.Dst[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
-			}
+			f(k*n/g, (k+1)*n/g)
 		}()
 	}
 	wg.Wait()
@@ -168,22 +175,15 @@ func packBlocks(desc, src []byte, d *pagefmt.Decompression, idx []int) {
 		binary.LittleEndian.PutUint32(desc[8*k+4:], uint32(l))
 		off += (l + 3) &^ 3
 	}
-	g := min(runtime.GOMAXPROCS(0), 8, max(1, n/512))
-	var wg sync.WaitGroup
-	for j := range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := j * n / g; k < (j+1)*n/g; k++ {
-				d.CheckSums(idx[k], idx[k]+1)
-				o := int(binary.LittleEndian.Uint32(desc[8*k:]))
-				l := int(binary.LittleEndian.Uint32(desc[8*k+4:]))
-				copy(src[o:o+l], d.Src[idx[k]].Data)
-				clear(src[o+l : o+((l+3)&^3)])
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(n, 8, 512, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			d.CheckSums(idx[k], idx[k]+1)
+			o := int(binary.LittleEndian.Uint32(desc[8*k:]))
+			l := int(binary.LittleEndian.Uint32(desc[8*k+4:]))
+			copy(src[o:o+l], d.Src[idx[k]].Data)
+			clear(src[o+l : o+((l+3)&^3)])
+		}
+	})
 }
 
 // decompress runs the kernel over the pages idx of d; meanwhile (the GPU
@@ -313,16 +313,7 @@ func copyOut(pages, status []byte, d *pagefmt.Decompression, idx []int) {
 			k++
 		}
 	}
-	cg := min(runtime.GOMAXPROCS(0), 16, max(1, n/256))
-	var cw sync.WaitGroup
-	for j := range cg {
-		cw.Add(1)
-		go func() {
-			defer cw.Done()
-			part(j*n/cg, (j+1)*n/cg)
-		}()
-	}
-	cw.Wait()
+	inParallel(n, 16, 256, part)
 }
 
 // dphaseNs sums the time of decompress's steps (pack the blocks, upload

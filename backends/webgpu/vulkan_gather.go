@@ -360,26 +360,14 @@ func (v *vkDSlot) growGather(rt *vkrt, n, total int) error {
 		return nil
 	}
 	v.freeGather()
-	c, sc := 64, 1<<16
-	for c < n {
-		c *= 2
-	}
-	for sc < total {
-		sc *= 2
-	}
+	c, sc := slotCaps(n, total)
 	var err error
-	if v.gin, err = rt.newHostBuf(gDescRoom(c) + sc); err != nil {
+	if v.gin, v.gdin, err = rt.newBlocksBuf(gDescRoom(c), sc); err != nil {
 		return err
 	}
 	if v.gm, err = rt.newHostBuf(gmSize(c)); err != nil {
 		v.freeGather()
 		return err
-	}
-	if rt.devIn {
-		if v.gdin, err = rt.d.NewBuffer(int64(len(v.gin.mem))); err != nil {
-			v.freeGather()
-			return err
-		}
 	}
 	v.gcap, v.gsrcCap = c, sc
 	return nil

@@ -54,13 +54,47 @@ type vkDSlot struct {
 }
 
 func (v *vkDSlot) free() {
+	v.freeDecomp()
+	v.freeGather()
+}
+
+func (v *vkDSlot) freeDecomp() {
 	v.in.free()
 	v.out.free()
 	if v.din != nil {
 		v.din.Release()
 	}
 	v.in, v.din, v.out, v.cap, v.srcCap = nil, nil, nil, 0, 0
-	v.freeGather()
+}
+
+// slotCaps rounds a round's pages and block bytes up to what a slot's
+// buffers are made for: powers of two, at least 64 pages and 64 KiB, so
+// that they grow in few steps.
+func slotCaps(n, total int) (c, sc int) {
+	c, sc = 64, 1<<16
+	for c < n {
+		c *= 2
+	}
+	for sc < total {
+		sc *= 2
+	}
+	return c, sc
+}
+
+// newBlocksBuf makes a decompression round's input: room bytes of
+// descriptors, then sc bytes of blocks, in imported host memory, and on a
+// discrete GPU its copy in device memory (devInFor).
+func (rt *vkrt) newBlocksBuf(room, sc int) (*hostBuf, *vk.Buffer, error) {
+	in, err := rt.newHostBuf(room + sc)
+	if err != nil || !rt.devIn {
+		return in, nil, err
+	}
+	din, err := rt.d.NewBuffer(int64(len(in.mem)))
+	if err != nil {
+		in.free()
+		return nil, nil, err
+	}
+	return in, din, nil
 }
 
 // newVulkan opens the engine on the Vulkan runtime.
@@ -217,27 +251,15 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	rt, v, n := b.vk, s.vs, len(idx)
 	total := blocksBytes(d, idx)
 	if n > v.cap || total > v.srcCap {
-		v.free()
-		c, sc := 64, 1<<16
-		for c < n {
-			c *= 2
-		}
-		for sc < total {
-			sc *= 2
-		}
+		v.freeDecomp()
+		c, sc := slotCaps(n, total)
 		var err error
-		if v.in, err = rt.newHostBuf(vkDescRoom(c) + sc); err != nil {
+		if v.in, v.din, err = rt.newBlocksBuf(vkDescRoom(c), sc); err != nil {
 			return err
 		}
 		if v.out, err = rt.newHostBuf(vkPagesOff(c) + c*PageSize); err != nil {
-			v.free()
+			v.freeDecomp()
 			return err
-		}
-		if rt.devIn {
-			if v.din, err = rt.d.NewBuffer(int64(len(v.in.mem))); err != nil {
-				v.free()
-				return err
-			}
 		}
 		v.cap, v.srcCap = c, sc
 	}
