@@ -281,9 +281,14 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		// destination's binding) behind their descriptors.
 		dr := gDescRoom(v.gcap)
 		in := v.gin.mem
-		packBlocks(in[:8*nl], in[dr:], d, g.lz)
+		packBlocks(in[:8*nl], in[dr:], d, g.lz) // checks their sums
 		for k, i := range g.lz {
 			binary.LittleEndian.PutUint32(in[8*nl+4*k:], dw+uint32(i*PageSize/4))
+			if d.Corrupt[i] {
+				// A block whose sum is wrong is not decoded into the
+				// client's page: with no bytes it fails at once.
+				binary.LittleEndian.PutUint32(in[8*k+4:], 0)
+			}
 		}
 		binary.LittleEndian.PutUint32(gm, uint32(nl))
 		binary.LittleEndian.PutUint32(gm[4:], 1) // placed
@@ -329,7 +334,7 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	pg.add(pWait, &tp)
 	defer pg.add(pDeliver, &tp)
 	for j, i := range g.lz {
-		d.Failed[i] = binary.LittleEndian.Uint32(gm[gmStatusOff+4*j:]) == 0
+		d.Failed[i] = d.Corrupt[i] || binary.LittleEndian.Uint32(gm[gmStatusOff+4*j:]) == 0
 	}
 	ro = gmGroupsOff(v.gcap)
 	for _, pages := range g.group {

@@ -26,6 +26,7 @@ type gatherCase struct {
 	want    []byte // the pages
 	src     []pagefmt.Stored
 	bad     int // a raw page whose sum is wrong
+	badLZ   int // an LZ4 page whose sum is wrong
 	unsum   int // a raw page asking no check
 	outside int // a raw page in no pinned mapping
 }
@@ -51,7 +52,7 @@ func newGatherCase(t *testing.T, b *Backend) (*gatherCase, []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(unpin)
-	c := &gatherCase{want: pages, bad: -1, unsum: -1, outside: -1}
+	c := &gatherCase{want: pages, bad: -1, badLZ: -1, unsum: -1, outside: -1}
 	at := 0
 	for i := range in.Len() {
 		data := out.Bytes(i, in)
@@ -66,6 +67,10 @@ func newGatherCase(t *testing.T, b *Backend) (*gatherCase, []byte) {
 				at += 4160
 			}
 		}
+		if s.Class == pagefmt.ClassLZ4 && c.badLZ < 0 {
+			c.badLZ = i
+			s.Sum++
+		}
 		if s.Class == pagefmt.ClassRaw && i != c.outside {
 			switch {
 			case c.bad < 0:
@@ -77,8 +82,8 @@ func newGatherCase(t *testing.T, b *Backend) (*gatherCase, []byte) {
 		}
 		c.src = append(c.src, s)
 	}
-	if c.bad < 0 || c.unsum < 0 || c.outside < 0 {
-		t.Fatalf("the corpus gave too few raw pages (bad %d, unchecked %d, outside %d)", c.bad, c.unsum, c.outside)
+	if c.bad < 0 || c.badLZ < 0 || c.unsum < 0 || c.outside < 0 {
+		t.Fatalf("the corpus gave too few pages (bad raw %d, bad LZ4 %d, unchecked %d, outside %d)", c.bad, c.badLZ, c.unsum, c.outside)
 	}
 	client := memfdPages(t, make([]byte, 3*len(pages)+2*PageSize), true)
 	unpin2, err := pinBackend{b}.Pin(client)
@@ -90,7 +95,7 @@ func newGatherCase(t *testing.T, b *Backend) (*gatherCase, []byte) {
 }
 
 // get decodes the case into dst (poisoned first) and checks every page:
-// each right, the bad one flagged Corrupt and left as it was.
+// each right, the two bad ones flagged Corrupt and left as they were.
 func (c *gatherCase) get(t *testing.T, b *Backend, dst []byte) {
 	for i := range dst {
 		dst[i] = 0xa5
@@ -102,7 +107,7 @@ func (c *gatherCase) get(t *testing.T, b *Backend, dst []byte) {
 	}
 	for i := range d.Src {
 		got := dst[i*PageSize : (i+1)*PageSize]
-		if i == c.bad {
+		if i == c.bad || i == c.badLZ {
 			if !d.Failed[i] || !d.Corrupt[i] || got[0] != 0xa5 || crc32.Checksum(got, pagefmt.Castagnoli) == c.src[i].Sum {
 				t.Errorf("page %d with a wrong sum: failed %v corrupt %v, written %v", i, d.Failed[i], d.Corrupt[i], got[0] != 0xa5)
 			}
@@ -117,9 +122,10 @@ func (c *gatherCase) get(t *testing.T, b *Backend, dst []byte) {
 
 // TestVulkanGather: a GET into imported memory is served by the gather
 // kernel once the mappings are in (raw pages from the slab checked and
-// copied on the GPU, LZ4 pages decoded and copied there), byte for byte
-// with a wrong sum caught, beside pages the host fills or copies, from
-// several callers at once; before the imports it takes the host's path.
+// copied on the GPU, LZ4 pages decoded into place), byte for byte beside
+// pages the host fills or copies, from several callers at once, wrong
+// sums of either kind caught and left unwritten; before the imports it
+// takes the host's path.
 func TestVulkanGather(t *testing.T) {
 	kernelsHere(t)
 	t.Setenv(envGatherShare, "100") // every raw page it can to the GPU
@@ -141,6 +147,10 @@ func TestVulkanGather(t *testing.T) {
 	}
 	raw := 0
 	for i, s := range c.src {
+		if s.Class == pagefmt.ClassLZ4 && c.badLZ < 0 {
+			c.badLZ = i
+			s.Sum++
+		}
 		if s.Class == pagefmt.ClassRaw && i != c.outside {
 			raw++
 		}
