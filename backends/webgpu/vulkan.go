@@ -163,29 +163,9 @@ func openVulkan(o backends.Options, allowCPU, auto bool) (*vkrt, error) {
 		d.Close()
 		return nil, fmt.Errorf("vulkan: %w", err)
 	}
-	r.gatherShare = defaultGatherShare
-	if v, err := strconv.Atoi(os.Getenv(envGatherShare)); err == nil && v >= 0 && v <= 100 {
-		r.gatherShare = v
-	}
-	if r.gather, err = newGather(d, set.Gather, set.GatherEntry); err != nil {
-		r.gatherNote = err.Error()
-	} else if os.Getenv(envNoGather) == "1" {
-		r.gather.Release()
-		r.gather, r.gatherNote = nil, envNoGather+"=1"
-	}
+	r.setupGather(set)
 	return r, nil
 }
-
-// envNoGather keeps GETs off the gather kernel (A/B measurements).
-const envNoGather = "S4D_VULKAN_NO_GATHER"
-
-// envGatherShare sets gatherShare. On an H200 the gather kernel alone
-// moved raw pages at 19.7-20.5 GB/s and the host's copies (16 cores) at
-// 30-36 (BenchmarkVulkanGather): the two together beat either.
-const (
-	envGatherShare     = "S4D_VULKAN_GATHER_SHARE"
-	defaultGatherShare = 40
-)
 
 // importWorks tries one small import: auto takes this runtime only where
 // it does (and not on a CPU device, where imported memory saves nothing).
@@ -529,7 +509,7 @@ func (r *vkrt) describe(idle string) string {
 		d += "; " + r.note
 	}
 	if profShown {
-		d += "; " + strings.TrimSuffix(r.prof.String(), "}") + "; " + submitString(r.d) + "}"
+		d += "; " + r.prof.describe(r.d)
 	}
 	return d
 }

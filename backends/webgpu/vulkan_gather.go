@@ -3,11 +3,13 @@ package webgpu
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/s4d-project/s4d/backends/vulkan/spirv"
 	"github.com/s4d-project/s4d/backends/vulkan/vk"
 	"github.com/s4d-project/s4d/pagefmt"
 )
@@ -387,15 +389,37 @@ func (v *vkDSlot) freeGather() {
 	v.gin, v.gm, v.gdin, v.gcap, v.gsrcCap = nil, nil, nil, 0, 0
 }
 
-// newGather builds the gather kernel from the set's module, or says why
-// GETs are not gathered on this device (none: an older module set).
-func newGather(d *vk.Device, module []byte, entry string) (*vk.Kernel, error) {
-	if len(module) == 0 {
-		return nil, fmt.Errorf("no gather module")
+// envNoGather keeps GETs off the gather kernel (A/B measurements).
+const envNoGather = "S4D_VULKAN_NO_GATHER"
+
+// envGatherShare sets gatherShare. On an H200 the gather kernel alone
+// moved raw pages at 19.7-20.5 GB/s and the host's copies (16 cores) at
+// 30-36 (BenchmarkVulkanGather): the two together beat either.
+const (
+	envGatherShare     = "S4D_VULKAN_GATHER_SHARE"
+	defaultGatherShare = 40
+)
+
+// setupGather builds the gather kernel from set's module and reads its
+// settings; where it cannot, gatherNote says why GETs are not gathered.
+func (r *vkrt) setupGather(set spirv.Set) {
+	r.gatherShare = defaultGatherShare
+	if v, err := strconv.Atoi(os.Getenv(envGatherShare)); err == nil && v >= 0 && v <= 100 {
+		r.gatherShare = v
 	}
-	kinds := make([]int, 0, gatherSources+3)
-	for range gatherSources + 2 {
-		kinds = append(kinds, vk.Storage)
+	switch {
+	case os.Getenv(envNoGather) == "1":
+		r.gatherNote = envNoGather + "=1"
+	case len(set.Gather) == 0:
+		r.gatherNote = "no gather module"
+	default:
+		kinds := make([]int, 0, gatherSources+3)
+		for range gatherSources + 2 {
+			kinds = append(kinds, vk.Storage)
+		}
+		var err error
+		if r.gather, err = r.d.NewKernel(set.Gather, set.GatherEntry, append(kinds, vk.Uniform)...); err != nil {
+			r.gatherNote = err.Error()
+		}
 	}
-	return d.NewKernel(module, entry, append(kinds, vk.Uniform)...)
 }

@@ -255,7 +255,7 @@ func BenchmarkVulkanGather(bm *testing.B) {
 	}
 	bm.StopTimer()
 	bm.ReportMetric(float64(b.vk.nGathered.Load()-g0)/float64(bm.N*n), "gathered/page")
-	bm.Log(submitString(b.vk.d), " ", b.vk.prof.get.String())
+	bm.Log(b.vk.prof.describe(b.vk.d))
 }
 
 func envInt(name string, def int) int {

@@ -107,14 +107,12 @@ type vkProf struct {
 	importN, importNs atomic.Int64
 }
 
-func (p *vkProf) String() string {
-	return fmt.Sprintf("prof{put: %s; get: %s; import: n=%d ms=%.1f}", &p.put, &p.get, p.importN.Load(), float64(p.importNs.Load())/1e6)
-}
-
-// submitString is the device's submission counts (vk.Device.SubmitStats).
-func submitString(d *vk.Device) string {
+// describe is the profile as Describe shows it, with d's submissions
+// (vk.Device.SubmitStats).
+func (p *vkProf) describe(d *vk.Device) string {
 	n, lock, call := d.SubmitStats()
-	return fmt.Sprintf("submit: n=%d lock_ms=%.1f call_ms=%.1f", n, float64(lock)/1e6, float64(call)/1e6)
+	return fmt.Sprintf("prof{put: %s; get: %s; import: n=%d ms=%.1f; submit: n=%d lock_ms=%.1f call_ms=%.1f}", &p.put, &p.get,
+		p.importN.Load(), float64(p.importNs.Load())/1e6, n, float64(lock)/1e6, float64(call)/1e6)
 }
 
 var profShown = os.Getenv(envProf) == "1"
