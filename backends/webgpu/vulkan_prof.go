@@ -110,9 +110,9 @@ type vkProf struct {
 // describe is the profile as Describe shows it, with d's submissions
 // (vk.Device.SubmitStats).
 func (p *vkProf) describe(d *vk.Device) string {
-	n, lock, call := d.SubmitStats()
-	return fmt.Sprintf("prof{put: %s; get: %s; import: n=%d ms=%.1f; submit: n=%d lock_ms=%.1f call_ms=%.1f}", &p.put, &p.get,
-		p.importN.Load(), float64(p.importNs.Load())/1e6, n, float64(lock)/1e6, float64(call)/1e6)
+	s := d.SubmitStats()
+	return fmt.Sprintf("prof{put: %s; get: %s; import: n=%d ms=%.1f; submit: n=%d calls=%d lock_ms=%.1f call_ms=%.1f}", &p.put, &p.get,
+		p.importN.Load(), float64(p.importNs.Load())/1e6, s.N, s.Calls, float64(s.Lock)/1e6, float64(s.Call)/1e6)
 }
 
 var profShown = os.Getenv(envProf) == "1"

@@ -58,11 +58,11 @@
 	X(vkCmdBindDescriptorSets)           \
 	X(vkCmdDispatch)
 
-// Submissions in flight at most on a queue: one command buffer each,
-// reused once the queue's timeline semaphore shows it done (a submission
-// past them waits for the oldest, holding the device's lock): up to 16
-// slots of each kind, a GET round submitting up to three (copy,
-// decompress, gather).
+// Command buffers of a queue: each is held by one caller from its
+// recording to its submission (package vk hands them out), and reused once
+// the queue's timeline shows its last submission done. Each has a pool of
+// its own, so that callers record at once, unlocked: a pool may be used
+// from one thread at a time.
 #define S4DVK_RING 64
 
 // One queue with its command buffers and timeline. Submissions to one
@@ -71,11 +71,9 @@
 typedef struct s4dvk_ring {
 	uint32_t family;
 	VkQueue queue;
-	VkCommandPool pool;
+	VkCommandPool pool[S4DVK_RING];
 	VkCommandBuffer cb[S4DVK_RING];
-	uint64_t cbValue[S4DVK_RING]; // the timeline value of each buffer's last submission
 	VkSemaphore timeline;
-	uint64_t submitted;           // the last value signalled
 } s4dvk_ring;
 
 // The rings: copies go to a transfer queue (of a transfer-only family
@@ -269,12 +267,13 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, s4d
 	for (int i = 0; i < 2; i++) {
 		s4dvk_ring *g = &d->ring[i];
 		VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = g->family};
-		VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = S4DVK_RING};
+		VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
 		VkSemaphoreTypeCreateInfo st = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO, .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
 		VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &st};
-		if ((r = d->vkCreateCommandPool(d->dev, &pci, NULL, &g->pool)) ||
-		    (cai.commandPool = g->pool, r = d->vkAllocateCommandBuffers(d->dev, &cai, g->cb)) ||
-		    (r = d->vkCreateSemaphore(d->dev, &sci, NULL, &g->timeline))) {
+		for (int j = 0; j < S4DVK_RING && !r; j++)
+			if (!(r = d->vkCreateCommandPool(d->dev, &pci, NULL, &g->pool[j])))
+				cai.commandPool = g->pool[j], r = d->vkAllocateCommandBuffers(d->dev, &cai, &g->cb[j]);
+		if (r || (r = d->vkCreateSemaphore(d->dev, &sci, NULL, &g->timeline))) {
 			snprintf(why, whyn, "command buffers and semaphore on %s: %d", d->name, r);
 			return -1;
 		}
@@ -289,8 +288,9 @@ static void s4dvk_close(s4dvk_dev *d)
 		for (int i = 0; i < 2; i++) {
 			if (d->ring[i].timeline)
 				d->vkDestroySemaphore(d->dev, d->ring[i].timeline, NULL);
-			if (d->ring[i].pool)
-				d->vkDestroyCommandPool(d->dev, d->ring[i].pool, NULL);
+			for (int j = 0; j < S4DVK_RING; j++)
+				if (d->ring[i].pool[j])
+					d->vkDestroyCommandPool(d->dev, d->ring[i].pool[j], NULL);
 		}
 		d->vkDestroyDevice(d->dev, NULL);
 	}
@@ -371,19 +371,16 @@ static VkResult s4dvk_counter(s4dvk_dev *d, int r, uint64_t *v)
 	return d->vkGetSemaphoreCounterValue(d->dev, d->ring[r].timeline, v);
 }
 
-// s4dvk_begin opens ring r's next command buffer, once its last
-// submission is done. When both rings share one queue, an `after`
-// dependency is a barrier at its start (it orders everything submitted
-// to the queue before) instead of a semaphore wait: a queue waiting on
-// its own earlier signal is the one path where lavapipe was seen to hang.
-static VkResult s4dvk_begin(s4dvk_dev *d, int r, uint64_t afterValue, VkCommandBuffer *cb)
+// s4dvk_begin opens command buffer i of ring r, which the caller holds
+// (its last submission done). When both rings share one queue, an
+// `after` dependency is a barrier at its start (it orders everything
+// submitted to the queue before) instead of a semaphore wait: a queue
+// waiting on its own earlier signal is the one path where lavapipe was
+// seen to hang.
+static VkResult s4dvk_begin(s4dvk_dev *d, int r, int i, uint64_t afterValue, VkCommandBuffer *cb)
 {
-	s4dvk_ring *g = &d->ring[r];
-	uint32_t slot = (uint32_t)(g->submitted % S4DVK_RING);
+	*cb = d->ring[r].cb[i];
 	VkResult e;
-	if (g->cbValue[slot] && (e = s4dvk_wait(d, r, g->cbValue[slot], UINT64_MAX)))
-		return e;
-	*cb = g->cb[slot];
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	if ((e = d->vkResetCommandBuffer(*cb, 0)) || (e = d->vkBeginCommandBuffer(*cb, &bi)))
 		return e;
@@ -395,45 +392,56 @@ static VkResult s4dvk_begin(s4dvk_dev *d, int r, uint64_t afterValue, VkCommandB
 	return VK_SUCCESS;
 }
 
-// s4dvk_submit closes the command buffer with a barrier that makes its
+// s4dvk_stage is the pipeline stage of ring r's work.
+static VkFlags s4dvk_stage(int r) { return r == S4DVK_COPY ? VK_PIPELINE_STAGE_TRANSFER_BIT : VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT; }
+
+// s4dvk_end closes the command buffer with a barrier that makes its
 // writes visible to the host (the semaphore alone makes them available
-// to the device only) and submits it, after value afterValue of ring
-// afterRing when afterValue is set, signalling ring r's next value.
-static VkResult s4dvk_submit(s4dvk_dev *d, int r, VkCommandBuffer cb, VkFlags stage, VkFlags access, int afterRing, uint64_t afterValue, uint64_t *ticket)
+// to the device only).
+static VkResult s4dvk_end(s4dvk_dev *d, int r, VkCommandBuffer cb)
 {
-	s4dvk_ring *g = &d->ring[r];
-	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = access, .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-	d->vkCmdPipelineBarrier(cb, stage, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-	VkResult e;
-	if ((e = d->vkEndCommandBuffer(cb)))
-		return e;
-	uint64_t v = g->submitted + 1;
-	VkFlags waitStage = stage;
-	if (d->oneQueue)
-		afterValue = 0; // ordered by s4dvk_begin's barrier
-	VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, .waitSemaphoreValueCount = afterValue ? 1 : 0,
-					    .pWaitSemaphoreValues = &afterValue, .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &v};
-	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts, .waitSemaphoreCount = afterValue ? 1 : 0,
-			   .pWaitSemaphores = &d->ring[afterRing & 1].timeline, .pWaitDstStageMask = &waitStage,
-			   .commandBufferCount = 1, .pCommandBuffers = &cb, .signalSemaphoreCount = 1, .pSignalSemaphores = &g->timeline};
-	if ((e = d->vkQueueSubmit(g->queue, 1, &si, 0)))
-		return e;
-	g->submitted = v;
-	g->cbValue[(v - 1) % S4DVK_RING] = v;
-	*ticket = v;
-	return VK_SUCCESS;
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			      .srcAccessMask = r == S4DVK_COPY ? VK_ACCESS_TRANSFER_WRITE_BIT : VK_ACCESS_SHADER_WRITE_BIT,
+			      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+	d->vkCmdPipelineBarrier(cb, s4dvk_stage(r), VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+	return d->vkEndCommandBuffer(cb);
 }
 
-// s4dvk_copy submits a copy of the regions from src to dst on the copy ring.
-static VkResult s4dvk_copy(s4dvk_dev *d, VkBuffer src, VkBuffer dst, const VkBufferCopy *regions, uint32_t n,
-			   int afterRing, uint64_t afterValue, uint64_t *ticket)
+// s4dvk_submit submits command buffers idx[0..n) of ring r in one call,
+// buffer j after value after[j] of ring afterRing[j] where that is set,
+// signalling the ring's values first, first+1, ... in that order. The
+// caller holds the queue.
+static VkResult s4dvk_submit(s4dvk_dev *d, int r, uint32_t n, const int32_t *idx, const int32_t *afterRing, const uint64_t *after, uint64_t first)
+{
+	s4dvk_ring *g = &d->ring[r];
+	VkSubmitInfo si[S4DVK_RING];
+	VkTimelineSemaphoreSubmitInfo ts[S4DVK_RING];
+	uint64_t sig[S4DVK_RING], wait[S4DVK_RING];
+	VkFlags stage = s4dvk_stage(r);
+	if (n > S4DVK_RING)
+		return VK_ERROR_INITIALIZATION_FAILED;
+	for (uint32_t j = 0; j < n; j++) {
+		sig[j] = first + j;
+		wait[j] = d->oneQueue ? 0 : after[j]; // one queue: ordered by s4dvk_begin's barrier
+		ts[j] = (VkTimelineSemaphoreSubmitInfo){.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, .waitSemaphoreValueCount = wait[j] ? 1 : 0,
+							.pWaitSemaphoreValues = &wait[j], .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &sig[j]};
+		si[j] = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts[j], .waitSemaphoreCount = wait[j] ? 1 : 0,
+				       .pWaitSemaphores = &d->ring[afterRing[j] & 1].timeline, .pWaitDstStageMask = &stage,
+				       .commandBufferCount = 1, .pCommandBuffers = &g->cb[idx[j]], .signalSemaphoreCount = 1, .pSignalSemaphores = &g->timeline};
+	}
+	return d->vkQueueSubmit(g->queue, n, si, 0);
+}
+
+// s4dvk_record_copy records a copy of the regions from src to dst into
+// buffer i of the copy ring.
+static VkResult s4dvk_record_copy(s4dvk_dev *d, int i, VkBuffer src, VkBuffer dst, const VkBufferCopy *regions, uint32_t n, uint64_t afterValue)
 {
 	VkCommandBuffer cb;
-	VkResult e = s4dvk_begin(d, S4DVK_COPY, afterValue, &cb);
+	VkResult e = s4dvk_begin(d, S4DVK_COPY, i, afterValue, &cb);
 	if (e)
 		return e;
 	d->vkCmdCopyBuffer(cb, src, dst, n, regions);
-	return s4dvk_submit(d, S4DVK_COPY, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, afterRing, afterValue, ticket);
+	return s4dvk_end(d, S4DVK_COPY, cb);
 }
 
 // Descriptor sets per kernel: one per dispatch the engine keeps in flight
@@ -516,35 +524,21 @@ static void s4dvk_kernel_bind(s4dvk_dev *d, s4dvk_kernel *k, int set, uint32_t b
 	d->vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
 }
 
-// s4dvk_dispatch submits x*y*z workgroups of k with descriptor set set
-// on the kernel ring.
-static VkResult s4dvk_dispatch(s4dvk_dev *d, s4dvk_kernel *k, int set, uint32_t x, uint32_t y, uint32_t z, int afterRing, uint64_t afterValue, uint64_t *ticket)
+// s4dvk_record_dispatch records n dispatches of k into buffer i of the
+// kernel ring, dispatch j with descriptor set sets[j] and xs[j]*y*z
+// workgroups: they may run at once.
+static VkResult s4dvk_record_dispatch(s4dvk_dev *d, int i, s4dvk_kernel *k, const int32_t *sets, const uint32_t *xs, uint32_t n, uint32_t y, uint32_t z, uint64_t afterValue)
 {
 	VkCommandBuffer cb;
-	VkResult e = s4dvk_begin(d, S4DVK_KERNEL, afterValue, &cb);
+	VkResult e = s4dvk_begin(d, S4DVK_KERNEL, i, afterValue, &cb);
 	if (e)
 		return e;
 	d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
-	d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set[set], 0, NULL);
-	d->vkCmdDispatch(cb, x, y, z);
-	return s4dvk_submit(d, S4DVK_KERNEL, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, afterRing, afterValue, ticket);
-}
-
-// s4dvk_dispatch_sets submits n dispatches of k in one command buffer,
-// dispatch i with descriptor set sets[i] and xs[i] workgroups: one
-// submission (one command buffer of the ring) for many.
-static VkResult s4dvk_dispatch_sets(s4dvk_dev *d, s4dvk_kernel *k, const int32_t *sets, const uint32_t *xs, uint32_t n, int afterRing, uint64_t afterValue, uint64_t *ticket)
-{
-	VkCommandBuffer cb;
-	VkResult e = s4dvk_begin(d, S4DVK_KERNEL, afterValue, &cb);
-	if (e)
-		return e;
-	d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
-	for (uint32_t i = 0; i < n; i++) {
-		d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set[sets[i]], 0, NULL);
-		d->vkCmdDispatch(cb, xs[i], 1, 1);
+	for (uint32_t j = 0; j < n; j++) {
+		d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set[sets[j]], 0, NULL);
+		d->vkCmdDispatch(cb, xs[j], y, z);
 	}
-	return s4dvk_submit(d, S4DVK_KERNEL, cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, afterRing, afterValue, ticket);
+	return s4dvk_end(d, S4DVK_KERNEL, cb);
 }
 
 // s4dvk_layout returns size k of the layout table TestLayout checks, -1 past its end.

@@ -7,10 +7,11 @@
 // It is the bottom layer: buffers, copies and compute pipelines, no
 // engine yet. Its measurements are in
 // docs/benchmarks/2026-12-02-vulkan-host-import.md (backends/vulkan/vkprobe
-// made them). A Device may be used from several goroutines: submissions
-// (Copy, Dispatch) are serialized by a mutex, waits run unlocked; a
-// Kernel's descriptor set is rebound only by the one goroutine that owns
-// that set.
+// made them). A Device may be used from several goroutines: each submission
+// (Copy, Dispatch) is recorded by its caller, unlocked, and submitted
+// with the others waiting for the same queue in one call (submit.go);
+// waits run unlocked; a Kernel's descriptor set is rebound only by the
+// one goroutine that owns that set.
 package vk
 
 /*
@@ -23,7 +24,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -118,35 +118,13 @@ type Info struct {
 
 // Device is one opened Vulkan device.
 type Device struct {
-	lib  *dl.Lib
-	d    *C.s4dvk_dev // C memory: the driver keeps pointers into it
-	info Info
-	// mu serializes what needs external synchronization in Vulkan: the
-	// queues, the command pools and the rings' counters.
-	mu sync.Mutex
-	// Submissions (Copy, Dispatch*): how many, the time spent waiting
-	// for mu, and in the driver with it held (SubmitStats).
-	nSubmit, lockNs, callNs atomic.Int64
-}
-
-// SubmitStats reports the submissions so far, the time they waited for
-// the device's lock and the time they spent in the driver holding it:
-// where a busy engine's submitting goes.
-func (d *Device) SubmitStats() (n int64, lock, call time.Duration) {
-	return d.nSubmit.Load(), time.Duration(d.lockNs.Load()), time.Duration(d.callNs.Load())
-}
-
-// lock takes mu for a submission, counting; the returned func lets go.
-func (d *Device) lock() func() {
-	t0 := time.Now()
-	d.mu.Lock()
-	t1 := time.Now()
-	d.nSubmit.Add(1)
-	d.lockNs.Add(int64(t1.Sub(t0)))
-	return func() {
-		d.callNs.Add(int64(time.Since(t1)))
-		d.mu.Unlock()
-	}
+	lib      *dl.Lib
+	d        *C.s4dvk_dev // C memory: the driver keeps pointers into it
+	info     Info
+	rings    [2]ring // copies, kernels (C.S4DVK_COPY, C.S4DVK_KERNEL)
+	serial   bool    // S4D_VULKAN_SUBMIT=serial (submit.go)
+	serialMu sync.Mutex
+	stats    submitStats
 }
 
 // Open loads the library and opens a device.
@@ -180,7 +158,7 @@ func Open(o Options) (*Device, error) {
 		C.free(unsafe.Pointer(d))
 		return nil, &Unavailable{Reason: C.GoString(&why[0])}
 	}
-	return &Device{lib: lib, d: d, info: Info{
+	dev := &Device{lib: lib, d: d, info: Info{
 		Name:         C.GoString(&d.name[0]),
 		Driver:       C.GoString(&d.driver[0]),
 		API:          uint32(d.api),
@@ -191,7 +169,9 @@ func Open(o Options) (*Device, error) {
 		ImportAlign:  int(d.minAlign),
 		TransferOnly: d.transferOnly != 0,
 		Robust:       d.robust != 0,
-	}}, nil
+	}}
+	dev.initRings()
+	return dev, nil
 }
 
 // Info returns what Open found.
@@ -205,6 +185,7 @@ func (d *Device) Close() {
 	}
 	C.s4dvk_close(d.d)
 	C.free(unsafe.Pointer(d.d))
+	d.freeRings()
 	d.d = nil
 }
 
@@ -272,23 +253,22 @@ type Ticket struct {
 // (one per 4 KiB page ran at 1.5-2.2 GB/s, 1 MiB runs at 44-47).
 func (d *Device) Copy(dst, src *Buffer, regions []Region, after Ticket) (Ticket, error) {
 	if len(regions) == 0 {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return Ticket{C.S4DVK_COPY, uint64(d.d.ring[C.S4DVK_COPY].submitted)}, nil
+		return d.last(C.S4DVK_COPY), nil
 	}
-	rs := make([]C.VkBufferCopy, len(regions))
+	cr := make([]C.VkBufferCopy, len(regions))
 	for i, r := range regions {
 		if r.Src < 0 || r.Dst < 0 || r.Size <= 0 || r.Src+r.Size > src.Size || r.Dst+r.Size > dst.Size {
 			return Ticket{}, fmt.Errorf("vulkan: copy region %d (%d -> %d, %d bytes) outside the buffers (%d, %d bytes)", i, r.Src, r.Dst, r.Size, src.Size, dst.Size)
 		}
-		rs[i] = C.VkBufferCopy{srcOffset: C.VkDeviceSize(r.Src), dstOffset: C.VkDeviceSize(r.Dst), size: C.VkDeviceSize(r.Size)}
+		cr[i] = C.VkBufferCopy{srcOffset: C.VkDeviceSize(r.Src), dstOffset: C.VkDeviceSize(r.Dst), size: C.VkDeviceSize(r.Size)}
 	}
-	var t C.uint64_t
-	defer d.lock()()
-	if err := check(C.s4dvk_copy(d.d, src.buf, dst.buf, &rs[0], C.uint32_t(len(rs)), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
+	t, err := d.submit(C.S4DVK_COPY, after, func(i C.int, av C.uint64_t) C.VkResult {
+		return C.s4dvk_record_copy(d.d, i, src.buf, dst.buf, &cr[0], C.uint32_t(len(cr)), av)
+	})
+	if err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: copy: %w", err)
 	}
-	return Ticket{C.S4DVK_COPY, uint64(t)}, nil
+	return t, nil
 }
 
 // Wait blocks until t (and everything submitted before it to its queue)
@@ -374,12 +354,7 @@ func (k *Kernel) DispatchSet(set, x, y, z int, after Ticket) (Ticket, error) {
 	if set < 0 || set >= Sets {
 		return Ticket{}, fmt.Errorf("vulkan: dispatch with set %d", set)
 	}
-	var t C.uint64_t
-	defer k.d.lock()()
-	if err := check(C.s4dvk_dispatch(k.d.d, k.k, C.int(set), C.uint32_t(x), C.uint32_t(y), C.uint32_t(z), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
-		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
-	}
-	return Ticket{C.S4DVK_KERNEL, uint64(t)}, nil
+	return k.dispatch([]int{set}, []int{x}, y, z, after)
 }
 
 // DispatchSets submits one dispatch per descriptor set of sets, xs[i]
@@ -389,6 +364,10 @@ func (k *Kernel) DispatchSets(sets, xs []int, after Ticket) (Ticket, error) {
 	if len(sets) == 0 || len(sets) != len(xs) {
 		return Ticket{}, fmt.Errorf("vulkan: %d sets, %d sizes", len(sets), len(xs))
 	}
+	return k.dispatch(sets, xs, 1, 1, after)
+}
+
+func (k *Kernel) dispatch(sets, xs []int, y, z int, after Ticket) (Ticket, error) {
 	cs, cx := make([]C.int32_t, len(sets)), make([]C.uint32_t, len(sets))
 	for i, s := range sets {
 		if s < 0 || s >= Sets || xs[i] <= 0 {
@@ -396,12 +375,13 @@ func (k *Kernel) DispatchSets(sets, xs []int, after Ticket) (Ticket, error) {
 		}
 		cs[i], cx[i] = C.int32_t(s), C.uint32_t(xs[i])
 	}
-	var t C.uint64_t
-	defer k.d.lock()()
-	if err := check(C.s4dvk_dispatch_sets(k.d.d, k.k, &cs[0], &cx[0], C.uint32_t(len(sets)), C.int(after.ring), C.uint64_t(after.v), &t)); err != nil {
+	t, err := k.d.submit(C.S4DVK_KERNEL, after, func(i C.int, av C.uint64_t) C.VkResult {
+		return C.s4dvk_record_dispatch(k.d.d, i, k.k, &cs[0], &cx[0], C.uint32_t(len(cs)), C.uint32_t(y), C.uint32_t(z), av)
+	})
+	if err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
 	}
-	return Ticket{C.S4DVK_KERNEL, uint64(t)}, nil
+	return t, nil
 }
 
 // Release frees the pipeline; nothing of it may be in flight.

@@ -71,6 +71,12 @@ if [ "${BENCH:-1}" = 1 ]; then
 		grep -E '^Benchmark' $L/vkdecomp-$t.log | sed -E 's/ +/ /g' | tee -a $SUM
 	done
 fi
+# SUBMIT=1: what a submission costs (vk BenchmarkSubmit), with no other
+# imports and with IMPORTS of 16 MiB (the store's slabs, say).
+[ "${SUBMIT:-0}" = 1 ] && for im in 0 ${IMPORTS:-64}; do
+	(cd backends/vulkan/vk && S4D_BENCH_IMPORTS=$im timeout 120 "$C"/vk.test -test.run XXX -test.bench Submit -test.benchtime 20000x -test.count 2) > $L/submit-$im.log 2>&1
+	say "== vk BenchmarkSubmit, $im imports rc $?"; grep -E '^Benchmark' $L/submit-$im.log | sed -E 's/ +/ /g' | tee -a $SUM
+done
 S4D=$C/s4d SOCK=/tmp/vklim.sock
 snap() { $S4D ctl --socket $SOCK stats 2>&1 | grep -o 'prof{[^}]*}' | head -1 > $L/$1.prof; }
 bench() { # name, batches, repeat
@@ -145,6 +151,8 @@ for pass in $(seq ${PASSES:-2}); do
 		vkhostin) row vkhostin-$pass S4D_VULKAN_DEVIN=0 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vknogather) row vknogather-$pass S4D_VULKAN_NO_GATHER=1 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkd16) row vkd16-$pass S4D_VULKAN_DSLOTS=16 -- --backend webgpu --wgsl-runtime vulkan ;;
+		# vkserial: submissions as before 2026-12-04 (one lock, recording under it).
+		vkserial) row vkserial-$pass S4D_VULKAN_SUBMIT=serial -- --backend webgpu --wgsl-runtime vulkan ;;
 		vks*) row $r-$pass S4D_VULKAN_GATHER_SHARE=${r#vks} -- --backend webgpu --wgsl-runtime vulkan ;;
 		# autonc / autoncold: --backend auto with CUDA hidden, as on a GPU without
 		# it (the router picks among webgpu and cpu), this build / s4d-old.
