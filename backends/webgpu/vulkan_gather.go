@@ -212,13 +212,9 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	pg.pages.Add(int64(n))
 	gm := v.gm.mem
 	var last vk.Ticket // the kernel queue's last: it finishes in order
-	var copied vk.Ticket
 	// Whatever happens, nothing of the slot's, the sources' or the
 	// destination's memory is left to the device once this returns.
-	defer func() {
-		rt.d.Wait(copied, rt.wait)
-		rt.d.Wait(last, rt.wait)
-	}()
+	defer func() { rt.d.Wait(last, rt.wait) }()
 	// The destination is bound from a 256-aligned offset (any device's
 	// binding alignment); pages are addressed in words from it.
 	dbase := doff &^ 255
@@ -296,13 +292,9 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		binary.LittleEndian.PutUint32(gm[4:], 1) // placed
 		pg.add(pPack, &tp)
 		src := v.gin.buf
+		var bt vk.Batch
 		if v.gdin != nil {
-			var err error
-			copied, err = rt.d.Copy(v.gdin, v.gin.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(12 * nl)},
-				{Src: int64(dr), Dst: int64(dr), Size: int64(total)}}, vk.Ticket{})
-			if err != nil {
-				return err
-			}
+			bt.Copy(v.gdin, v.gin.buf, vk.Region{Src: 0, Dst: 0, Size: int64(12 * nl)}, vk.Region{Src: int64(dr), Dst: int64(dr), Size: int64(total)})
 			src = v.gdin
 		}
 		k := rt.decomp
@@ -315,7 +307,8 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 				return err
 			}
 		}
-		t, err := k.DispatchSet(v.set, nl, 1, 1, copied)
+		bt.Dispatch(k, v.set, nl)
+		t, err := rt.d.Submit(&bt, vk.Ticket{})
 		if err != nil {
 			return err
 		}

@@ -125,10 +125,21 @@ func (c *gatherCase) get(t *testing.T, b *Backend, dst []byte) {
 // copied on the GPU, LZ4 pages decoded into place), byte for byte beside
 // pages the host fills or copies, from several callers at once, wrong
 // sums of either kind caught and left unwritten; before the imports it
-// takes the host's path.
+// takes the host's path. Both with the LZ4 blocks parsed where the host
+// packed them and copied to device memory first (S4D_VULKAN_DEVIN=1, in
+// the same submission as the kernel), as on a discrete GPU.
 func TestVulkanGather(t *testing.T) {
 	kernelsHere(t)
 	t.Setenv(envGatherShare, "100") // every raw page it can to the GPU
+	for _, devIn := range []string{"0", "1"} {
+		t.Run("devin="+devIn, func(t *testing.T) {
+			t.Setenv(envDevIn, devIn)
+			testVulkanGather(t, devIn == "1")
+		})
+	}
+}
+
+func testVulkanGather(t *testing.T, devIn bool) {
 	b := openVK(t)
 	if b.vk.gather == nil {
 		t.Fatalf("no gather kernel: %s", b.vk.gatherNote)
@@ -169,6 +180,13 @@ func TestVulkanGather(t *testing.T) {
 	wg.Wait()
 	if got := b.vk.nGathered.Load(); got != int64(9*raw) {
 		t.Fatalf("raw pages gathered %d, want %d (9 GETs of %d)", got, 9*raw, raw)
+	}
+	copied := false
+	for _, ds := range b.dall {
+		copied = copied || ds.vs.gdin != nil
+	}
+	if copied != devIn {
+		t.Fatalf("a slot's blocks copied to device memory: %v, want %v", copied, devIn)
 	}
 }
 

@@ -123,6 +123,7 @@ type Device struct {
 	info     Info
 	rings    [2]ring // copies, kernels (C.S4DVK_COPY, C.S4DVK_KERNEL)
 	serial   bool    // S4D_VULKAN_SUBMIT=serial (submit.go)
+	copyQ    bool    // S4D_VULKAN_COPYQ=1: a Batch's copies on the transfer queue (batch.go)
 	serialMu sync.Mutex
 	stats    submitStats
 }
@@ -349,12 +350,15 @@ func (k *Kernel) Dispatch(x, y, z int, after Ticket) (Ticket, error) {
 	return k.DispatchSet(0, x, y, z, after)
 }
 
-// DispatchSet submits x*y*z workgroups with descriptor set set.
+// DispatchSet submits x workgroups with descriptor set set (y and z
+// must be 1: the kernels are one-dimensional).
 func (k *Kernel) DispatchSet(set, x, y, z int, after Ticket) (Ticket, error) {
-	if set < 0 || set >= Sets {
-		return Ticket{}, fmt.Errorf("vulkan: dispatch with set %d", set)
+	if y != 1 || z != 1 {
+		return Ticket{}, fmt.Errorf("vulkan: a %dx%dx%d dispatch (one dimension only)", x, y, z)
 	}
-	return k.dispatch([]int{set}, []int{x}, y, z, after)
+	var b Batch
+	b.Dispatch(k, set, x)
+	return k.d.Submit(&b, after)
 }
 
 // DispatchSets submits one dispatch per descriptor set of sets, xs[i]
@@ -364,24 +368,11 @@ func (k *Kernel) DispatchSets(sets, xs []int, after Ticket) (Ticket, error) {
 	if len(sets) == 0 || len(sets) != len(xs) {
 		return Ticket{}, fmt.Errorf("vulkan: %d sets, %d sizes", len(sets), len(xs))
 	}
-	return k.dispatch(sets, xs, 1, 1, after)
-}
-
-func (k *Kernel) dispatch(sets, xs []int, y, z int, after Ticket) (Ticket, error) {
-	cs, cx := make([]C.int32_t, len(sets)), make([]C.uint32_t, len(sets))
+	var b Batch
 	for i, s := range sets {
-		if s < 0 || s >= Sets || xs[i] <= 0 {
-			return Ticket{}, fmt.Errorf("vulkan: dispatch with set %d, %d workgroups", s, xs[i])
-		}
-		cs[i], cx[i] = C.int32_t(s), C.uint32_t(xs[i])
+		b.Dispatch(k, s, xs[i])
 	}
-	t, err := k.d.submit(C.S4DVK_KERNEL, after, func(i C.int, av C.uint64_t) C.VkResult {
-		return C.s4dvk_record_dispatch(k.d.d, i, k.k, &cs[0], &cx[0], C.uint32_t(len(cs)), C.uint32_t(y), C.uint32_t(z), av)
-	})
-	if err != nil {
-		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
-	}
-	return t, nil
+	return k.d.Submit(&b, after)
 }
 
 // Release frees the pipeline; nothing of it may be in flight.
