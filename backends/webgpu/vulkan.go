@@ -491,7 +491,6 @@ func (r *vkrt) describe(idle string) string {
 	if r.info.Robust {
 		scan += ", robust buffer access"
 	}
-	scan += fmt.Sprintf(", %d compute queues", r.info.Queues)
 	if r.devIn {
 		scan += ", GET's blocks copied to device memory"
 	}

@@ -55,7 +55,8 @@ type gatherPlan struct {
 	held     []*vkImport         // source q is held[q]
 	miss     [][2]uintptr        // pinned ranges not imported yet: their pages go to the host
 	srcOf    []int32             // a gathered page's source
-	bt       vk.Batch            // the gather dispatches
+	sets     []int               // the gather dispatches' descriptor sets
+	sizes    []int               // and workgroups
 }
 
 var gatherPlans = sync.Pool{New: func() any { return new(gatherPlan) }}
@@ -220,12 +221,8 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	dw := uint32((doff - dbase) / 4)
 	dsize := doff - dbase + int64(n*PageSize)
 	ro := gmGroupsOff(v.gcap)
-	// On the slot's queue, as its decompress batch below: the slot waits
-	// for the later one only.
-	bt := &g.bt
-	bt.Reset()
-	bt.Queue = v.set
-	dispatched := false
+	sets, sizes := g.sets[:0], g.sizes[:0]
+	defer func() { g.sets, g.sizes = sets, sizes }()
 	for gi, pages := range g.group {
 		if len(pages) == 0 {
 			continue
@@ -266,12 +263,11 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 				return err
 			}
 		}
-		bt.Dispatch(rt.gather, set, m)
-		dispatched = true
+		sets, sizes = append(sets, set), append(sizes, m)
 		ro += (20*m + 255) &^ 255
 	}
-	if dispatched {
-		t, err := rt.d.Submit(bt, vk.Ticket{})
+	if len(sets) > 0 {
+		t, err := rt.gather.DispatchSets(sets, sizes, vk.Ticket{})
 		if err != nil {
 			return err
 		}
@@ -296,8 +292,7 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		binary.LittleEndian.PutUint32(gm[4:], 1) // placed
 		pg.add(pPack, &tp)
 		src := v.gin.buf
-		bt.Reset()
-		bt.Queue = v.set
+		var bt vk.Batch
 		if v.gdin != nil {
 			bt.Copy(v.gdin, v.gin.buf, vk.Region{Src: 0, Dst: 0, Size: int64(12 * nl)}, vk.Region{Src: int64(dr), Dst: int64(dr), Size: int64(total)})
 			src = v.gdin
@@ -313,7 +308,7 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 			}
 		}
 		bt.Dispatch(k, v.set, nl)
-		t, err := rt.d.Submit(bt, vk.Ticket{})
+		t, err := rt.d.Submit(&bt, vk.Ticket{})
 		if err != nil {
 			return err
 		}

@@ -276,7 +276,7 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	binary.LittleEndian.PutUint32(o[vkParamsOff+4:], 0) // pages in order (not placed)
 	po := vkPagesOff(v.cap)
 	k, src := rt.decomp, v.in.buf
-	bt := vk.Batch{Queue: v.set}
+	var bt vk.Batch
 	if v.din != nil {
 		bt.Copy(v.din, v.in.buf, vk.Region{Src: 0, Dst: 0, Size: int64(8 * n)}, vk.Region{Src: int64(dr), Dst: int64(dr), Size: int64(total)})
 		src = v.din

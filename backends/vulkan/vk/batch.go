@@ -18,11 +18,6 @@ import (
 // NVIDIA queue stalls), and a third of a GET round's submissions.
 // A Batch may be reused after Reset.
 type Batch struct {
-	// Queue picks the compute queue (modulo Info.Queues): a caller's
-	// batches on one queue finish in the order submitted; batches on
-	// others may run beside them.
-	Queue int
-
 	ops  []C.s4dvk_op
 	sets []C.int32_t
 	xs   []C.uint32_t
@@ -32,7 +27,7 @@ type Batch struct {
 
 // Reset empties b for reuse, keeping its memory.
 func (b *Batch) Reset() {
-	b.ops, b.sets, b.xs, b.regs, b.err, b.Queue = b.ops[:0], b.sets[:0], b.xs[:0], b.regs[:0], nil, 0
+	b.ops, b.sets, b.xs, b.regs, b.err = b.ops[:0], b.sets[:0], b.xs[:0], b.regs[:0], nil
 }
 
 // Copy adds a copy of the regions from src to dst; a region outside
@@ -97,9 +92,8 @@ func (d *Device) submitOps(b *Batch, after Ticket) (Ticket, error) {
 	if len(regs) == 0 {
 		regs = []C.VkBufferCopy{{}}
 	}
-	r := C.S4DVK_KERNEL + max(b.Queue, 0)%(len(d.rings)-1)
-	t, err := d.submit(r, after, func(i C.int, ar C.int, av C.uint64_t) C.VkResult {
-		return C.s4dvk_record_ops(d.d, C.int(r), i, &b.ops[0], C.uint32_t(len(b.ops)), &sets[0], &xs[0], &regs[0], ar, av)
+	t, err := d.submit(C.S4DVK_KERNEL, after, func(i C.int, av C.uint64_t) C.VkResult {
+		return C.s4dvk_record_ops(d.d, i, &b.ops[0], C.uint32_t(len(b.ops)), &sets[0], &xs[0], &regs[0], av)
 	})
 	if err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: submit: %w", err)
@@ -118,8 +112,8 @@ func (d *Device) submitSplit(b *Batch, after Ticket) (Ticket, error) {
 			continue
 		}
 		regs := b.regs[op.first : op.first+op.n]
-		t, err := d.submit(C.S4DVK_COPY, after, func(i C.int, ar C.int, av C.uint64_t) C.VkResult {
-			return C.s4dvk_record_copy(d.d, i, op.src, op.dst, &regs[0], op.n, ar, av)
+		t, err := d.submit(C.S4DVK_COPY, after, func(i C.int, av C.uint64_t) C.VkResult {
+			return C.s4dvk_record_copy(d.d, i, op.src, op.dst, &regs[0], op.n, av)
 		})
 		if err != nil {
 			return Ticket{}, fmt.Errorf("vulkan: copy: %w", err)
@@ -129,6 +123,6 @@ func (d *Device) submitSplit(b *Batch, after Ticket) (Ticket, error) {
 	if len(rest.ops) == 0 {
 		return after, nil
 	}
-	rest.sets, rest.xs, rest.Queue = b.sets, b.xs, b.Queue
+	rest.sets, rest.xs = b.sets, b.xs
 	return d.submitOps(&rest, after)
 }

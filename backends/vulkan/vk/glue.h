@@ -77,12 +77,9 @@ typedef struct s4dvk_ring {
 } s4dvk_ring;
 
 // The rings: copies go to a transfer queue (of a transfer-only family
-// where there is one), kernels to up to S4DVK_KQ compute queues, rings
-// S4DVK_KERNEL.. (on NVIDIA each queue is a channel of its own, as a CUDA
-// stream is: work on one does not wait behind another's).
+// where there is one), kernels to a compute queue.
 #define S4DVK_COPY 0
 #define S4DVK_KERNEL 1
-#define S4DVK_KQ 8
 
 typedef struct s4dvk_dev {
 #define S4DVK_FIELD(f) PFN_##f f;
@@ -97,8 +94,8 @@ typedef struct s4dvk_dev {
 	int hostImport;
 	uint64_t minAlign;
 	int transferOnly;     // copies go to a transfer-only family
-	int nk;               // kernel queues: rings S4DVK_KERNEL .. S4DVK_KERNEL+nk-1
-	s4dvk_ring ring[1 + S4DVK_KQ];
+	int oneQueue;         // both rings submit to the same VkQueue (lavapipe)
+	s4dvk_ring ring[2];
 	char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
 	char driver[VK_MAX_DRIVER_NAME_SIZE + VK_MAX_DRIVER_INFO_SIZE + 2];
 	uint32_t api, vendor;
@@ -120,7 +117,7 @@ static int s4dvk_hasext(VkExtensionProperties *e, uint32_t n, const char *name)
 // offered, and one queue of a transfer-only family (else of a compute
 // family) for copies. On failure why says what was missing; what was
 // created is left for s4dvk_close.
-static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, int kq, s4dvk_dev *d, char *why, size_t whyn)
+static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, s4dvk_dev *d, char *why, size_t whyn)
 {
 	PFN_vkEnumerateInstanceVersion ver = (PFN_vkEnumerateInstanceVersion)gipa(NULL, "vkEnumerateInstanceVersion");
 	PFN_vkCreateInstance create = (PFN_vkCreateInstance)gipa(NULL, "vkCreateInstance");
@@ -225,22 +222,13 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, int
 		return -1;
 	}
 	d->transferOnly = transfer != UINT32_MAX;
-	// kq kernel queues where the family has them (at least one); with no
-	// transfer-only family the copies take one more of the compute
-	// family's queues, or share the only one.
-	uint32_t qc = qf[compute].queueCount, own = !d->transferOnly && qc > 1;
-	int nk = kq < 1 ? 1 : kq > S4DVK_KQ ? S4DVK_KQ : kq;
-	if ((uint32_t)nk + own > qc)
-		nk = (int)(qc - own) < 1 ? 1 : (int)(qc - own);
-	d->nk = nk;
-	for (int k = 0; k < nk; k++)
-		d->ring[S4DVK_KERNEL + k].family = compute;
+	d->ring[S4DVK_KERNEL].family = compute;
 	d->ring[S4DVK_COPY].family = d->transferOnly ? transfer : compute;
-	float prio[S4DVK_KQ + 1];
-	for (int k = 0; k <= S4DVK_KQ; k++)
-		prio[k] = 1;
+	// One queue of each family; on one family, two queues where it has them.
+	float prio[2] = {1, 1};
+	uint32_t shared = !d->transferOnly && qf[compute].queueCount > 1 ? 2 : 1;
 	VkDeviceQueueCreateInfo qci[2] = {
-	    {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = compute, .queueCount = nk + own, .pQueuePriorities = prio},
+	    {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = compute, .queueCount = d->transferOnly ? 1 : shared, .pQueuePriorities = prio},
 	    {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = transfer, .queueCount = 1, .pQueuePriorities = prio},
 	};
 	const char *want[2];
@@ -273,10 +261,10 @@ static int s4dvk_open(PFN_vkGetInstanceProcAddr gipa, int index, int robust, int
 	if (d->hostImport)
 		d->vkGetMemoryHostPointerPropertiesEXT = (PFN_vkGetMemoryHostPointerPropertiesEXT)d->vkGetDeviceProcAddr(d->dev, "vkGetMemoryHostPointerPropertiesEXT");
 	d->hostImport = d->hostImport && d->vkGetMemoryHostPointerPropertiesEXT;
-	for (int k = 0; k < nk; k++)
-		d->vkGetDeviceQueue(d->dev, compute, k, &d->ring[S4DVK_KERNEL + k].queue);
-	d->vkGetDeviceQueue(d->dev, d->ring[S4DVK_COPY].family, d->transferOnly ? 0 : own ? nk : 0, &d->ring[S4DVK_COPY].queue);
-	for (int i = 0; i < 1 + nk; i++) {
+	d->vkGetDeviceQueue(d->dev, compute, 0, &d->ring[S4DVK_KERNEL].queue);
+	d->vkGetDeviceQueue(d->dev, d->ring[S4DVK_COPY].family, d->transferOnly ? 0 : shared - 1, &d->ring[S4DVK_COPY].queue);
+	d->oneQueue = d->ring[S4DVK_COPY].queue == d->ring[S4DVK_KERNEL].queue;
+	for (int i = 0; i < 2; i++) {
 		s4dvk_ring *g = &d->ring[i];
 		VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = g->family};
 		VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
@@ -297,7 +285,7 @@ static void s4dvk_close(s4dvk_dev *d)
 {
 	if (d->dev) {
 		d->vkDeviceWaitIdle(d->dev);
-		for (int i = 0; i < 1 + S4DVK_KQ; i++) {
+		for (int i = 0; i < 2; i++) {
 			if (d->ring[i].timeline)
 				d->vkDestroySemaphore(d->dev, d->ring[i].timeline, NULL);
 			for (int j = 0; j < S4DVK_RING; j++)
@@ -383,23 +371,20 @@ static VkResult s4dvk_counter(s4dvk_dev *d, int r, uint64_t *v)
 	return d->vkGetSemaphoreCounterValue(d->dev, d->ring[r].timeline, v);
 }
 
-// s4dvk_same tells whether rings r and a submit to the same VkQueue
-// (lavapipe has one queue for all).
-static int s4dvk_same(s4dvk_dev *d, int r, int a) { return a >= 0 && a <= d->nk && d->ring[r].queue == d->ring[a].queue; }
-
 // s4dvk_begin opens command buffer i of ring r, which the caller holds
-// (its last submission done). An `after` dependency on a ring of the same
-// queue is a barrier at its start (it orders everything submitted to the
-// queue before) instead of a semaphore wait: a queue waiting on its own
-// earlier signal is the one path where lavapipe was seen to hang.
-static VkResult s4dvk_begin(s4dvk_dev *d, int r, int i, int afterRing, uint64_t afterValue, VkCommandBuffer *cb)
+// (its last submission done). When both rings share one queue, an
+// `after` dependency is a barrier at its start (it orders everything
+// submitted to the queue before) instead of a semaphore wait: a queue
+// waiting on its own earlier signal is the one path where lavapipe was
+// seen to hang.
+static VkResult s4dvk_begin(s4dvk_dev *d, int r, int i, uint64_t afterValue, VkCommandBuffer *cb)
 {
 	*cb = d->ring[r].cb[i];
 	VkResult e;
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 	if ((e = d->vkResetCommandBuffer(*cb, 0)) || (e = d->vkBeginCommandBuffer(*cb, &bi)))
 		return e;
-	if (afterValue && s4dvk_same(d, r, afterRing)) {
+	if (d->oneQueue && afterValue) {
 		VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
 				      .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
 		d->vkCmdPipelineBarrier(*cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
@@ -441,11 +426,11 @@ static VkResult s4dvk_submit(s4dvk_dev *d, int r, uint32_t n, const int32_t *idx
 		return VK_ERROR_INITIALIZATION_FAILED;
 	for (uint32_t j = 0; j < n; j++) {
 		sig[j] = first + j;
-		wait[j] = s4dvk_same(d, r, afterRing[j]) ? 0 : after[j]; // one queue: ordered by s4dvk_begin's barrier
+		wait[j] = d->oneQueue ? 0 : after[j]; // one queue: ordered by s4dvk_begin's barrier
 		ts[j] = (VkTimelineSemaphoreSubmitInfo){.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, .waitSemaphoreValueCount = wait[j] ? 1 : 0,
 							.pWaitSemaphoreValues = &wait[j], .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &sig[j]};
 		si[j] = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts[j], .waitSemaphoreCount = wait[j] ? 1 : 0,
-				       .pWaitSemaphores = &d->ring[wait[j] ? afterRing[j] : r].timeline, .pWaitDstStageMask = &stage,
+				       .pWaitSemaphores = &d->ring[afterRing[j] & 1].timeline, .pWaitDstStageMask = &stage,
 				       .commandBufferCount = 1, .pCommandBuffers = &g->cb[idx[j]], .signalSemaphoreCount = 1, .pSignalSemaphores = &g->timeline};
 	}
 	return d->vkQueueSubmit(g->queue, n, si, 0);
@@ -453,10 +438,10 @@ static VkResult s4dvk_submit(s4dvk_dev *d, int r, uint32_t n, const int32_t *idx
 
 // s4dvk_record_copy records a copy of the regions from src to dst into
 // buffer i of the copy ring.
-static VkResult s4dvk_record_copy(s4dvk_dev *d, int i, VkBuffer src, VkBuffer dst, const VkBufferCopy *regions, uint32_t n, int afterRing, uint64_t afterValue)
+static VkResult s4dvk_record_copy(s4dvk_dev *d, int i, VkBuffer src, VkBuffer dst, const VkBufferCopy *regions, uint32_t n, uint64_t afterValue)
 {
 	VkCommandBuffer cb;
-	VkResult e = s4dvk_begin(d, S4DVK_COPY, i, afterRing, afterValue, &cb);
+	VkResult e = s4dvk_begin(d, S4DVK_COPY, i, afterValue, &cb);
 	if (e)
 		return e;
 	d->vkCmdCopyBuffer(cb, src, dst, n, regions);
@@ -553,14 +538,14 @@ typedef struct s4dvk_op {
 	uint32_t first, n;
 } s4dvk_op;
 
-// s4dvk_record_ops records the steps into buffer i of kernel ring r: a
+// s4dvk_record_ops records the steps into buffer i of the kernel ring: a
 // dispatch after a copy waits for the copies before it (a barrier);
 // dispatches before a copy do not hold it up.
-static VkResult s4dvk_record_ops(s4dvk_dev *d, int r, int i, const s4dvk_op *ops, uint32_t nops, const int32_t *sets, const uint32_t *xs,
-				 const VkBufferCopy *regions, int afterRing, uint64_t afterValue)
+static VkResult s4dvk_record_ops(s4dvk_dev *d, int i, const s4dvk_op *ops, uint32_t nops, const int32_t *sets, const uint32_t *xs,
+				 const VkBufferCopy *regions, uint64_t afterValue)
 {
 	VkCommandBuffer cb;
-	VkResult e = s4dvk_begin(d, r, i, afterRing, afterValue, &cb);
+	VkResult e = s4dvk_begin(d, S4DVK_KERNEL, i, afterValue, &cb);
 	if (e)
 		return e;
 	s4dvk_kernel *bound = NULL;
@@ -586,7 +571,7 @@ static VkResult s4dvk_record_ops(s4dvk_dev *d, int r, int i, const s4dvk_op *ops
 			d->vkCmdDispatch(cb, xs[j], 1, 1);
 		}
 	}
-	return s4dvk_end(d, r, cb);
+	return s4dvk_end(d, S4DVK_KERNEL, cb);
 }
 
 // s4dvk_layout returns size k of the layout table TestLayout checks, -1 past its end.

@@ -6,7 +6,6 @@ package vk
 import "C"
 
 import (
-	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -76,7 +75,7 @@ func (d *Device) SubmitStats() SubmitStats {
 func (d *Device) initRings() {
 	d.serial = os.Getenv("S4D_VULKAN_SUBMIT") == "serial"
 	d.copyQ = os.Getenv("S4D_VULKAN_COPYQ") == "1"
-	d.rings = make([]ring, 1+int(d.d.nk))
+	q := &sync.Mutex{}
 	for r := range d.rings {
 		g := &d.rings[r]
 		g.free = make(chan int, C.S4DVK_RING)
@@ -84,13 +83,10 @@ func (d *Device) initRings() {
 			g.free <- i
 		}
 		g.val = make([]uint64, C.S4DVK_RING)
-		g.q = &sync.Mutex{}
-		for a := range r { // rings on one VkQueue share its lock
-			if C.s4dvk_same(d.d, C.int(r), C.int(a)) != 0 {
-				g.q = d.rings[a].q
-				break
-			}
+		if r == 0 || d.d.oneQueue == 0 {
+			q = &sync.Mutex{}
 		}
+		g.q = q
 		g.c = (*submitArgs)(C.calloc(1, C.size_t(unsafe.Sizeof(submitArgs{}))))
 	}
 }
@@ -111,12 +107,9 @@ func (d *Device) last(r int) Ticket {
 	return Ticket{r, g.sent}
 }
 
-// submit records work into a buffer of ring r (record gets its index and
-// the dependency) and submits it after after.
-func (d *Device) submit(r int, after Ticket, record func(i, afterRing C.int, after C.uint64_t) C.VkResult) (Ticket, error) {
-	if after.ring < 0 || after.ring >= len(d.rings) {
-		return Ticket{}, fmt.Errorf("vulkan: a ticket of queue %d", after.ring)
-	}
+// submit records work into a buffer of ring r (record gets its index)
+// and submits it after after.
+func (d *Device) submit(r int, after Ticket, record func(i C.int, after C.uint64_t) C.VkResult) (Ticket, error) {
 	if d.serial {
 		t0 := time.Now()
 		d.serialMu.Lock()
@@ -133,7 +126,7 @@ func (d *Device) submit(r int, after Ticket, record func(i, afterRing C.int, aft
 			return Ticket{}, err
 		}
 	}
-	if err := check(record(C.int(i), C.int(after.ring), C.uint64_t(after.v))); err != nil {
+	if err := check(record(C.int(i), C.uint64_t(after.v))); err != nil {
 		return Ticket{}, err
 	}
 	p := &pending{idx: i, afterRing: after.ring, after: after.v}

@@ -11,8 +11,7 @@ import (
 )
 
 // TestConcurrentSubmit: 16 goroutines at once each copy their own pages
-// to the device and, after that copy, back into another host buffer from
-// a compute queue of their own (Info.Queues of them), many
+// to the device and, after that copy, back into another host buffer, many
 // times over, more submissions than a ring has buffers. Every round trip
 // must come back byte for byte (a batch submitted by another caller keeps
 // each buffer's dependency and signals its value), every submission is
@@ -49,12 +48,7 @@ func TestConcurrentSubmit(t *testing.T) {
 							errs <- err
 							return
 						}
-						// Back on a compute queue (the caller's), after the
-						// transfer queue's copy: a semaphore between queues on
-						// a GPU, a barrier on lavapipe's one queue.
-						b := Batch{Queue: g}
-						b.Copy(down, dev, Region{lo, lo, each})
-						t2, err := d.Submit(&b, t1)
+						t2, err := d.Copy(down, dev, []Region{{lo, lo, each}}, t1)
 						if err == nil {
 							err = d.Wait(t2, time.Minute)
 						}
@@ -87,25 +81,21 @@ func TestConcurrentSubmit(t *testing.T) {
 }
 
 // BenchmarkSubmit is what a submission costs with many callers: each op
-// is one small copy (a page, host to device memory) submitted on the
-// caller's compute queue and waited for, by 1 or 16 callers at once:
-// serial (one lock around recording and submitting, one queue, as
-// before), and combined on 1, 4 and 8 compute queues. S4D_BENCH_IMPORTS=n
-// imports n more 16 MiB host buffers first (whether the driver's cost
-// grows with the memory it knows). Reports µs of the driver and of
-// waiting for the queue per submission, and submissions per vkQueueSubmit.
+// is one small copy (a page, host to device memory) submitted and waited
+// for, by 1 or 16 callers at once, combined and serial (one lock around
+// recording and submitting, as before). S4D_BENCH_IMPORTS=n imports n
+// more 16 MiB host buffers first (whether the driver's cost grows with
+// the memory it knows). Reports µs of the driver and of waiting for the
+// queue per submission, and submissions per vkQueueSubmit.
 func BenchmarkSubmit(b *testing.B) {
 	imports, _ := strconv.Atoi(os.Getenv("S4D_BENCH_IMPORTS"))
-	for _, mode := range []struct {
-		name   string
-		queues int
-	}{{"serial", 1}, {"combined", 1}, {"combined", 4}, {"combined", 8}} {
+	for _, mode := range []string{"combined", "serial"} {
 		for _, callers := range []int{1, 16} {
-			b.Run(fmt.Sprintf("%s/queues=%d/callers=%d", mode.name, mode.queues, callers), func(b *testing.B) {
-				if mode.name == "serial" {
+			b.Run(fmt.Sprintf("%s/callers=%d", mode, callers), func(b *testing.B) {
+				if mode == "serial" {
 					b.Setenv("S4D_VULKAN_SUBMIT", "serial")
 				}
-				d, err := Open(Options{Device: -1, KernelQueues: mode.queues})
+				d, err := Open(Options{Device: -1})
 				if err != nil {
 					b.Skip(err)
 				}
@@ -124,12 +114,8 @@ func BenchmarkSubmit(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						lo := int64(g * 4096)
-						bt := Batch{Queue: g}
 						for range per {
-							bt.Reset()
-							bt.Queue = g
-							bt.Copy(dev, up, Region{lo, lo, 4096})
-							t, err := d.Submit(&bt, Ticket{})
+							t, err := d.Copy(dev, up, []Region{{lo, lo, 4096}}, Ticket{})
 							if err == nil {
 								err = d.Wait(t, time.Minute)
 							}
@@ -147,7 +133,6 @@ func BenchmarkSubmit(b *testing.B) {
 				b.ReportMetric(float64(s.Call-s0.Call)/1e3/n, "call-µs/sub")
 				b.ReportMetric(float64(s.Lock-s0.Lock)/1e3/n, "lock-µs/sub")
 				b.ReportMetric(n/float64(s.Calls-s0.Calls), "subs/call")
-				b.ReportMetric(float64(d.Info().Queues), "queues")
 			})
 		}
 	}

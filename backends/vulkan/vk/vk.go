@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -91,14 +90,7 @@ type Options struct {
 	// (docs/benchmarks/2026-12-02-vulkan-tint.md). S4D_VULKAN_ROBUST=0 or
 	// 1 overrides RobustAuto.
 	Robust Robustness
-	// KernelQueues is how many compute queues kernels are spread over
-	// (Batch.Queue picks one), as many as the device has up to 8; 0:
-	// S4D_VULKAN_QUEUES, else DefaultKernelQueues.
-	KernelQueues int
 }
-
-// DefaultKernelQueues is Options.KernelQueues' default.
-const DefaultKernelQueues = 4
 
 // Robustness says whether a device bounds buffer accesses.
 type Robustness int
@@ -122,7 +114,6 @@ type Info struct {
 	ImportAlign  int
 	TransferOnly bool // copies go to a transfer-only queue family
 	Robust       bool // robust buffer access enabled (Options.Robust)
-	Queues       int  // compute queues the kernels are spread over (Options.KernelQueues)
 }
 
 // Device is one opened Vulkan device.
@@ -130,9 +121,9 @@ type Device struct {
 	lib      *dl.Lib
 	d        *C.s4dvk_dev // C memory: the driver keeps pointers into it
 	info     Info
-	rings    []ring // copies, then each kernel queue's (C.S4DVK_COPY, C.S4DVK_KERNEL..)
-	serial   bool   // S4D_VULKAN_SUBMIT=serial (submit.go)
-	copyQ    bool   // S4D_VULKAN_COPYQ=1: a Batch's copies on the transfer queue (batch.go)
+	rings    [2]ring // copies, kernels (C.S4DVK_COPY, C.S4DVK_KERNEL)
+	serial   bool    // S4D_VULKAN_SUBMIT=serial (submit.go)
+	copyQ    bool    // S4D_VULKAN_COPYQ=1: a Batch's copies on the transfer queue (batch.go)
 	serialMu sync.Mutex
 	stats    submitStats
 }
@@ -163,14 +154,7 @@ func Open(o Options) (*Device, error) {
 		}
 	}
 	robust := map[Robustness]int{RobustAuto: -1, RobustOff: 0, RobustOn: 1}[r]
-	kq := o.KernelQueues
-	if kq == 0 {
-		kq = DefaultKernelQueues
-		if v, err := strconv.Atoi(os.Getenv("S4D_VULKAN_QUEUES")); err == nil && v > 0 {
-			kq = v
-		}
-	}
-	if C.s4dvk_open(C.PFN_vkGetInstanceProcAddr(gipa), C.int(o.Device), C.int(robust), C.int(kq), d, &why[0], C.size_t(len(why))) != 0 {
+	if C.s4dvk_open(C.PFN_vkGetInstanceProcAddr(gipa), C.int(o.Device), C.int(robust), d, &why[0], C.size_t(len(why))) != 0 {
 		C.s4dvk_close(d)
 		C.free(unsafe.Pointer(d))
 		return nil, &Unavailable{Reason: C.GoString(&why[0])}
@@ -186,7 +170,6 @@ func Open(o Options) (*Device, error) {
 		ImportAlign:  int(d.minAlign),
 		TransferOnly: d.transferOnly != 0,
 		Robust:       d.robust != 0,
-		Queues:       int(d.nk),
 	}}
 	dev.initRings()
 	return dev, nil
@@ -280,8 +263,8 @@ func (d *Device) Copy(dst, src *Buffer, regions []Region, after Ticket) (Ticket,
 		}
 		cr[i] = C.VkBufferCopy{srcOffset: C.VkDeviceSize(r.Src), dstOffset: C.VkDeviceSize(r.Dst), size: C.VkDeviceSize(r.Size)}
 	}
-	t, err := d.submit(C.S4DVK_COPY, after, func(i C.int, ar C.int, av C.uint64_t) C.VkResult {
-		return C.s4dvk_record_copy(d.d, i, src.buf, dst.buf, &cr[0], C.uint32_t(len(cr)), ar, av)
+	t, err := d.submit(C.S4DVK_COPY, after, func(i C.int, av C.uint64_t) C.VkResult {
+		return C.s4dvk_record_copy(d.d, i, src.buf, dst.buf, &cr[0], C.uint32_t(len(cr)), av)
 	})
 	if err != nil {
 		return Ticket{}, fmt.Errorf("vulkan: copy: %w", err)
@@ -373,19 +356,19 @@ func (k *Kernel) DispatchSet(set, x, y, z int, after Ticket) (Ticket, error) {
 	if y != 1 || z != 1 {
 		return Ticket{}, fmt.Errorf("vulkan: a %dx%dx%d dispatch (one dimension only)", x, y, z)
 	}
-	b := Batch{Queue: set}
+	var b Batch
 	b.Dispatch(k, set, x)
 	return k.d.Submit(&b, after)
 }
 
 // DispatchSets submits one dispatch per descriptor set of sets, xs[i]
 // workgroups for sets[i], in one submission on the compute queue after
-// after, on the queue of the first set: they may run at once.
+// after: they may run at once.
 func (k *Kernel) DispatchSets(sets, xs []int, after Ticket) (Ticket, error) {
 	if len(sets) == 0 || len(sets) != len(xs) {
 		return Ticket{}, fmt.Errorf("vulkan: %d sets, %d sizes", len(sets), len(xs))
 	}
-	b := Batch{Queue: sets[0]}
+	var b Batch
 	for i, s := range sets {
 		b.Dispatch(k, s, xs[i])
 	}

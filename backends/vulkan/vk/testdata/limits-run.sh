@@ -153,8 +153,6 @@ for pass in $(seq ${PASSES:-2}); do
 		vkd16) row vkd16-$pass S4D_VULKAN_DSLOTS=16 -- --backend webgpu --wgsl-runtime vulkan ;;
 		# vkserial: submissions as before 2026-12-04 (one lock, recording under it, copies on the transfer queue).
 		vkserial) row vkserial-$pass S4D_VULKAN_SUBMIT=serial S4D_VULKAN_COPYQ=1 -- --backend webgpu --wgsl-runtime vulkan ;;
-		# vkq<n>: kernels spread over n compute queues (default 4).
-		vkq*) row $r-$pass S4D_VULKAN_QUEUES=${r#vkq} -- --backend webgpu --wgsl-runtime vulkan ;;
 		# vkcopyq: GET's block copies on the transfer queue, the kernel waiting for them there.
 		vkcopyq) row vkcopyq-$pass S4D_VULKAN_COPYQ=1 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vks*) row $r-$pass S4D_VULKAN_GATHER_SHARE=${r#vks} -- --backend webgpu --wgsl-runtime vulkan ;;
