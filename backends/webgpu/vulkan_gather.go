@@ -55,8 +55,7 @@ type gatherPlan struct {
 	held     []*vkImport         // source q is held[q]
 	miss     [][2]uintptr        // pinned ranges not imported yet: their pages go to the host
 	srcOf    []int32             // a gathered page's source
-	sets     []int               // the gather dispatches' descriptor sets
-	sizes    []int               // and workgroups
+	bt       vk.Batch            // the round's one submission
 }
 
 var gatherPlans = sync.Pool{New: func() any { return new(gatherPlan) }}
@@ -221,8 +220,12 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	dw := uint32((doff - dbase) / 4)
 	dsize := doff - dbase + int64(n*PageSize)
 	ro := gmGroupsOff(v.gcap)
-	sets, sizes := g.sets[:0], g.sizes[:0]
-	defer func() { g.sets, g.sizes = sets, sizes }()
+	// One submission for the round: the gather dispatches, then the LZ4
+	// blocks' copy and the decompress kernel after it. Every submission
+	// cost the H200's driver 0.3-1 ms with 16 clients, more than the
+	// blocks' packing that the gather now waits for.
+	bt := &g.bt
+	bt.Reset()
 	for gi, pages := range g.group {
 		if len(pages) == 0 {
 			continue
@@ -263,15 +266,16 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 				return err
 			}
 		}
-		sets, sizes = append(sets, set), append(sizes, m)
+		bt.Dispatch(rt.gather, set, m)
 		ro += (20*m + 255) &^ 255
 	}
-	if len(sets) > 0 {
-		t, err := rt.gather.DispatchSets(sets, sizes, vk.Ticket{})
+	if splitSubmits && bt.Len() > 0 {
+		t, err := rt.d.Submit(bt, vk.Ticket{})
 		if err != nil {
 			return err
 		}
 		last = t
+		bt.Reset()
 	}
 	pg.add(pSubmit, &tp)
 	if nl > 0 {
@@ -292,7 +296,6 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		binary.LittleEndian.PutUint32(gm[4:], 1) // placed
 		pg.add(pPack, &tp)
 		src := v.gin.buf
-		var bt vk.Batch
 		if v.gdin != nil {
 			bt.Copy(v.gdin, v.gin.buf, vk.Region{Src: 0, Dst: 0, Size: int64(12 * nl)}, vk.Region{Src: int64(dr), Dst: int64(dr), Size: int64(total)})
 			src = v.gdin
@@ -308,13 +311,15 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 			}
 		}
 		bt.Dispatch(k, v.set, nl)
-		t, err := rt.d.Submit(&bt, vk.Ticket{})
+	}
+	if bt.Len() > 0 {
+		t, err := rt.d.Submit(bt, vk.Ticket{})
 		if err != nil {
 			return err
 		}
 		last = t
-		pg.add(pSubmit, &tp)
 	}
+	pg.add(pSubmit, &tp)
 	pg.gpu.enter()
 	plainPages(d, g.host) // the host's share while the GPU works
 	pg.add(pOther, &tp)
@@ -384,6 +389,11 @@ func (v *vkDSlot) freeGather() {
 
 // envNoGather keeps GETs off the gather kernel (A/B measurements).
 const envNoGather = "S4D_VULKAN_NO_GATHER"
+
+// splitSubmits (S4D_VULKAN_SPLIT=1) submits a gathered round's gather
+// dispatches before packing its LZ4 blocks, apart from them, as before
+// 2026-12-04: for comparison.
+var splitSubmits = os.Getenv("S4D_VULKAN_SPLIT") == "1"
 
 // envGatherShare sets gatherShare. On an H200 the gather kernel alone
 // moved raw pages at 19.7-20.5 GB/s and the host's copies (16 cores) at

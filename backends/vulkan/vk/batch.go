@@ -30,6 +30,9 @@ func (b *Batch) Reset() {
 	b.ops, b.sets, b.xs, b.regs, b.err = b.ops[:0], b.sets[:0], b.xs[:0], b.regs[:0], nil
 }
 
+// Len is how many steps b holds.
+func (b *Batch) Len() int { return len(b.ops) }
+
 // Copy adds a copy of the regions from src to dst; a region outside
 // either buffer makes the batch fail at Submit.
 func (b *Batch) Copy(dst, src *Buffer, regions ...Region) {
