@@ -55,7 +55,8 @@ type gatherPlan struct {
 	held     []*vkImport         // source q is held[q]
 	miss     [][2]uintptr        // pinned ranges not imported yet: their pages go to the host
 	srcOf    []int32             // a gathered page's source
-	bt       vk.Batch            // the round's one submission
+	sets     []int               // the gather dispatches' descriptor sets
+	sizes    []int               // and workgroups
 }
 
 var gatherPlans = sync.Pool{New: func() any { return new(gatherPlan) }}
@@ -211,21 +212,21 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 	pg.pages.Add(int64(n))
 	gm := v.gm.mem
 	var last vk.Ticket // the kernel queue's last: it finishes in order
+	var copied vk.Ticket
 	// Whatever happens, nothing of the slot's, the sources' or the
 	// destination's memory is left to the device once this returns.
-	defer func() { rt.d.Wait(last, rt.wait) }()
+	defer func() {
+		rt.d.Wait(copied, rt.wait)
+		rt.d.Wait(last, rt.wait)
+	}()
 	// The destination is bound from a 256-aligned offset (any device's
 	// binding alignment); pages are addressed in words from it.
 	dbase := doff &^ 255
 	dw := uint32((doff - dbase) / 4)
 	dsize := doff - dbase + int64(n*PageSize)
 	ro := gmGroupsOff(v.gcap)
-	// One submission for the round: the gather dispatches, then the LZ4
-	// blocks' copy and the decompress kernel after it. Every submission
-	// cost the H200's driver 0.3-1 ms with 16 clients, more than the
-	// blocks' packing that the gather now waits for.
-	bt := &g.bt
-	bt.Reset()
+	sets, sizes := g.sets[:0], g.sizes[:0]
+	defer func() { g.sets, g.sizes = sets, sizes }()
 	for gi, pages := range g.group {
 		if len(pages) == 0 {
 			continue
@@ -266,16 +267,15 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 				return err
 			}
 		}
-		bt.Dispatch(rt.gather, set, m)
+		sets, sizes = append(sets, set), append(sizes, m)
 		ro += (20*m + 255) &^ 255
 	}
-	if splitSubmits && bt.Len() > 0 {
-		t, err := rt.d.Submit(bt, vk.Ticket{})
+	if len(sets) > 0 {
+		t, err := rt.gather.DispatchSets(sets, sizes, vk.Ticket{})
 		if err != nil {
 			return err
 		}
 		last = t
-		bt.Reset()
 	}
 	pg.add(pSubmit, &tp)
 	if nl > 0 {
@@ -297,7 +297,12 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 		pg.add(pPack, &tp)
 		src := v.gin.buf
 		if v.gdin != nil {
-			bt.Copy(v.gdin, v.gin.buf, vk.Region{Src: 0, Dst: 0, Size: int64(12 * nl)}, vk.Region{Src: int64(dr), Dst: int64(dr), Size: int64(total)})
+			var err error
+			copied, err = rt.d.Copy(v.gdin, v.gin.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(12 * nl)},
+				{Src: int64(dr), Dst: int64(dr), Size: int64(total)}}, vk.Ticket{})
+			if err != nil {
+				return err
+			}
 			src = v.gdin
 		}
 		k := rt.decomp
@@ -310,16 +315,13 @@ func (b *Backend) vkGather(ctx context.Context, s *dslot, d *pagefmt.Decompressi
 				return err
 			}
 		}
-		bt.Dispatch(k, v.set, nl)
-	}
-	if bt.Len() > 0 {
-		t, err := rt.d.Submit(bt, vk.Ticket{})
+		t, err := k.DispatchSet(v.set, nl, 1, 1, copied)
 		if err != nil {
 			return err
 		}
 		last = t
+		pg.add(pSubmit, &tp)
 	}
-	pg.add(pSubmit, &tp)
 	pg.gpu.enter()
 	plainPages(d, g.host) // the host's share while the GPU works
 	pg.add(pOther, &tp)
@@ -389,11 +391,6 @@ func (v *vkDSlot) freeGather() {
 
 // envNoGather keeps GETs off the gather kernel (A/B measurements).
 const envNoGather = "S4D_VULKAN_NO_GATHER"
-
-// splitSubmits (S4D_VULKAN_SPLIT=1) submits a gathered round's gather
-// dispatches before packing its LZ4 blocks, apart from them, as before
-// 2026-12-04: for comparison.
-var splitSubmits = os.Getenv("S4D_VULKAN_SPLIT") == "1"
 
 // envGatherShare sets gatherShare. On an H200 the gather kernel alone
 // moved raw pages at 19.7-20.5 GB/s and the host's copies (16 cores) at

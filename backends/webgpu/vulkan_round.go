@@ -245,7 +245,7 @@ func (b *Backend) vkRound(s *slot, in *pagefmt.Batch, out *pagefmt.Compressed, l
 
 // vkDecompress runs the decompress kernel over the blocks idx of d: they
 // are packed into the slot's imported input (on a discrete GPU copied on
-// into device memory in the same submission, devInFor), the kernel writes the pages into its
+// into device memory, devInFor), the kernel writes the pages into its
 // imported output, and the shared copyOut puts them in place.
 func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, meanwhile func()) error {
 	rt, v, n := b.vk, s.vs, len(idx)
@@ -275,11 +275,20 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 	binary.LittleEndian.PutUint32(o[vkParamsOff:], uint32(n))
 	binary.LittleEndian.PutUint32(o[vkParamsOff+4:], 0) // pages in order (not placed)
 	po := vkPagesOff(v.cap)
-	k, src := rt.decomp, v.in.buf
-	var bt vk.Batch
+	k, src, after, dispatched := rt.decomp, v.in.buf, vk.Ticket{}, false
 	if v.din != nil {
-		bt.Copy(v.din, v.in.buf, vk.Region{Src: 0, Dst: 0, Size: int64(8 * n)}, vk.Region{Src: int64(dr), Dst: int64(dr), Size: int64(total)})
+		var err error
+		after, err = rt.d.Copy(v.din, v.in.buf, []vk.Region{{Src: 0, Dst: 0, Size: int64(8 * n)},
+			{Src: int64(dr), Dst: int64(dr), Size: int64(total)}}, vk.Ticket{})
+		if err != nil {
+			return err
+		}
 		src = v.din
+		defer func() {
+			if !dispatched {
+				rt.d.Wait(after, rt.wait) // the copy reads the slot's input: done before it is reused or freed
+			}
+		}()
 	}
 	for i, x := range []struct {
 		buf       *vk.Buffer
@@ -290,11 +299,11 @@ func (b *Backend) vkDecompress(s *dslot, d *pagefmt.Decompression, idx []int, me
 			return err
 		}
 	}
-	bt.Dispatch(k, v.set, n)
-	t, err := rt.d.Submit(&bt, vk.Ticket{})
+	t, err := k.DispatchSet(v.set, n, 1, 1, after)
 	if err != nil {
 		return err
 	}
+	dispatched = true // its wait below covers the copy
 	pg.gpu.enter()
 	pg.add(pSubmit, &tp)
 	if meanwhile != nil {

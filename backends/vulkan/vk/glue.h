@@ -392,12 +392,8 @@ static VkResult s4dvk_begin(s4dvk_dev *d, int r, int i, uint64_t afterValue, VkC
 	return VK_SUCCESS;
 }
 
-// s4dvk_stage is the pipeline stage of ring r's work (the kernel ring's
-// command buffers may copy too).
-static VkFlags s4dvk_stage(int r)
-{
-	return r == S4DVK_COPY ? VK_PIPELINE_STAGE_TRANSFER_BIT : VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-}
+// s4dvk_stage is the pipeline stage of ring r's work.
+static VkFlags s4dvk_stage(int r) { return r == S4DVK_COPY ? VK_PIPELINE_STAGE_TRANSFER_BIT : VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT; }
 
 // s4dvk_end closes the command buffer with a barrier that makes its
 // writes visible to the host (the semaphore alone makes them available
@@ -405,7 +401,7 @@ static VkFlags s4dvk_stage(int r)
 static VkResult s4dvk_end(s4dvk_dev *d, int r, VkCommandBuffer cb)
 {
 	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-			      .srcAccessMask = r == S4DVK_COPY ? VK_ACCESS_TRANSFER_WRITE_BIT : VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+			      .srcAccessMask = r == S4DVK_COPY ? VK_ACCESS_TRANSFER_WRITE_BIT : VK_ACCESS_SHADER_WRITE_BIT,
 			      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
 	d->vkCmdPipelineBarrier(cb, s4dvk_stage(r), VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 	return d->vkEndCommandBuffer(cb);
@@ -528,48 +524,19 @@ static void s4dvk_kernel_bind(s4dvk_dev *d, s4dvk_kernel *k, int set, uint32_t b
 	d->vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
 }
 
-// One step of a command buffer on the kernel ring: dispatches j in
-// [first, first+n) of kernel k, with descriptor set sets[j] and xs[j]
-// workgroups, which may run at once; or, with k null, a copy of regions
-// [first, first+n) from src to dst.
-typedef struct s4dvk_op {
-	s4dvk_kernel *k;
-	VkBuffer src, dst;
-	uint32_t first, n;
-} s4dvk_op;
-
-// s4dvk_record_ops records the steps into buffer i of the kernel ring: a
-// dispatch after a copy waits for the copies before it (a barrier);
-// dispatches before a copy do not hold it up.
-static VkResult s4dvk_record_ops(s4dvk_dev *d, int i, const s4dvk_op *ops, uint32_t nops, const int32_t *sets, const uint32_t *xs,
-				 const VkBufferCopy *regions, uint64_t afterValue)
+// s4dvk_record_dispatch records n dispatches of k into buffer i of the
+// kernel ring, dispatch j with descriptor set sets[j] and xs[j]*y*z
+// workgroups: they may run at once.
+static VkResult s4dvk_record_dispatch(s4dvk_dev *d, int i, s4dvk_kernel *k, const int32_t *sets, const uint32_t *xs, uint32_t n, uint32_t y, uint32_t z, uint64_t afterValue)
 {
 	VkCommandBuffer cb;
 	VkResult e = s4dvk_begin(d, S4DVK_KERNEL, i, afterValue, &cb);
 	if (e)
 		return e;
-	s4dvk_kernel *bound = NULL;
-	int copied = 0;
-	for (uint32_t o = 0; o < nops; o++) {
-		const s4dvk_op *op = &ops[o];
-		if (!op->k) {
-			d->vkCmdCopyBuffer(cb, op->src, op->dst, op->n, regions + op->first);
-			copied = 1;
-			continue;
-		}
-		if (copied) {
-			VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-					      .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
-			d->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-			copied = 0;
-		}
-		if (bound != op->k)
-			d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, op->k->pipe);
-		bound = op->k;
-		for (uint32_t j = op->first; j < op->first + op->n; j++) {
-			d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, op->k->pl, 0, 1, &op->k->set[sets[j]], 0, NULL);
-			d->vkCmdDispatch(cb, xs[j], 1, 1);
-		}
+	d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
+	for (uint32_t j = 0; j < n; j++) {
+		d->vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pl, 0, 1, &k->set[sets[j]], 0, NULL);
+		d->vkCmdDispatch(cb, xs[j], y, z);
 	}
 	return s4dvk_end(d, S4DVK_KERNEL, cb);
 }

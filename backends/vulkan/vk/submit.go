@@ -74,7 +74,6 @@ func (d *Device) SubmitStats() SubmitStats {
 // initRings sets up the Go side of the device's two rings.
 func (d *Device) initRings() {
 	d.serial = os.Getenv("S4D_VULKAN_SUBMIT") == "serial"
-	d.copyQ = os.Getenv("S4D_VULKAN_COPYQ") == "1"
 	q := &sync.Mutex{}
 	for r := range d.rings {
 		g := &d.rings[r]

@@ -123,7 +123,6 @@ type Device struct {
 	info     Info
 	rings    [2]ring // copies, kernels (C.S4DVK_COPY, C.S4DVK_KERNEL)
 	serial   bool    // S4D_VULKAN_SUBMIT=serial (submit.go)
-	copyQ    bool    // S4D_VULKAN_COPYQ=1: a Batch's copies on the transfer queue (batch.go)
 	serialMu sync.Mutex
 	stats    submitStats
 }
@@ -350,15 +349,12 @@ func (k *Kernel) Dispatch(x, y, z int, after Ticket) (Ticket, error) {
 	return k.DispatchSet(0, x, y, z, after)
 }
 
-// DispatchSet submits x workgroups with descriptor set set (y and z
-// must be 1: the kernels are one-dimensional).
+// DispatchSet submits x*y*z workgroups with descriptor set set.
 func (k *Kernel) DispatchSet(set, x, y, z int, after Ticket) (Ticket, error) {
-	if y != 1 || z != 1 {
-		return Ticket{}, fmt.Errorf("vulkan: a %dx%dx%d dispatch (one dimension only)", x, y, z)
+	if set < 0 || set >= Sets {
+		return Ticket{}, fmt.Errorf("vulkan: dispatch with set %d", set)
 	}
-	var b Batch
-	b.Dispatch(k, set, x)
-	return k.d.Submit(&b, after)
+	return k.dispatch([]int{set}, []int{x}, y, z, after)
 }
 
 // DispatchSets submits one dispatch per descriptor set of sets, xs[i]
@@ -368,11 +364,24 @@ func (k *Kernel) DispatchSets(sets, xs []int, after Ticket) (Ticket, error) {
 	if len(sets) == 0 || len(sets) != len(xs) {
 		return Ticket{}, fmt.Errorf("vulkan: %d sets, %d sizes", len(sets), len(xs))
 	}
-	var b Batch
+	return k.dispatch(sets, xs, 1, 1, after)
+}
+
+func (k *Kernel) dispatch(sets, xs []int, y, z int, after Ticket) (Ticket, error) {
+	cs, cx := make([]C.int32_t, len(sets)), make([]C.uint32_t, len(sets))
 	for i, s := range sets {
-		b.Dispatch(k, s, xs[i])
+		if s < 0 || s >= Sets || xs[i] <= 0 {
+			return Ticket{}, fmt.Errorf("vulkan: dispatch with set %d, %d workgroups", s, xs[i])
+		}
+		cs[i], cx[i] = C.int32_t(s), C.uint32_t(xs[i])
 	}
-	return k.d.Submit(&b, after)
+	t, err := k.d.submit(C.S4DVK_KERNEL, after, func(i C.int, av C.uint64_t) C.VkResult {
+		return C.s4dvk_record_dispatch(k.d.d, i, k.k, &cs[0], &cx[0], C.uint32_t(len(cs)), C.uint32_t(y), C.uint32_t(z), av)
+	})
+	if err != nil {
+		return Ticket{}, fmt.Errorf("vulkan: dispatch: %w", err)
+	}
+	return t, nil
 }
 
 // Release frees the pipeline; nothing of it may be in flight.

@@ -151,12 +151,8 @@ for pass in $(seq ${PASSES:-2}); do
 		vkhostin) row vkhostin-$pass S4D_VULKAN_DEVIN=0 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vknogather) row vknogather-$pass S4D_VULKAN_NO_GATHER=1 -- --backend webgpu --wgsl-runtime vulkan ;;
 		vkd16) row vkd16-$pass S4D_VULKAN_DSLOTS=16 -- --backend webgpu --wgsl-runtime vulkan ;;
-		# vkserial: submissions as before 2026-12-04 (one lock, recording under it, copies on the transfer queue, gathers apart).
-		vkserial) row vkserial-$pass S4D_VULKAN_SUBMIT=serial S4D_VULKAN_COPYQ=1 S4D_VULKAN_SPLIT=1 -- --backend webgpu --wgsl-runtime vulkan ;;
-		# vksplit: a gathered GET's gather dispatches in a submission of their own.
-		vksplit) row vksplit-$pass S4D_VULKAN_SPLIT=1 -- --backend webgpu --wgsl-runtime vulkan ;;
-		# vkcopyq: GET's block copies on the transfer queue, the kernel waiting for them there.
-		vkcopyq) row vkcopyq-$pass S4D_VULKAN_COPYQ=1 -- --backend webgpu --wgsl-runtime vulkan ;;
+		# vkserial: submissions as before 2026-12-04 (one lock, recording under it).
+		vkserial) row vkserial-$pass S4D_VULKAN_SUBMIT=serial -- --backend webgpu --wgsl-runtime vulkan ;;
 		vks*) row $r-$pass S4D_VULKAN_GATHER_SHARE=${r#vks} -- --backend webgpu --wgsl-runtime vulkan ;;
 		# autonc / autoncold: --backend auto with CUDA hidden, as on a GPU without
 		# it (the router picks among webgpu and cpu), this build / s4d-old.
