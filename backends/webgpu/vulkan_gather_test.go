@@ -126,8 +126,8 @@ func (c *gatherCase) get(t *testing.T, b *Backend, dst []byte) {
 // pages the host fills or copies, from several callers at once, wrong
 // sums of either kind caught and left unwritten; before the imports it
 // takes the host's path. Both with the LZ4 blocks parsed where the host
-// packed them and copied to device memory first (S4D_VULKAN_DEVIN=1, in
-// the same submission as the kernel), as on a discrete GPU.
+// packed them and copied to device memory first on the transfer queue
+// (S4D_VULKAN_DEVIN=1), as on a discrete GPU.
 func TestVulkanGather(t *testing.T) {
 	kernelsHere(t)
 	t.Setenv(envGatherShare, "100") // every raw page it can to the GPU
