@@ -111,8 +111,10 @@ type vkProf struct {
 // (vk.Device.SubmitStats).
 func (p *vkProf) describe(d *vk.Device) string {
 	s := d.SubmitStats()
-	return fmt.Sprintf("prof{put: %s; get: %s; import: n=%d ms=%.1f; submit: n=%d calls=%d lock_ms=%.1f call_ms=%.1f}", &p.put, &p.get,
-		p.importN.Load(), float64(p.importNs.Load())/1e6, s.N, s.Calls, float64(s.Lock)/1e6, float64(s.Call)/1e6)
+	return fmt.Sprintf("prof{put: %s; get: %s; import: n=%d ms=%.1f; submit: n=%d calls=%d lock_ms=%.1f call_ms=%.1f "+
+		"calls_100us=%d calls_1ms=%d calls_10ms=%d calls_100ms=%d}", &p.put, &p.get,
+		p.importN.Load(), float64(p.importNs.Load())/1e6, s.N, s.Calls, float64(s.Lock)/1e6, float64(s.Call)/1e6,
+		s.Slow[0], s.Slow[1], s.Slow[2], s.Slow[3])
 }
 
 var profShown = os.Getenv(envProf) == "1"

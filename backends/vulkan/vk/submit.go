@@ -56,6 +56,7 @@ type pending struct {
 // submitStats counts what the rings did (SubmitStats).
 type submitStats struct {
 	n, calls, lockNs, callNs atomic.Int64
+	slow                     [len(SubmitStats{}.Slow)]atomic.Int64
 }
 
 // SubmitStats is what a Device's submissions cost so far.
@@ -64,13 +65,24 @@ type SubmitStats struct {
 	Calls int64         // vkQueueSubmit calls made for them
 	Lock  time.Duration // waiting for a queue, summed over callers
 	Call  time.Duration // in vkQueueSubmit
+	// Slow counts the calls that took at least 0.1, 1, 10 and 100 ms:
+	// whether the driver's time is spread evenly or spent in a few
+	// long stalls.
+	Slow [4]int64
 }
+
+// slowAt are SubmitStats.Slow's thresholds.
+var slowAt = [...]time.Duration{100 * time.Microsecond, time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond}
 
 // SubmitStats reports the submissions so far: where a busy engine's
 // submitting goes.
 func (d *Device) SubmitStats() SubmitStats {
 	s := &d.stats
-	return SubmitStats{N: s.n.Load(), Calls: s.calls.Load(), Lock: time.Duration(s.lockNs.Load()), Call: time.Duration(s.callNs.Load())}
+	r := SubmitStats{N: s.n.Load(), Calls: s.calls.Load(), Lock: time.Duration(s.lockNs.Load()), Call: time.Duration(s.callNs.Load())}
+	for i := range r.Slow {
+		r.Slow[i] = s.slow[i].Load()
+	}
+	return r
 }
 
 // initRings sets up the Go side of the device's two rings.
@@ -160,7 +172,13 @@ func (d *Device) flush(r int) {
 	n, first := len(g.work), g.sent+1
 	t0 := time.Now()
 	err := check(C.s4dvk_submit(d.d, C.int(r), C.uint32_t(n), &c.idx[0], &c.afterRing[0], &c.after[0], C.uint64_t(first)))
-	d.stats.callNs.Add(int64(time.Since(t0)))
+	took := time.Since(t0)
+	d.stats.callNs.Add(int64(took))
+	for i, at := range slowAt {
+		if took >= at {
+			d.stats.slow[i].Add(1)
+		}
+	}
 	d.stats.calls.Add(1)
 	d.stats.n.Add(int64(n))
 	for j, p := range g.work {

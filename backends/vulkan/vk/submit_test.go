@@ -72,6 +72,11 @@ func TestConcurrentSubmit(t *testing.T) {
 			if s.N != 2*callers*rounds || s.Calls < 1 || s.Calls > s.N {
 				t.Fatalf("stats %+v, want %d submissions in at most as many calls", s, 2*callers*rounds)
 			}
+			for i, c := range s.Slow {
+				if c < 0 || c > s.Calls || (i > 0 && c > s.Slow[i-1]) {
+					t.Fatalf("slow calls %v out of order for %d calls", s.Slow, s.Calls)
+				}
+			}
 			if mode == "serial" && s.Calls != s.N {
 				t.Fatalf("serial: %d calls for %d submissions", s.Calls, s.N)
 			}

@@ -81,9 +81,20 @@ S4D=$C/s4d SOCK=/tmp/vklim.sock
 snap() { $S4D ctl --socket $SOCK stats 2>&1 | grep -o 'prof{[^}]*}' | head -1 > $L/$1.prof; }
 bench() { # name, batches, repeat
 	snap $1.before
+	# CALLCLOCKS=1: the SM clock every 20 ms during this call alone.
+	local CP=
+	if [ "${CALLCLOCKS:-0}" = 1 ]; then
+		nvidia-smi --query-gpu=clocks.sm,utilization.gpu --format=csv,noheader,nounits -lms 20 > $L/ck-$1.csv 2>&1 &
+		CP=$!
+	fi
 	timeout 120 $S4D bench --socket $SOCK --file /tmp/corpus --max-bytes 1G --clients 16 --batch $2 \
 		--repeat $3 --memfd --json > $L/bench-$1.json 2> $L/bench-$1.err
-	say "== $1 rc $?"
+	local rc=$? ck=
+	if [ -n "$CP" ]; then
+		kill $CP; wait $CP 2>/dev/null
+		ck=$(awk -F', *' '$2 > 0 { n++; s += $1; if ($1 < 1500) lo++ } END { printf "; busy samples %d, SM MHz mean %.0f, under 1500: %d", n, n ? s / n : 0, lo }' $L/ck-$1.csv)
+	fi
+	say "== $1 rc $rc$ck"
 	snap $1.after
 }
 row() { # name, env..., -- daemon flags...
