@@ -21,8 +21,9 @@ import (
 // other's submissions. On the H200 with 16 clients this cut the time a
 // GET round spent submitting by a quarter to a third at batch 4096 against
 // one device lock around recording and submitting, without a measurable
-// change in GET's speed: the driver's own vkQueueSubmit, 0.17-0.45 ms a call
-// there (3.5-4.8 us alone), is what callers wait for
+// change in GET's speed: what callers wait for is the driver's
+// vkQueueSubmit, a few microseconds, except that it stalls 10-100+ ms
+// while the driver imports a mapping; SubmitStats.Slow counts those
 // (docs/benchmarks/2026-12-04-vulkan-submit.md). S4D_VULKAN_SUBMIT=serial
 // brings the one lock back, for comparison.
 
