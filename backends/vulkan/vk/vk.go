@@ -248,7 +248,7 @@ type Ticket struct {
 
 // Copy submits the regions from src to dst on the transfer queue, after
 // the submission after (a kernel's, or the zero Ticket), and returns at
-// once; up to 8 are in flight on a queue (a ninth waits for the first).
+// once; up to 64 are in flight on a queue (a 65th waits for the oldest).
 // Copy as few regions as possible: NVIDIA's copy engine pays per region
 // (one per 4 KiB page ran at 1.5-2.2 GB/s, 1 MiB runs at 44-47).
 func (d *Device) Copy(dst, src *Buffer, regions []Region, after Ticket) (Ticket, error) {
@@ -367,6 +367,8 @@ func (k *Kernel) DispatchSets(sets, xs []int, after Ticket) (Ticket, error) {
 	return k.dispatch(sets, xs, 1, 1, after)
 }
 
+// dispatch submits one dispatch per set, xs[i]*y*z workgroups each, in one
+// command buffer on the compute queue.
 func (k *Kernel) dispatch(sets, xs []int, y, z int, after Ticket) (Ticket, error) {
 	cs, cx := make([]C.int32_t, len(sets)), make([]C.uint32_t, len(sets))
 	for i, s := range sets {
